@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Baton needs to build and test. Idempotent:
+# packages already present are skipped, and `apt-get update` runs only when
+# something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libdnnl-dev            # CPU GEMM (oneDNN): picks the right ISA by itself
+  nlohmann-json3-dev     # JSON
+  libcli11-dev           # CLI parsing
+  zlib1g-dev             # .gz datasets, CRC32 checksums
+  libsqlite3-dev         # run history
+  libhwloc-dev           # topology discovery
+  libopenmpi-dev openmpi-bin
+  libgtest-dev libgmock-dev
+  qt6-base-dev libqcustomplot-dev
+  file                   # used by cpack's DEB generator
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
