@@ -168,6 +168,7 @@ class BatchNorm final : public Layer {
   Param gain_, bias_;
   Tensor running_mean_, running_var_;
   Tensor mean_, rstd_, xhat_, y_, dx_;
+  bool batch_stats_ = false;  // the last forward normalised with batch statistics
 };
 
 }  // namespace baton

@@ -20,6 +20,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -108,7 +109,9 @@ class Pipeline {
   int64_t next_take_ = 0;     // next batch index the consumer takes
   int64_t generation_ = 0;    // bumped by start_epoch; the worker drops stale work
   bool stop_ = false;
+  bool started_ = false;      // an epoch has been started
   bool worker_busy_ = false;
+  std::exception_ptr error_;  // a read that failed on the worker, rethrown by next()
   std::thread thread_;
 };
 

@@ -1,0 +1,28 @@
+// `baton train CONFIG`: wiring between the command line and the engine's
+// Trainer.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace baton::cli {
+
+struct TrainArgs {
+  std::string config;
+  std::string events;
+  bool resume = false;
+  std::string checkpoint_dir;
+  std::string runs_dir;
+  std::string plugin_dir;
+  long long seed = -1;
+  std::vector<std::string> overrides;
+  bool quiet = false;
+};
+
+void add_train_command(CLI::App& app, TrainArgs& args);
+// Returns the process exit code; throws InputError / RuntimeError upward.
+int run_train(const TrainArgs& args, const std::string& exe_path);
+
+}  // namespace baton::cli

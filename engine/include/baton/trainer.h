@@ -1,0 +1,103 @@
+// The fit loop. A Trainer builds the datasets, the strategy's replicas of
+// the model, the optimizers and the input pipelines from a RunConfig, then
+// trains: per step it takes each replica's share of the global batch, runs
+// forward and backward on every replica through the strategy, reduces the
+// gradients, clips, and applies one optimizer update; it validates every
+// epoch, writes checkpoints and emits telemetry.
+//
+// Construction does all validation and building, so a bad config fails
+// before anything is recorded or trained.
+#pragma once
+
+#include <baton/checkpoint.h>
+#include <baton/loss.h>
+#include <baton/model.h>
+#include <baton/optim.h>
+#include <baton/pipeline.h>
+#include <baton/registry.h>
+#include <baton/run_config.h>
+#include <baton/strategy.h>
+#include <baton/telemetry.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace baton {
+
+struct TrainOptions {
+  std::string run_id;          // required: names the run in telemetry
+  std::string checkpoint_dir;  // required when checkpointing is wanted; "" = none
+  bool resume = false;         // continue from the newest valid checkpoint
+  // Set by another thread to stop at the next step boundary (the run ends
+  // "interrupted", after a final checkpoint).
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct TrainSummary {
+  std::string status;  // completed | interrupted
+  int64_t steps = 0;
+  int64_t start_step = 0;
+  int64_t epochs_completed = 0;
+  double train_loss = 0;
+  bool has_validation = false;
+  double val_loss = 0, val_accuracy = 0;
+  double samples_per_s = 0;
+  double wall_time_s = 0;
+  std::string last_checkpoint;
+  std::vector<double> step_losses;  // every step's loss, in order (from start_step)
+};
+
+class Trainer {
+ public:
+  Trainer(RunConfig config, const Registry& registry, const Telemetry& telemetry,
+          TrainOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains to the end (or until stopped). Emits run_start ... run_end.
+  // Exceptions propagate after a run_end event with status "failed".
+  TrainSummary run();
+
+  const RunConfig& config() const { return cfg_; }
+  Strategy& strategy() { return *strategy_; }
+  Sequential& model(int replica = 0);
+  int64_t total_steps() const { return total_steps_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  const Dataset& train_data() const { return *train_; }
+  const Dataset* validation_data() const { return val_.get(); }
+
+  // Evaluates replica 0's model on the validation data (or `data`).
+  struct Evaluation {
+    double loss = 0, accuracy = 0;
+    int64_t samples = 0;
+  };
+  Evaluation evaluate();
+
+ private:
+  struct Replica;
+  void emit(const Event& e) const { telemetry_.emit(e); }
+  void log(LogLevel level, const std::string& message) const;
+  CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch);
+  void restore(const CheckpointData& data, int64_t* epoch, int64_t* batch_in_epoch);
+  std::string save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch);
+
+  RunConfig cfg_;
+  const Telemetry& telemetry_;
+  TrainOptions opt_;
+  std::shared_ptr<const Dataset> train_, val_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<Loss> loss_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<std::unique_ptr<Pipeline>> pipelines_;
+  std::unique_ptr<Pipeline> val_pipeline_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::string model_description_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+};
+
+}  // namespace baton

@@ -1,0 +1,62 @@
+// Matrix products through oneDNN's sgemm, and the thread/ISA reporting.
+#include <baton/error.h>
+#include <baton/kernels.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <omp.h>
+
+#include <string>
+
+namespace baton {
+
+Activation parse_activation(const std::string& name) {
+  if (name == "none" || name == "linear") return Activation::kNone;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "tanh") return Activation::kTanh;
+  throw InputError("activation \"" + name + "\" is not one of none, relu, gelu, tanh");
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kNone: return "none";
+    case Activation::kRelu: return "relu";
+    case Activation::kGelu: return "gelu";
+    case Activation::kTanh: return "tanh";
+    default: return "unset";
+  }
+}
+
+namespace cpu {
+
+void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  dnnl_status_t st = dnnl_sgemm(ta == Trans::kYes ? 'T' : 'N', tb == Trans::kYes ? 'T' : 'N', m,
+                                n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (st != dnnl_success) {
+    throw RuntimeError("dnnl_sgemm failed (status " + std::to_string(static_cast<int>(st)) +
+                       ") for m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                       " k=" + std::to_string(k));
+  }
+}
+
+void set_num_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+
+int num_threads() { return omp_get_max_threads(); }
+
+const char* elementwise_isa();  // kernels_elementwise.cpp
+
+std::string kernel_path() {
+  const dnnl_version_t* v = dnnl_version();
+  std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                  std::to_string(v->patch) + " sgemm (" +
+                  dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()) + ")";
+  s += ", elementwise ";
+  s += elementwise_isa();
+  return s;
+}
+
+}  // namespace cpu
+}  // namespace baton

@@ -1,0 +1,432 @@
+#include <baton/error.h>
+#include <baton/kernels.h>
+#include <baton/trainer.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace baton {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Seeds for independent streams, all derived from the run seed.
+enum SeedStream : uint64_t { kPipelineSeed = 1, kInitSeed = 2, kStepSeed = 3 };
+
+}  // namespace
+
+struct Trainer::Replica {
+  std::unique_ptr<Sequential> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<Param*> params;
+  Tensor doutput;  // (shard batch, outputs)
+  LossResult last;
+};
+
+Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& telemetry,
+                 TrainOptions options)
+    : cfg_(std::move(config)), telemetry_(telemetry), opt_(std::move(options)) {
+  cpu::set_num_threads(cfg_.threads);
+
+  // Data: the training set, then a held-out or separate validation set, then
+  // standardisation fitted on the training split only.
+  DatasetContext dctx{cfg_.base_dir, cfg_.seed};
+  ConfigNode train_node(cfg_.data.train, cfg_.file, "data.train");
+  std::shared_ptr<const Dataset> all =
+      registry.dataset(cfg_.data.train.at("type").get<std::string>(), train_node)(train_node, dctx);
+  if (cfg_.data.validation) {
+    ConfigNode val_node(*cfg_.data.validation, cfg_.file, "data.validation");
+    train_ = all;
+    val_ = registry.dataset(cfg_.data.validation->at("type").get<std::string>(), val_node)(
+        val_node, dctx);
+    if (val_->features() != train_->features()) {
+      val_node.fail("type", "the validation data has " + std::to_string(val_->features()) +
+                                " features, the training data " +
+                                std::to_string(train_->features()));
+    }
+  } else {
+    Split split = split_dataset(all, cfg_.data.validation_split, cfg_.data.split_seed);
+    train_ = split.train;
+    val_ = split.validation;
+  }
+  if (cfg_.data.standardize) {
+    auto fitted = StandardizedDataset::fit(train_, *train_);
+    if (val_) val_ = std::make_shared<StandardizedDataset>(val_, fitted->mean(), fitted->stddev());
+    train_ = fitted;
+  }
+
+  loss_ = make_loss(cfg_.loss);
+  if (loss_->is_classification() && train_->classes() == 0) {
+    throw InputError(cfg_.file + ": loss: softmax_cross_entropy needs a classification dataset; "
+                     "this one is a regression dataset (use \"mse\")");
+  }
+  if (!loss_->is_classification() && train_->classes() > 0) {
+    throw InputError(cfg_.file + ": loss: mse needs a regression dataset (task: regression)");
+  }
+
+  if (cfg_.strategy.type != "one_device") {
+    throw InputError(cfg_.file + ": strategy.type: " + cfg_.strategy.type + " is not available");
+  }
+  strategy_ = std::make_unique<OneDeviceStrategy>(cfg_.strategy.device);
+
+  PipelineOptions po;
+  po.global_batch = cfg_.global_batch;
+  po.shuffle_buffer = cfg_.data.shuffle_buffer;
+  po.cache = cfg_.data.cache;
+  po.prefetch = cfg_.data.prefetch;
+  po.policy = cfg_.data.shard_policy;
+  po.drop_remainder = cfg_.data.drop_remainder;
+  po.seed = Rng::derive(cfg_.seed, kPipelineSeed);
+  pipelines_ = strategy_->distribute(train_, po);
+  steps_per_epoch_ = pipelines_[0]->batches_per_epoch();
+  total_steps_ = cfg_.max_steps > 0 ? cfg_.max_steps : cfg_.epochs * steps_per_epoch_;
+
+  // Replicas: the same architecture and the same initial values on every
+  // replica (one seed), so they stay identical under synchronous updates.
+  const int64_t max_rows = pipelines_[0]->options().shard_batch;
+  const ModelShape shape{train_->features(),
+                         train_->classes() > 0 ? train_->classes() : train_->target_width()};
+  ConfigNode model_node(cfg_.model, cfg_.file, "model");
+  const ModelFactory& factory =
+      registry.model(cfg_.model.at("type").get<std::string>(), model_node);
+  for (int r = 0; r < strategy_->num_replicas(); ++r) {
+    auto rep = std::make_unique<Replica>();
+    ConfigNode node(cfg_.model, cfg_.file, "model");
+    rep->model = factory(node, shape);
+    const int64_t out = rep->model->plan(max_rows, shape.in_features);
+    if (out != shape.out_features) {
+      throw InputError(cfg_.file + ": model: the last layer has " + std::to_string(out) +
+                       " outputs, but the dataset needs " + std::to_string(shape.out_features) +
+                       (train_->classes() > 0 ? " (one per class)" : " (the target width)"));
+    }
+    Rng init(Rng::derive(cfg_.seed, kInitSeed));
+    rep->model->init(init);
+    rep->params = rep->model->params();
+    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params);
+    rep->doutput = Tensor({max_rows, out});
+    replicas_.push_back(std::move(rep));
+  }
+  model_description_ = replicas_[0]->model->describe();
+
+  if (val_) {
+    PipelineOptions vo;
+    vo.global_batch = vo.shard_batch = max_rows;
+    vo.prefetch = cfg_.data.prefetch;
+    vo.cache = cfg_.data.cache;
+    vo.policy = ShardPolicy::kOff;
+    val_pipeline_ = std::make_unique<Pipeline>(val_, vo);
+  }
+  if (!opt_.checkpoint_dir.empty()) {
+    checkpoints_ = std::make_unique<CheckpointManager>(opt_.checkpoint_dir, cfg_.checkpoint.keep);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+Sequential& Trainer::model(int replica) { return *replicas_.at(replica)->model; }
+
+void Trainer::log(LogLevel level, const std::string& message) const {
+  emit(LogEvent{opt_.run_id, level, message});
+}
+
+Trainer::Evaluation Trainer::evaluate() {
+  Evaluation ev;
+  if (!val_pipeline_) return ev;
+  Replica& rep = *replicas_[0];
+  ForwardContext ctx{Mode::kEval, 0};
+  double loss = 0;
+  int64_t correct = 0;
+  val_pipeline_->start_epoch(0);
+  while (const Batch* b = val_pipeline_->next()) {
+    if (b->rows == 0) continue;
+    const Tensor& out = rep.model->forward(b->x, ctx);
+    LossResult r = loss_->compute(out, b->labels.data(), b->targets.empty() ? nullptr : &b->targets,
+                                  rep.doutput, 1.0f);
+    loss += r.loss_sum;
+    correct += r.correct;
+    ev.samples += r.count;
+  }
+  if (ev.samples > 0) {
+    ev.loss = loss / static_cast<double>(ev.samples);
+    ev.accuracy = static_cast<double>(correct) / static_cast<double>(ev.samples);
+  }
+  return ev;
+}
+
+CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch) {
+  // Replicas are identical after every synchronous step: replica 0 speaks
+  // for all of them.
+  Replica& rep = *replicas_[0];
+  CheckpointData d;
+  d.step = step;
+  for (size_t i = 0; i < rep.params.size(); ++i) {
+    d.tensors.emplace_back("param." + std::to_string(i) + "." + rep.params[i]->name,
+                           rep.params[i]->value);
+  }
+  for (auto& [name, t] : rep.model->buffers()) d.tensors.emplace_back("buffer." + name, *t);
+  for (auto& [name, t] : rep.optimizer->state()) d.tensors.emplace_back("optim." + name, *t);
+  d.meta = {{"step", step},
+            {"epoch", epoch},
+            {"batch_in_epoch", batch_in_epoch},
+            {"optimizer_steps", rep.optimizer->steps_taken()},
+            {"seed", cfg_.seed},
+            {"model", model_description_},
+            {"run", opt_.run_id},
+            {"config", cfg_.raw}};
+  return d;
+}
+
+void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in_epoch) {
+  const std::string where = "checkpoint at step " + std::to_string(d.step);
+  if (d.meta.value("model", std::string()) != model_description_) {
+    throw InputError(where + " holds the model " + d.meta.value("model", std::string("?")) +
+                     ", but this config builds " + model_description_);
+  }
+  for (auto& rep : replicas_) {
+    std::vector<std::pair<std::string, Tensor*>> targets;
+    for (size_t i = 0; i < rep->params.size(); ++i) {
+      targets.emplace_back("param." + std::to_string(i) + "." + rep->params[i]->name,
+                           &rep->params[i]->value);
+    }
+    for (auto& [name, t] : rep->model->buffers()) targets.emplace_back("buffer." + name, t);
+    for (auto& [name, t] : rep->optimizer->state()) targets.emplace_back("optim." + name, t);
+    if (targets.size() != d.tensors.size()) {
+      throw InputError(where + " holds " + std::to_string(d.tensors.size()) +
+                       " tensors, the model and optimizer need " + std::to_string(targets.size()));
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const auto& [name, src] = d.tensors[i];
+      if (name != targets[i].first || src.shape() != targets[i].second->shape()) {
+        throw InputError(where + ": tensor " + name + " " + src.shape_string() +
+                         " does not match " + targets[i].first + " " +
+                         targets[i].second->shape_string());
+      }
+      *targets[i].second = src;
+    }
+    rep->optimizer->set_steps_taken(d.meta.at("optimizer_steps").get<int64_t>());
+  }
+  *epoch = d.meta.at("epoch").get<int64_t>();
+  *batch_in_epoch = d.meta.at("batch_in_epoch").get<int64_t>();
+}
+
+std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch) {
+  // The data position is where the next batch comes from; the end of an
+  // epoch is the start of the next one.
+  if (batch_in_epoch >= steps_per_epoch_) {
+    ++epoch;
+    batch_in_epoch = 0;
+  }
+  const auto t0 = Clock::now();
+  auto [path, bytes] = checkpoints_->save(snapshot(step, epoch, batch_in_epoch));
+  emit(CheckpointEvent{opt_.run_id, step, path, bytes, ms_between(t0, Clock::now())});
+  return path;
+}
+
+TrainSummary Trainer::run() {
+  TrainSummary sum;
+  const auto run_t0 = Clock::now();
+  int64_t step = 0, epoch = 0, skip = 0;
+  if (opt_.resume) {
+    if (!checkpoints_) throw InputError("--resume needs a checkpoint directory");
+    std::vector<std::string> skipped;
+    auto data = checkpoints_->load_latest(&skipped);
+    for (const auto& s : skipped) log(LogLevel::kWarning, "skipped checkpoint " + s);
+    if (data) {
+      restore(*data, &epoch, &skip);
+      step = data->step;
+      log(LogLevel::kInfo, "resumed from step " + std::to_string(step) + " (epoch " +
+                               std::to_string(epoch) + ", batch " + std::to_string(skip) + ")");
+    } else {
+      log(LogLevel::kWarning, "no valid checkpoint in " + checkpoints_->dir() +
+                                  "; starting from step 0");
+    }
+  }
+  sum.start_step = step;
+
+  RunStartEvent start;
+  start.run = opt_.run_id;
+  start.name = cfg_.name;
+  start.strategy = strategy_->name();
+  start.model = model_description_;
+  start.dataset = train_->describe();
+  start.kernel_path = cpu::kernel_path();
+  start.replicas = strategy_->num_replicas();
+  start.total_steps = total_steps_;
+  start.steps_per_epoch = steps_per_epoch_;
+  start.global_batch = cfg_.global_batch;
+  start.parameters = replicas_[0]->model->num_parameters();
+  start.start_step = step;
+  start.config = cfg_.raw;
+  emit(start);
+
+  sum.step_losses.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - step)));
+  const int nrep = strategy_->num_replicas();
+  std::vector<const Batch*> batches(nrep, nullptr);
+  std::vector<std::vector<Param*>> all_params;
+  for (auto& r : replicas_) all_params.push_back(r->params);
+  PerReplica<double> loss_parts(nrep), correct_parts(nrep);
+
+  // Window accumulators for step events (means over log_every_steps).
+  struct Window {
+    int64_t steps = 0, samples = 0;
+    double loss = 0, correct = 0, data = 0, compute = 0, comm = 0, optim = 0, total = 0, norm = 0;
+  } win;
+  double last_loss = 0;
+  bool stopped = false;
+  int64_t samples_total = 0;
+  const auto train_t0 = Clock::now();
+
+  try {
+    for (; step < total_steps_ && !stopped; ++epoch, skip = 0) {
+      const auto epoch_t0 = Clock::now();
+      for (auto& p : pipelines_) p->start_epoch(epoch, skip);
+      double ep_loss = 0, ep_correct = 0;
+      int64_t ep_samples = 0;
+      int64_t step_in_epoch = skip;
+      while (step < total_steps_) {
+        if (opt_.stop && opt_.stop->load(std::memory_order_relaxed)) {
+          stopped = true;
+          break;
+        }
+        const auto t0 = Clock::now();
+        for (int r = 0; r < nrep; ++r) batches[r] = pipelines_[r]->next();
+        if (batches[0] == nullptr) break;  // epoch done
+        const auto t1 = Clock::now();
+        const int64_t global_rows = batches[0]->global_rows;
+        const float grad_scale = 1.0f / static_cast<float>(global_rows);
+        const ForwardContext ctx{Mode::kTrain, Rng::derive(cfg_.seed, kStepSeed, step)};
+        strategy_->run([&](const ReplicaContext& rc) {
+          Replica& rep = *replicas_[rc.replica_id];
+          const Batch& b = *batches[rc.replica_id];
+          const Tensor& out = rep.model->forward(b.x, ctx);
+          rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
+                                    rep.doutput, grad_scale);
+          rep.model->backward(rep.doutput);
+          loss_parts[rc.replica_id] = rep.last.loss_sum;
+          correct_parts[rc.replica_id] = static_cast<double>(rep.last.correct);
+        });
+        const auto t2 = Clock::now();
+        strategy_->reduce_gradients(all_params);
+        const auto t3 = Clock::now();
+        double norm = 0;
+        for (auto& rep : replicas_) norm = clip_global_norm(rep->params, cfg_.optimizer.clip_global_norm);
+        const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, total_steps_);
+        for (auto& rep : replicas_) rep->optimizer->step(lr);
+        const auto t4 = Clock::now();
+
+        const double loss_sum = strategy_->reduce(ReduceOp::kSum, loss_parts);
+        const double correct = strategy_->reduce(ReduceOp::kSum, correct_parts);
+        last_loss = loss_sum / static_cast<double>(global_rows);
+        if (!std::isfinite(last_loss)) {
+          throw RuntimeError("the loss became " + std::to_string(last_loss) + " at step " +
+                             std::to_string(step) + "; lower the learning rate or clip gradients");
+        }
+        sum.step_losses.push_back(last_loss);
+        ep_loss += loss_sum;
+        ep_correct += correct;
+        ep_samples += global_rows;
+        samples_total += global_rows;
+        ++step;
+        ++step_in_epoch;
+
+        win.steps++;
+        win.samples += global_rows;
+        win.loss += loss_sum;
+        win.correct += correct;
+        win.data += ms_between(t0, t1);
+        win.compute += ms_between(t1, t2);
+        win.comm += ms_between(t2, t3);
+        win.optim += ms_between(t3, t4);
+        win.total += ms_between(t0, t4);
+        win.norm += norm;
+        if (step % cfg_.log_every_steps == 0 || step == total_steps_) {
+          const double k = static_cast<double>(win.steps);
+          StepEvent e;
+          e.run = opt_.run_id;
+          e.step = step;
+          e.epoch = epoch;
+          e.loss = win.loss / static_cast<double>(win.samples);
+          e.accuracy = loss_->is_classification() ? win.correct / static_cast<double>(win.samples) : 0.0;
+          e.lr = lr;
+          e.grad_norm = win.norm / k;
+          e.samples_per_s = win.total > 0 ? win.samples / (win.total / 1000.0) : 0.0;
+          e.step_time_ms = win.total / k;
+          e.data_ms = win.data / k;
+          e.compute_ms = win.compute / k;
+          e.comm_ms = win.comm / k;
+          e.optimizer_ms = win.optim / k;
+          e.wall_time_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
+          emit(e);
+          win = Window{};
+        }
+        if (checkpoints_ && cfg_.checkpoint.every_steps > 0 &&
+            step % cfg_.checkpoint.every_steps == 0) {
+          sum.last_checkpoint = save_checkpoint(step, epoch, step_in_epoch);
+        }
+      }
+      if (stopped) break;
+      EpochEvent ev;
+      ev.run = opt_.run_id;
+      ev.epoch = epoch;
+      ev.step = step;
+      ev.train_loss = ep_samples ? ep_loss / static_cast<double>(ep_samples) : 0.0;
+      ev.train_accuracy = ep_samples && loss_->is_classification()
+                              ? ep_correct / static_cast<double>(ep_samples)
+                              : 0.0;
+      ev.epoch_time_s = std::chrono::duration<double>(Clock::now() - epoch_t0).count();
+      ev.samples_per_s = ev.epoch_time_s > 0 ? ep_samples / ev.epoch_time_s : 0.0;
+      if (val_pipeline_) {
+        const Evaluation e = evaluate();
+        ev.has_validation = true;
+        ev.val_loss = e.loss;
+        ev.val_accuracy = e.accuracy;
+        sum.has_validation = true;
+        sum.val_loss = e.loss;
+        sum.val_accuracy = e.accuracy;
+      }
+      emit(ev);
+      sum.epochs_completed++;
+      sum.train_loss = ev.train_loss;
+      if (checkpoints_ && (cfg_.checkpoint.every_epoch || step == total_steps_)) {
+        sum.last_checkpoint = save_checkpoint(step, epoch, step_in_epoch);
+      }
+    }
+    if (stopped && checkpoints_) {
+      sum.last_checkpoint = save_checkpoint(step, epoch, step - epoch * steps_per_epoch_);
+    }
+  } catch (const std::exception& e) {
+    RunEndEvent end;
+    end.run = opt_.run_id;
+    end.status = "failed";
+    end.step = step;
+    end.wall_time_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
+    end.error = e.what();
+    emit(end);
+    throw;
+  }
+
+  sum.steps = step;
+  sum.status = stopped ? "interrupted" : "completed";
+  sum.wall_time_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
+  const double train_s = std::chrono::duration<double>(Clock::now() - train_t0).count();
+  sum.samples_per_s = train_s > 0 ? samples_total / train_s : 0.0;
+  if (sum.epochs_completed == 0) sum.train_loss = last_loss;
+  RunEndEvent end;
+  end.run = opt_.run_id;
+  end.status = sum.status;
+  end.step = step;
+  end.wall_time_s = sum.wall_time_s;
+  end.train_loss = sum.train_loss;
+  end.has_validation = sum.has_validation;
+  end.val_loss = sum.val_loss;
+  end.val_accuracy = sum.val_accuracy;
+  end.samples_per_s = sum.samples_per_s;
+  emit(end);
+  return sum;
+}
+
+}  // namespace baton
