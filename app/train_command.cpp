@@ -43,37 +43,38 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
   // Human output goes to stderr when stdout carries the event stream.
   std::FILE* human = a.events == "-" ? stderr : stdout;
   const std::string root = a.runs_dir.empty() ? default_runs_root() : a.runs_dir;
-  std::optional<RunDir> dir;
-  if (a.resume && a.checkpoint_dir.empty()) dir = find_resumable_run(root, cfg.name);
-  const bool continuing = dir.has_value();
-  if (!dir) dir = create_run_dir(root, make_run_id(cfg.name));
+  std::optional<RunDir> found;
+  if (a.resume && a.checkpoint_dir.empty()) found = find_resumable_run(root, cfg.name);
+  const std::string run_id = found ? found->id : make_run_id(cfg.name);
+  const RunDir planned{run_id, root + "/" + run_id};
 
   TrainOptions opt;
-  opt.run_id = dir->id;
+  opt.run_id = run_id;
   opt.resume = a.resume;
   opt.checkpoint_dir = !a.checkpoint_dir.empty() ? a.checkpoint_dir
                        : !cfg.checkpoint.dir.empty() ? cfg.checkpoint.dir
-                                                    : dir->checkpoints();
+                                                    : planned.checkpoints();
 
   Telemetry telemetry;
-  telemetry.add(std::make_shared<JsonLinesSink>(dir->events()));
   if (!a.events.empty()) telemetry.add(std::make_shared<JsonLinesSink>(a.events));
   if (!a.quiet) {
     telemetry.add(std::make_shared<ProgressPrinter>(human, ::isatty(::fileno(human)) == 1));
   }
 
   // Building the trainer validates the model and data against the plugins:
-  // a bad config fails here, before the run records anything else.
+  // a bad config fails here, before anything is written.
   Trainer trainer(cfg, registry, telemetry, opt);
-  write_file_atomic(dir->config(), cfg.raw.dump(2) + "\n");
-  if (a.resume && !continuing && a.checkpoint_dir.empty()) {
+  const RunDir dir = create_run_dir(root, run_id);
+  telemetry.add(std::make_shared<JsonLinesSink>(dir.events()));
+  write_file_atomic(dir.config(), cfg.raw.dump(2) + "\n");
+  if (a.resume && !found && a.checkpoint_dir.empty()) {
     std::fprintf(human, "no earlier run of \"%s\" with a checkpoint under %s; starting fresh\n",
                  cfg.name.c_str(), root.c_str());
   }
 
   TrainSummary s = trainer.run();
 
-  nlohmann::json js = {{"run", dir->id},           {"status", s.status},
+  nlohmann::json js = {{"run", dir.id},           {"status", s.status},
                        {"steps", s.steps},         {"start_step", s.start_step},
                        {"train_loss", s.train_loss}, {"samples_per_s", s.samples_per_s},
                        {"wall_time_s", s.wall_time_s}, {"checkpoint", s.last_checkpoint}};
@@ -81,9 +82,9 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
     js["val_loss"] = s.val_loss;
     js["val_accuracy"] = s.val_accuracy;
   }
-  write_file_atomic(dir->summary(), js.dump(2) + "\n");
+  write_file_atomic(dir.summary(), js.dump(2) + "\n");
 
-  std::fprintf(human, "\n== %s: %s after %lld steps ==\n", dir->id.c_str(), s.status.c_str(),
+  std::fprintf(human, "\n== %s: %s after %lld steps ==\n", dir.id.c_str(), s.status.c_str(),
                static_cast<long long>(s.steps));
   std::fprintf(human, "train loss      %.4f\n", s.train_loss);
   if (s.has_validation) {
@@ -92,10 +93,10 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
   }
   std::fprintf(human, "throughput      %.0f samples/s\n", s.samples_per_s);
   std::fprintf(human, "wall time       %.2f s\n", s.wall_time_s);
-  std::fprintf(human, "run directory   %s\n", dir->path.c_str());
-  std::fprintf(human, "  events        %s\n", dir->events().c_str());
+  std::fprintf(human, "run directory   %s\n", dir.path.c_str());
+  std::fprintf(human, "  events        %s\n", dir.events().c_str());
   std::fprintf(human, "  checkpoints   %s\n", opt.checkpoint_dir.c_str());
-  std::fprintf(human, "  summary       %s\n", dir->summary().c_str());
+  std::fprintf(human, "  summary       %s\n", dir.summary().c_str());
   return s.status == "completed" ? 0 : 1;
 }
 

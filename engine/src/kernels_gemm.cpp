@@ -33,6 +33,16 @@ namespace cpu {
 void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {
+    // op(A) op(B) is an empty sum, so C = beta * C. oneDNN's sgemm leaves C
+    // untouched for k == 0, which would keep stale values (e.g. the weight
+    // gradient of a replica whose shard of the batch has no rows).
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+    }
+    return;
+  }
   dnnl_status_t st = dnnl_sgemm(ta == Trans::kYes ? 'T' : 'N', tb == Trans::kYes ? 'T' : 'N', m,
                                 n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (st != dnnl_success) {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 namespace baton {
 namespace {
@@ -38,6 +39,23 @@ Tensor::Tensor(const Tensor& other)
     : shape_(other.shape_), strides_(other.strides_), numel_(other.numel_), capacity_(other.numel_) {
   data_.reset(allocate(capacity_));
   if (numel_ > 0) std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : shape_(std::exchange(other.shape_, {})),
+      strides_(std::exchange(other.strides_, {})),
+      numel_(std::exchange(other.numel_, 0)),
+      capacity_(std::exchange(other.capacity_, 0)),
+      data_(std::move(other.data_)) {}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this == &other) return *this;
+  shape_ = std::exchange(other.shape_, {});
+  strides_ = std::exchange(other.strides_, {});
+  numel_ = std::exchange(other.numel_, 0);
+  capacity_ = std::exchange(other.capacity_, 0);
+  data_ = std::move(other.data_);
+  return *this;
 }
 
 Tensor& Tensor::operator=(const Tensor& other) {

@@ -21,12 +21,14 @@ std::string input_path(const ConfigNode& config, std::string_view key, const Dat
   if (given.empty()) config.fail(key, "expected a file path, got an empty string");
   fs::path p(given);
   if (p.is_relative() && !ctx.base_dir.empty()) p = fs::path(ctx.base_dir) / p;
-  const std::string resolved = p.lexically_normal().string();
+  // Not lexically_normal(): "dir/../x" differs from "x" when dir is a link.
+  const std::string resolved = p.string();
   std::error_code ec;
   const auto st = fs::status(p, ec);
-  if (ec || !fs::exists(st)) {
+  if (st.type() == fs::file_type::not_found) {
     config.fail(key, "cannot open \"" + resolved + "\": no such file");
   }
+  if (ec) config.fail(key, "cannot open \"" + resolved + "\": " + ec.message());
   if (fs::is_directory(st)) config.fail(key, "\"" + resolved + "\" is a directory, not a file");
   return resolved;
 }

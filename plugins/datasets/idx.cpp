@@ -17,7 +17,7 @@ namespace {
 
 // Refuse headers that describe more than this: a corrupt size field must
 // not turn into a huge allocation.
-constexpr uint64_t kMaxDataBytes = uint64_t{1} << 34;  // 16 GiB
+constexpr uint64_t kMaxDataBytes = uint64_t{1} << 32;  // 4 GiB (16 GiB as floats)
 
 struct IdxFile {
   std::vector<uint32_t> dims;
@@ -93,7 +93,7 @@ IdxFile read_idx(const std::string& path, bool labels) {
     f.dims.push_back(v);
     shape += (d ? " x " : "") + std::to_string(v);
     if (v == 0) throw InputError(path + ": the header has an empty dimension (" + shape + ")");
-    // Each dim < 2^32 and count <= 2^34 before the multiply: no overflow.
+    // Each dim < 2^32 and count <= 2^32 before the multiply: no overflow.
     count *= v;
     if (count > kMaxDataBytes) {
       throw InputError(path + ": the header describes more than " +

@@ -55,7 +55,8 @@ enum class ScheduleKind : int { kUnset = 0, kConstant = 1, kStep = 2, kCosine = 
 
 struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::kConstant;
-  int64_t warmup_steps = 0;  // linear warm-up from 0 (cosine; also allowed for the others)
+  // Linear warm-up: step s < warmup_steps uses base_lr * (s + 1) / warmup_steps.
+  int64_t warmup_steps = 0;
   int64_t step_size = 1000;  // step: multiply by gamma every step_size steps
   float gamma = 0.1f;
   float min_lr = 0.0f;       // cosine floor

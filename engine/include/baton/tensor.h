@@ -24,8 +24,9 @@ class Tensor {
 
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);
-  Tensor(Tensor&&) noexcept = default;
-  Tensor& operator=(Tensor&&) noexcept = default;
+  // A moved-from tensor is empty (no shape, no storage) and reusable.
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
 
   const std::vector<int64_t>& shape() const { return shape_; }
   const std::vector<int64_t>& strides() const { return strides_; }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what Baton needs, builds it, and runs every test:
+#   1. a Release build and all of ctest (engine tests, the CLI end to end);
+#   2. an ASan + UBSan build of the engine and its tests, and ctest -L engine;
+#   3. the Debian package (cpack -G DEB) from the Release build.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/packaging/deps.sh"
+
+echo "== Release build and tests =="
+bash "$root/packaging/build.sh" "$root/build" -DCMAKE_BUILD_TYPE=Release
+ctest --test-dir "$root/build" --output-on-failure -j 2
+
+echo "== ASan + UBSan build and engine tests =="
+bash "$root/packaging/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DBATON_SANITIZE=ON -DBATON_BUILD_UI=OFF -DBATON_WITH_CUDA=OFF
+# oneDNN's OpenMP runtime keeps thread-local allocations to process exit.
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir "$root/build-asan" --output-on-failure -j 2 -L engine
+
+echo "== Debian package =="
+(cd "$root/build" && cpack -G DEB >/dev/null && ls -1 "$root"/build/baton_*.deb)
+echo "all tests passed"

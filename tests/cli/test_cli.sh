@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `baton` CLI on real configs: exit codes (0 ok,
+# 2 bad input, 1 runtime failure), messages that name the file/key/line,
+# the run directory's files, and --resume.
+# Needs: BATON (the binary), SRC (source dir), WORK (scratch dir).
+set -u
+fail=0
+pass=0
+rm -rf "$WORK" && mkdir -p "$WORK"
+RUNS="$WORK/runs"
+EX="$SRC/resources/examples/digits.json"
+
+check() {  # check NAME EXPECTED_CODE PATTERN -- cmd...
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out code
+  out=$("$@" 2>&1)
+  code=$?
+  if [ "$code" != "$want" ]; then
+    echo "FAIL $name: exit $code, expected $want"; echo "$out" | tail -5 | sed 's/^/    /'
+    fail=$((fail + 1)); return
+  fi
+  if [ -n "$pattern" ] && ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: output lacks /$pattern/"; echo "$out" | tail -5 | sed 's/^/    /'
+    fail=$((fail + 1)); return
+  fi
+  pass=$((pass + 1))
+}
+
+check version 0 "kernels: oneDNN" -- "$BATON" --version
+check help 0 "train" -- "$BATON" --help
+check train-help 0 "--resume" -- "$BATON" train --help
+check no-command 2 "" -- "$BATON"
+check unknown-flag 2 "unknown|--frobnicate" -- "$BATON" train "$EX" --frobnicate
+
+# A real run: summary, run directory, event stream.
+check train-digits 0 "val accuracy +9[5-9]\." -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --set train.epochs=12
+run_dir=$(ls -d "$RUNS"/digits-mlp-* | head -1)
+for f in events.jsonl config.json summary.json; do
+  if [ -s "$run_dir/$f" ]; then pass=$((pass + 1)); else echo "FAIL run-files: $run_dir/$f missing"; fail=$((fail + 1)); fi
+done
+if python3 - "$run_dir/events.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert all(l["v"] == 1 and "type" in l and "run" in l for l in lines), "fields"
+types = [l["type"] for l in lines]
+assert types[0] == "run_start" and types[-1] == "run_end", types[:3]
+assert types.count("epoch") == 12, types.count("epoch")
+assert lines[-1]["status"] == "completed"
+PY
+then pass=$((pass + 1)); else echo "FAIL events: malformed event stream"; fail=$((fail + 1)); fi
+
+# --events - puts JSON lines on stdout and the summary on stderr.
+out=$("$BATON" train "$EX" --runs-dir "$RUNS" --set train.epochs=1 --events - 2>/dev/null)
+if python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]' <<<"$out"; then
+  pass=$((pass + 1)); else echo "FAIL events-stdout: stdout is not pure JSON lines"; fail=$((fail + 1)); fi
+
+# Resume: train 2 epochs, then resume to 4: it starts at the checkpoint.
+check resume-first 0 "completed after 46 steps" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/resume" --set train.epochs=2
+check resume-second 0 "resumed from step 46" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/resume" --set train.epochs=4 --resume
+check resume-steps 0 "completed after 92 steps" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/resume" --set train.epochs=4 --resume
+
+# Bad input: exit 2 and a message naming the place; earlier runs untouched.
+before=$(ls "$RUNS" | wc -l)
+bad="$WORK/bad"
+mkdir -p "$bad"
+python3 - "$EX" "$bad" <<'PY'
+import json, sys, os
+src, out = sys.argv[1], sys.argv[2]
+cfg = json.load(open(src))
+cfg["data"]["train"]["path"] = os.path.join(os.path.dirname(src), cfg["data"]["train"]["path"])
+def write(name, c):
+    json.dump(c, open(os.path.join(out, name), "w"), indent=1)
+c = json.loads(json.dumps(cfg)); c["optimzer"] = {"lr": 0.1}; write("unknown_key.json", c)
+c = json.loads(json.dumps(cfg)); c["data"]["train"]["path"] = "nope.csv"; write("missing_data.json", c)
+c = json.loads(json.dumps(cfg)); c["data"]["train"]["path"] = os.path.join(out, "broken.csv"); write("broken_csv.json", c)
+c = json.loads(json.dumps(cfg)); c["model"]["layers"] = [63, 10]; write("bad_width.json", c)
+c = json.loads(json.dumps(cfg)); c["strategy"]["type"] = "mirored"; write("bad_strategy.json", c)
+open(os.path.join(out, "broken.csv"), "w").write("1,2,3,0\n4,5,6,1\n7,x,9,2\n")
+open(os.path.join(out, "syntax.json"), "w").write('{\n  "model": {"type": "mlp",}\n}\n')
+PY
+check unknown-key 2 "unknown_key.json: optimzer: unknown key" -- "$BATON" train "$bad/unknown_key.json" --runs-dir "$RUNS"
+check missing-config 2 "no_such.json: cannot open" -- "$BATON" train "$bad/no_such.json" --runs-dir "$RUNS"
+check json-syntax 2 "syntax.json:2: invalid JSON" -- "$BATON" train "$bad/syntax.json" --runs-dir "$RUNS"
+check missing-data 2 "nope.csv" -- "$BATON" train "$bad/missing_data.json" --runs-dir "$RUNS"
+check broken-csv 2 "broken.csv:3" -- "$BATON" train "$bad/broken_csv.json" --runs-dir "$RUNS"
+check bad-width 2 "model.layers" -- "$BATON" train "$bad/bad_width.json" --runs-dir "$RUNS"
+check bad-strategy 2 "strategy.type: \"mirored\" is not one of" -- "$BATON" train "$bad/bad_strategy.json" --runs-dir "$RUNS"
+check wrong-type 2 "train.epochs: expected an integer" -- "$BATON" train "$EX" --runs-dir "$RUNS" --set 'train.epochs="ten"'
+check out-of-range 2 "optimizer.lr: expected a number > 0" -- "$BATON" train "$EX" --runs-dir "$RUNS" --set optimizer.lr=-1
+check bad-set 2 "expected key.path=value" -- "$BATON" train "$EX" --runs-dir "$RUNS" --set novalue
+check negative-seed 2 "" -- "$BATON" train "$EX" --runs-dir "$RUNS" --seed -5
+after=$(ls "$RUNS" | wc -l)
+if [ "$before" = "$after" ] && [ -s "$run_dir/events.jsonl" ]; then pass=$((pass + 1))
+else echo "FAIL bad-input-left-traces: runs before=$before after=$after"; fail=$((fail + 1)); fi
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" = 0 ]
