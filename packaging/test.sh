@@ -14,8 +14,7 @@ ctest --test-dir "$root/build" --output-on-failure -j 2
 echo "== ASan + UBSan build and engine tests =="
 bash "$root/packaging/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBATON_SANITIZE=ON -DBATON_BUILD_UI=OFF -DBATON_WITH_CUDA=OFF
-# oneDNN's OpenMP runtime keeps thread-local allocations to process exit.
-ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j 2 -L engine
 
 echo "== Debian package =="

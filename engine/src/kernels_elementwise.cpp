@@ -203,6 +203,7 @@ double sum_squares(const float* x, int64_t n) {
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t end = start + kBlock < n ? start + kBlock : n;
     float s = 0.0f;
+#pragma omp simd reduction(+ : s)
     for (int64_t i = start; i < end; ++i) s += x[i] * x[i];
     total += s;
   }

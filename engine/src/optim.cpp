@@ -43,24 +43,36 @@ Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params)
 void Optimizer::step(float lr) {
   ++t_;
   const bool adamw = opt_.kind == OptimizerKind::kAdamW;
+  cpu::AdamArgs a{};
+  a.lr = lr;
+  a.beta1 = opt_.beta1;
+  a.beta2 = opt_.beta2;
+  a.eps = opt_.eps;
+  a.l2_wd = adamw ? 0.0f : opt_.weight_decay;
+  a.decoupled_wd = adamw ? opt_.weight_decay : 0.0f;
+  a.bias_correction1 = 1.0f - std::pow(opt_.beta1, static_cast<float>(t_));
+  a.bias_correction2 = 1.0f - std::pow(opt_.beta2, static_cast<float>(t_));
+  // The update is elementwise, so blocks of a tensor may go to different
+  // threads with bit-identical results for any thread count. Blocks are
+  // large enough that a thread's share streams through memory.
+  constexpr int64_t kBlock = 1 << 16;
   for (size_t i = 0; i < params_.size(); ++i) {
     Param* p = params_[i];
     const int64_t n = p->value.numel();
-    if (opt_.kind == OptimizerKind::kSgd) {
-      cpu::sgd_update(p->value.data(), p->grad.data(), m_.empty() ? nullptr : m_[i].data(), n, lr,
-                      opt_.momentum, opt_.weight_decay, opt_.nesterov);
-      continue;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t off = blk * kBlock;
+      const int64_t len = std::min(kBlock, n - off);
+      if (opt_.kind == OptimizerKind::kSgd) {
+        cpu::sgd_update(p->value.data() + off, p->grad.data() + off,
+                        m_.empty() ? nullptr : m_[i].data() + off, len, lr, opt_.momentum,
+                        opt_.weight_decay, opt_.nesterov);
+      } else {
+        cpu::adam_update(p->value.data() + off, p->grad.data() + off, m_[i].data() + off,
+                         v_[i].data() + off, len, a);
+      }
     }
-    cpu::AdamArgs a{};
-    a.lr = lr;
-    a.beta1 = opt_.beta1;
-    a.beta2 = opt_.beta2;
-    a.eps = opt_.eps;
-    a.l2_wd = adamw ? 0.0f : opt_.weight_decay;
-    a.decoupled_wd = adamw ? opt_.weight_decay : 0.0f;
-    a.bias_correction1 = 1.0f - std::pow(opt_.beta1, static_cast<float>(t_));
-    a.bias_correction2 = 1.0f - std::pow(opt_.beta2, static_cast<float>(t_));
-    cpu::adam_update(p->value.data(), p->grad.data(), m_[i].data(), v_[i].data(), n, a);
   }
 }
 

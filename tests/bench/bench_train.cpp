@@ -77,7 +77,10 @@ int main(int argc, char** argv) {
     baton::Registry registry;
     // Build tree: <build>/bin/bench_train, plugins in <build>/lib/baton/plugins.
     registry.load_plugin_dir(baton::default_plugin_dir(exe_path()));
-    const int64_t warmup = 5;
+    // Step events carry the mean of a window of steps; the median window is
+    // robust against the noise of a shared machine.
+    constexpr int64_t kWindow = 5;
+    const int64_t warmup = kWindow;
     nlohmann::json doc = {
         {"name", "bench"},
         {"threads", threads},
@@ -89,7 +92,7 @@ int main(int argc, char** argv) {
           {"shuffle_buffer", 0},
           {"prefetch", 0}}},  // data gathering inline: counted, on the same core
         {"optimizer", {{"type", "adam"}, {"lr", 1e-4}}},
-        {"train", {{"steps", warmup + steps}, {"global_batch_size", batch}, {"log_every_steps", 1}}},
+        {"train", {{"steps", warmup + steps}, {"global_batch_size", batch}, {"log_every_steps", kWindow}}},
         {"checkpoint", {{"every_epoch", false}}}};
     baton::RunConfig cfg = baton::parse_run_config(doc, "bench.json");
     baton::Telemetry telemetry;

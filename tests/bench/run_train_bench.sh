@@ -27,7 +27,8 @@ for spec in "784,1024,1024,10 256 40 1.2" "64,128,128,10 64 2000 3"; do
   set -- $spec
   for t in 1 2; do
     b=$(best "$build/bin/bench_train" --layers "$1" --batch "$2" --threads "$t" --steps "$3" --json)
-    p=$(best /usr/bin/python3 "$here/torch_mlp.py" --layers "$1" --batch "$2" --threads "$t" --steps "$3")
+    # OpenBLAS starts its own threads unless told: pin it to the same count.
+    p=$(OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t best /usr/bin/python3 "$here/torch_mlp.py" --layers "$1" --batch "$2" --threads "$t" --steps "$3")
     printf "%-24s %6s %8s %14.0f %14.0f %7.2fx  >= %sx\n" "$1" "$2" "$t" "$b" "$p" \
       "$(python3 -c "print($b / $p)")" "$4"
   done

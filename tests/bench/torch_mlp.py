@@ -18,6 +18,8 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    # Baton flushes denormals to zero in its training threads; so does this.
+    torch.set_flush_denormal(True)
     torch.manual_seed(0)
     widths = [int(w) for w in args.layers.split(",")]
     mods = []
@@ -26,24 +28,31 @@ def main():
         if i + 2 < len(widths):
             mods.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*mods)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
     xs = [torch.randn(args.batch, widths[0]) for _ in range(8)]
     ys = [torch.randint(0, widths[-1], (args.batch,)) for _ in range(8)]
-    times = []
-    for step in range(5 + args.steps):
-        x, y = xs[step % 8], ys[step % 8]
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        loss.item()
-        if step >= 5:
-            times.append(time.perf_counter() - t0)
-    ms = statistics.median(times) * 1e3
+
+    def median_step_ms(foreach):
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=foreach)
+        times = []
+        for step in range(5 + args.steps):
+            x, y = xs[step % 8], ys[step % 8]
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            loss.item()
+            if step >= 5:
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e3
+
+    # PyTorch at its best: whichever Adam implementation is faster here.
+    results = {foreach: median_step_ms(foreach) for foreach in (False, True)}
+    foreach = min(results, key=results.get)
+    ms = results[foreach]
     print(json.dumps({"samples_per_s": args.batch / (ms / 1e3), "step_ms": ms,
-                      "torch": torch.__version__,
+                      "adam_foreach": foreach, "torch": torch.__version__,
                       "blas": torch.__config__.show().split("BLAS_INFO=")[-1].split(",")[0]}))
 
 

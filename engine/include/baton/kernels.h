@@ -23,6 +23,20 @@ namespace cpu {
 void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// While alive, the calling thread flushes denormal floats to zero (FTZ and
+// DAZ), as TensorFlow does in its compute threads: Adam's second moments
+// decay into the denormal range, where some CPUs divide 100x slower.
+class ScopedFlushDenormals {
+ public:
+  ScopedFlushDenormals();
+  ~ScopedFlushDenormals();
+  ScopedFlushDenormals(const ScopedFlushDenormals&) = delete;
+  ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
+
+ private:
+  unsigned saved_ = 0;
+};
+
 // Threads the calling thread's kernels use (oneDNN runs on OpenMP).
 void set_num_threads(int threads);
 int num_threads();

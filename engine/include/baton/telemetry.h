@@ -40,7 +40,8 @@ struct RunStartEvent {
 struct StepEvent {
   std::string run;
   int64_t step = 0, epoch = 0;
-  double loss = 0, accuracy = 0, lr = 0, grad_norm = 0;
+  double loss = 0, accuracy = 0, lr = 0;
+  double grad_norm = 0;  // global L2 norm of the gradients at this step (before clipping)
   double samples_per_s = 0;
   double step_time_ms = 0, data_ms = 0, compute_ms = 0, comm_ms = 0, optimizer_ms = 0;
   double wall_time_s = 0;
