@@ -15,7 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev
   qt6-base-dev libqcustomplot-dev
-  file                   # used by cpack's DEB generator
+  file dpkg-dev          # used by cpack's DEB generator (dpkg-shlibdeps)
 )
 
 missing=()

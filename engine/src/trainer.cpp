@@ -226,6 +226,17 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
   return path;
 }
 
+void Trainer::replica_step(int r, const StepInputs& in) {
+  Replica& rep = *replicas_[r];
+  const Batch& b = *(*in.batches)[r];
+  const Tensor& out = rep.model->forward(b.x, in.ctx);
+  rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
+                            rep.doutput, in.grad_scale);
+  rep.model->backward(rep.doutput);
+  (*in.loss_parts)[r] = rep.last.loss_sum;
+  (*in.correct_parts)[r] = static_cast<double>(rep.last.correct);
+}
+
 TrainSummary Trainer::run() {
   const cpu::ScopedFlushDenormals ftz;
   TrainSummary sum;
@@ -300,16 +311,10 @@ TrainSummary Trainer::run() {
         const int64_t global_rows = batches[0]->global_rows;
         const float grad_scale = 1.0f / static_cast<float>(global_rows);
         const ForwardContext ctx{Mode::kTrain, Rng::derive(cfg_.seed, kStepSeed, step)};
-        strategy_->run([&](const ReplicaContext& rc) {
-          Replica& rep = *replicas_[rc.replica_id];
-          const Batch& b = *batches[rc.replica_id];
-          const Tensor& out = rep.model->forward(b.x, ctx);
-          rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
-                                    rep.doutput, grad_scale);
-          rep.model->backward(rep.doutput);
-          loss_parts[rc.replica_id] = rep.last.loss_sum;
-          correct_parts[rc.replica_id] = static_cast<double>(rep.last.correct);
-        });
+        // One pointer-sized capture: std::function keeps it inline, so the
+        // step does not allocate.
+        const StepInputs in{&batches, &loss_parts, &correct_parts, ctx, grad_scale};
+        strategy_->run([this, &in](const ReplicaContext& rc) { replica_step(rc.replica_id, in); });
         const auto t2 = Clock::now();
         strategy_->reduce_gradients(all_params);
         const auto t3 = Clock::now();

@@ -79,6 +79,15 @@ class Trainer {
 
  private:
   struct Replica;
+  struct StepInputs {
+    const std::vector<const Batch*>* batches;
+    PerReplica<double>* loss_parts;
+    PerReplica<double>* correct_parts;
+    ForwardContext ctx;
+    float grad_scale;
+  };
+  // Forward, loss and backward of replica r for one step.
+  void replica_step(int r, const StepInputs& in);
   void emit(const Event& e) const { telemetry_.emit(e); }
   void log(LogLevel level, const std::string& message) const;
   CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch);
