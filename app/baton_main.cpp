@@ -1,6 +1,7 @@
 // baton: the headless command line. Wiring only: each command parses its
 // arguments and calls the engine. Exit codes: 0 success, 2 bad input (the
 // message names the file, key or line), 1 runtime failure.
+#include "probe_command.h"
 #include "train_command.h"
 
 #include <baton/error.h>
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   baton::cli::TrainArgs train;
   baton::cli::add_train_command(app, train);
+  baton::cli::ProbeArgs probe;
+  baton::cli::add_probe_command(app, probe);
 
   try {
     app.parse(argc, argv);
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
 
   try {
     if (app.got_subcommand("train")) return baton::cli::run_train(train, self_exe(argv[0]));
+    if (app.got_subcommand("probe")) return baton::cli::run_probe(probe, self_exe(argv[0]));
   } catch (const baton::InputError& e) {
     std::fprintf(stderr, "baton: error: %s\n", e.what());
     return 2;

@@ -1,3 +1,4 @@
+#include <baton/comm.h>
 #include <baton/error.h>
 #include <baton/strategy.h>
 
@@ -49,6 +50,13 @@ double Strategy::reduce(ReduceOp op, const PerReplica<double>& values) const {
   if (op == ReduceOp::kMean) acc /= static_cast<double>(values.size());
   return acc;
 }
+
+void Strategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                             const std::function<void(int)>& apply) {
+  for (size_t r = 0; r < per_replica.size(); ++r) apply(static_cast<int>(r));
+}
+
+std::vector<LinkSample> Strategy::drain_links() { return {}; }
 
 void OneDeviceStrategy::run(const std::function<void(const ReplicaContext&)>& step_fn) {
   step_fn(ReplicaContext{0, 1});

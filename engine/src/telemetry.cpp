@@ -20,7 +20,8 @@ struct ToJson {
   nlohmann::json operator()(const RunStartEvent& e) const {
     auto j = base("run_start", e.run);
     j.update({{"name", e.name}, {"strategy", e.strategy}, {"model", e.model},
-              {"dataset", e.dataset}, {"kernel_path", e.kernel_path}, {"replicas", e.replicas},
+              {"dataset", e.dataset}, {"kernel_path", e.kernel_path},
+              {"communication", e.communication}, {"replicas", e.replicas},
               {"total_steps", e.total_steps}, {"steps_per_epoch", e.steps_per_epoch},
               {"global_batch", e.global_batch}, {"parameters", e.parameters},
               {"start_step", e.start_step}, {"config", e.config}});
@@ -54,6 +55,13 @@ struct ToJson {
               {"write_ms", e.write_ms}});
     return j;
   }
+  nlohmann::json operator()(const LinkEvent& e) const {
+    auto j = base("link", e.run);
+    j.update({{"step", e.step}, {"src", e.src}, {"dst", e.dst}, {"num_bytes", e.num_bytes},
+              {"seconds", e.seconds}, {"bandwidth_gbps", e.bandwidth_gbps},
+              {"estimated", e.estimated}});
+    return j;
+  }
   nlohmann::json operator()(const RunEndEvent& e) const {
     auto j = base("run_end", e.run);
     j.update({{"status", e.status}, {"step", e.step}, {"wall_time_s", e.wall_time_s},
@@ -69,8 +77,8 @@ struct ToJson {
 nlohmann::json to_json(const Event& event) { return std::visit(ToJson{}, event); }
 
 const char* event_type(const Event& event) {
-  static constexpr const char* kNames[] = {"run_start", "step",       "epoch",
-                                           "log",       "checkpoint", "run_end"};
+  static constexpr const char* kNames[] = {"run_start",  "step",    "epoch", "log",
+                                           "checkpoint", "run_end", "link"};
   return kNames[event.index()];
 }
 

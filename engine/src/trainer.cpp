@@ -1,3 +1,4 @@
+#include <baton/comm.h>
 #include <baton/error.h>
 #include <baton/kernels.h>
 #include <baton/trainer.h>
@@ -16,6 +17,17 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 // Seeds for independent streams, all derived from the run seed.
 enum SeedStream : uint64_t { kPipelineSeed = 1, kInitSeed = 2, kStepSeed = 3 };
+
+std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s) {
+  if (s.type == "one_device") return std::make_unique<OneDeviceStrategy>(s.device);
+  CommOptions comm;
+  comm.algorithm = parse_comm_algorithm(s.algorithm);
+  comm.timeout_ms = s.timeout_ms;
+  if (s.type == "central_storage") {
+    return std::make_unique<CentralStorageStrategy>(s.replicas, comm, s.bucket_bytes);
+  }
+  return std::make_unique<MirroredStrategy>(s.replicas, comm, s.bucket_bytes);
+}
 
 }  // namespace
 
@@ -68,10 +80,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     throw InputError(cfg_.file + ": loss: mse needs a regression dataset (task: regression)");
   }
 
-  if (cfg_.strategy.type != "one_device") {
-    throw InputError(cfg_.file + ": strategy.type: " + cfg_.strategy.type + " is not available");
-  }
-  strategy_ = std::make_unique<OneDeviceStrategy>(cfg_.strategy.device);
+  strategy_ = make_strategy(cfg_.strategy);
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;
@@ -237,6 +246,15 @@ void Trainer::replica_step(int r, const StepInputs& in) {
   (*in.correct_parts)[r] = static_cast<double>(rep.last.correct);
 }
 
+void Trainer::replica_update(int r, const UpdateInputs& in) {
+  Replica& rep = *replicas_[r];
+  if (in.need_norm) {
+    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm);
+    if (r == 0) *in.grad_norm = norm;
+  }
+  rep.optimizer->step(in.lr);
+}
+
 TrainSummary Trainer::run() {
   const cpu::ScopedFlushDenormals ftz;
   TrainSummary sum;
@@ -267,6 +285,7 @@ TrainSummary Trainer::run() {
   start.dataset = train_->describe();
   start.kernel_path = cpu::kernel_path();
   start.replicas = strategy_->num_replicas();
+  start.communication = strategy_->communication();
   start.total_steps = total_steps_;
   start.steps_per_epoch = steps_per_epoch_;
   start.global_batch = cfg_.global_batch;
@@ -321,13 +340,10 @@ TrainSummary Trainer::run() {
         // The norm costs a pass over every gradient: take it when clipping
         // needs it or a step event reports it.
         const bool log_step = (step + 1) % cfg_.log_every_steps == 0 || step + 1 == total_steps_;
-        if (cfg_.optimizer.clip_global_norm > 0.0f || log_step) {
-          for (auto& rep : replicas_) {
-            grad_norm = clip_global_norm(rep->params, cfg_.optimizer.clip_global_norm);
-          }
-        }
+        const bool need_norm = cfg_.optimizer.clip_global_norm > 0.0f || log_step;
         const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, total_steps_);
-        for (auto& rep : replicas_) rep->optimizer->step(lr);
+        const UpdateInputs up{lr, need_norm, &grad_norm};
+        strategy_->apply_updates(all_params, [this, &up](int r) { replica_update(r, up); });
         const auto t4 = Clock::now();
 
         const double loss_sum = strategy_->reduce(ReduceOp::kSum, loss_parts);
@@ -373,6 +389,10 @@ TrainSummary Trainer::run() {
           e.wall_time_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
           emit(e);
           win = Window{};
+          for (const LinkSample& l : strategy_->drain_links()) {
+            emit(LinkEvent{opt_.run_id, step, l.src, l.dst, l.num_bytes, l.seconds,
+                           l.seconds > 0 ? l.num_bytes / l.seconds / 1e9 : 0.0, l.estimated});
+          }
         }
         if (checkpoints_ && cfg_.checkpoint.every_steps > 0 &&
             step % cfg_.checkpoint.every_steps == 0) {

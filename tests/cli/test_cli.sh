@@ -98,5 +98,31 @@ after=$(ls "$RUNS" | wc -l)
 if [ "$before" = "$after" ] && [ -s "$run_dir/events.jsonl" ]; then pass=$((pass + 1))
 else echo "FAIL bad-input-left-traces: runs before=$before after=$after"; fail=$((fail + 1)); fi
 
+# baton probe: this machine, readable and as JSON; cluster hosts through mpirun.
+check probe 0 "cores +[0-9]+ physical" -- "$BATON" probe
+check probe-gpus-line 0 "^GPUs +" -- "$BATON" probe
+if "$BATON" probe --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["v"] == 1 and d["cores"] >= 1 and d["threads"] >= d["cores"] and d["memory_bytes"] > 0, d
+cpus = [x["name"] for x in d["devices"] if x["kind"] == "cpu"]
+assert cpus == ["cpu:%d" % i for i in range(d["cores"])], cpus
+assert any(x["kind"] == "cuda" for x in d["devices"]) or d["gpu_note"], "no GPU and no note"
+'
+then pass=$((pass + 1)); else echo "FAIL probe-json: not a valid probe document"; fail=$((fail + 1)); fi
+check probe-missing-hostfile 2 "/nonexistent: cannot open hostfile" -- "$BATON" probe --hostfile /nonexistent
+check probe-bad-hosts 2 "--hosts" -- "$BATON" probe --hosts "a,,b"
+if command -v mpirun >/dev/null 2>&1; then
+  if "$BATON" probe --hosts localhost,localhost --json 2>"$WORK/probe_hosts.err" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert len(d["hosts"]) == 2, len(d["hosts"])
+assert all(h["cores"] >= 1 for h in d["hosts"])
+'
+  then pass=$((pass + 1)); else echo "FAIL probe-hosts: no merged document with 2 hosts"; sed 's/^/    /' "$WORK/probe_hosts.err" | head -5; fail=$((fail + 1)); fi
+else
+  echo "SKIP probe-hosts: mpirun is not on PATH"
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

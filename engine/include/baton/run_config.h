@@ -31,7 +31,12 @@ struct DataConfig {
 
 struct StrategyConfig {
   std::string type = "one_device";
-  std::string device = "cpu:0";
+  std::string device = "cpu:0";  // one_device
+  int replicas = 1;              // mirrored, central_storage
+  std::string backend = "local";
+  std::string algorithm = "native";
+  int64_t bucket_bytes = 25 << 20;
+  int64_t timeout_ms = 300000;
 };
 
 struct CheckpointConfig {

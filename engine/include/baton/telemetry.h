@@ -2,7 +2,7 @@
 //
 // Schema (version kTelemetrySchemaVersion = 1): each event serialises to one
 // JSON object on one line with at least
-//   "v": 1, "type": "<run_start|step|epoch|log|checkpoint|run_end>",
+//   "v": 1, "type": "<run_start|step|epoch|log|checkpoint|run_end|link>",
 //   "run": "<run id>", "time": <seconds since the Unix epoch>
 // and the fields of its struct below under the same names. Units are in the
 // names (_ms, _s, _per_s). Readers must ignore fields they do not know;
@@ -31,6 +31,7 @@ inline constexpr int kTelemetrySchemaVersion = 1;
 
 struct RunStartEvent {
   std::string run, name, strategy, model, dataset, kernel_path;
+  std::string communication;  // "local/native", ... ("" without communication)
   int replicas = 1;
   int64_t total_steps = 0, steps_per_epoch = 0, global_batch = 0, parameters = 0;
   int64_t start_step = 0;  // > 0 when resumed
@@ -73,6 +74,18 @@ struct CheckpointEvent {
   double write_ms = 0;
 };
 
+// Traffic on one link (source rank -> destination rank) since the last
+// link event, from the communicator's instrumentation.
+struct LinkEvent {
+  std::string run;
+  int64_t step = 0;
+  int src = 0, dst = 0;
+  int64_t num_bytes = 0;
+  double seconds = 0;
+  double bandwidth_gbps = 0;  // num_bytes / seconds, in GB/s
+  bool estimated = false;     // from a traffic model, not measured
+};
+
 struct RunEndEvent {
   std::string run;
   std::string status;  // completed | failed | interrupted
@@ -83,8 +96,8 @@ struct RunEndEvent {
   std::string error;
 };
 
-using Event =
-    std::variant<RunStartEvent, StepEvent, EpochEvent, LogEvent, CheckpointEvent, RunEndEvent>;
+using Event = std::variant<RunStartEvent, StepEvent, EpochEvent, LogEvent, CheckpointEvent,
+                           RunEndEvent, LinkEvent>;
 
 nlohmann::json to_json(const Event& event);
 const char* event_type(const Event& event);

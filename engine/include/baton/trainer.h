@@ -88,6 +88,13 @@ class Trainer {
   };
   // Forward, loss and backward of replica r for one step.
   void replica_step(int r, const StepInputs& in);
+  struct UpdateInputs {
+    float lr;
+    bool need_norm;
+    double* grad_norm;  // written by replica 0
+  };
+  // Clipping and the optimizer step of replica r.
+  void replica_update(int r, const UpdateInputs& in);
   void emit(const Event& e) const { telemetry_.emit(e); }
   void log(LogLevel level, const std::string& message) const;
   CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch);
