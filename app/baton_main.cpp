@@ -1,6 +1,7 @@
 // baton: the headless command line. Wiring only: each command parses its
 // arguments and calls the engine. Exit codes: 0 success, 2 bad input (the
 // message names the file, key or line), 1 runtime failure.
+#include "bench_command.h"
 #include "probe_command.h"
 #include "train_command.h"
 
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   baton::cli::add_train_command(app, train);
   baton::cli::ProbeArgs probe;
   baton::cli::add_probe_command(app, probe);
+  baton::cli::BenchArgs bench;
+  baton::cli::add_bench_command(app, bench);
 
   try {
     app.parse(argc, argv);
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("train")) return baton::cli::run_train(train, self_exe(argv[0]));
     if (app.got_subcommand("probe")) return baton::cli::run_probe(probe, self_exe(argv[0]));
+    if (app.got_subcommand("bench")) return baton::cli::run_bench(bench);
   } catch (const baton::InputError& e) {
     std::fprintf(stderr, "baton: error: %s\n", e.what());
     return 2;

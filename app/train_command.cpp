@@ -2,6 +2,9 @@
 
 #include "progress_printer.h"
 
+#include <baton/cluster.h>
+#include <baton/comm.h>
+#include <baton/comm_mpi.h>
 #include <baton/error.h>
 #include <baton/registry.h>
 #include <baton/run_config.h>
@@ -10,7 +13,15 @@
 
 #include <unistd.h>
 
+#ifdef BATON_HAVE_MPI
+// The C API only (not OpenMPI's deprecated C++ bindings).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 namespace baton::cli {
@@ -32,10 +43,58 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   train->add_flag("-q,--quiet", a.quiet, "Print only the summary");
 }
 
-int run_train(const TrainArgs& a, const std::string& exe_path) {
+namespace {
+
+// Under mpirun: this process's rank and the job's size, checked against
+// TF_CONFIG when it is set (chief = rank 0, then workers, then ps).
+struct JobPlace {
+  int rank = 0, size = 1;
+};
+
+JobPlace place_in_job([[maybe_unused]] const RunConfig& cfg) {
+  JobPlace p;
+#ifdef BATON_HAVE_MPI
+  if (MpiRuntime::is_initialized()) {
+    MpiCommunicator world;
+    p.rank = world.rank();
+    p.size = world.size();
+  }
+#endif
+  if (const char* tf = std::getenv("TF_CONFIG"); tf != nullptr && *tf != '\0') {
+    const ClusterSpec spec = parse_tf_config(std::string(tf), "TF_CONFIG");
+    validate_for_strategy(spec, cfg.strategy.type, "TF_CONFIG");
+    if (spec.num_tasks() != p.size) {
+      throw InputError("TF_CONFIG: cluster: lists " + std::to_string(spec.num_tasks()) +
+                       " tasks, but the job has " + std::to_string(p.size) + " process(es)");
+    }
+    if (spec.task_type != TaskRole::kUnset &&
+        spec.rank_of(spec.task_type, spec.task_index) != p.rank) {
+      throw InputError("TF_CONFIG: task: " + std::string(to_string(spec.task_type)) + " " +
+                       std::to_string(spec.task_index) + " is rank " +
+                       std::to_string(spec.rank_of(spec.task_type, spec.task_index)) +
+                       " of the cluster, but this process is rank " + std::to_string(p.rank));
+    }
+  }
+  return p;
+}
+
+// The chief's choice of run id, given to every rank.
+std::string agree_on_run_id([[maybe_unused]] const JobPlace& place, std::string id) {
+#ifdef BATON_HAVE_MPI
+  if (place.size > 1) {
+    MpiCommunicator world;
+    broadcast_string(world, id, 0);
+  }
+#endif
+  return id;
+}
+
+int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
   RunConfig cfg = load_run_config(a.config, overrides);
+  const JobPlace place = place_in_job(cfg);
+  const bool chief = place.rank == 0;
 
   Registry registry;
   registry.load_plugin_dir(a.plugin_dir.empty() ? default_plugin_dir(exe_path) : a.plugin_dir);
@@ -44,8 +103,9 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
   std::FILE* human = a.events == "-" ? stderr : stdout;
   const std::string root = a.runs_dir.empty() ? default_runs_root() : a.runs_dir;
   std::optional<RunDir> found;
-  if (a.resume && a.checkpoint_dir.empty()) found = find_resumable_run(root, cfg.name);
-  const std::string run_id = found ? found->id : make_run_id(cfg.name);
+  if (chief && a.resume && a.checkpoint_dir.empty()) found = find_resumable_run(root, cfg.name);
+  const std::string run_id =
+      agree_on_run_id(place, found ? found->id : (chief ? make_run_id(cfg.name) : ""));
   const RunDir planned{run_id, root + "/" + run_id};
 
   TrainOptions opt;
@@ -55,15 +115,21 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
                        : !cfg.checkpoint.dir.empty() ? cfg.checkpoint.dir
                                                     : planned.checkpoints();
 
+  // Every rank may stream its events to stdout (mpirun forwards them, one
+  // whole line at a time); files, the progress and the summary are the
+  // chief's.
   Telemetry telemetry;
-  if (!a.events.empty()) telemetry.add(std::make_shared<JsonLinesSink>(a.events));
-  if (!a.quiet) {
+  if (a.events == "-" || (chief && !a.events.empty())) {
+    telemetry.add(std::make_shared<JsonLinesSink>(a.events));
+  }
+  if (chief && !a.quiet) {
     telemetry.add(std::make_shared<ProgressPrinter>(human, ::isatty(::fileno(human)) == 1));
   }
 
   // Building the trainer validates the model and data against the plugins:
   // a bad config fails here, before anything is written.
   Trainer trainer(cfg, registry, telemetry, opt);
+  if (!chief) return trainer.run().status == "completed" ? 0 : 1;
   const RunDir dir = create_run_dir(root, run_id);
   telemetry.add(std::make_shared<JsonLinesSink>(dir.events()));
   write_file_atomic(dir.config(), cfg.raw.dump(2) + "\n");
@@ -98,6 +164,35 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
   std::fprintf(human, "  checkpoints   %s\n", opt.checkpoint_dir.c_str());
   std::fprintf(human, "  summary       %s\n", dir.summary().c_str());
   return s.status == "completed" ? 0 : 1;
+}
+
+}  // namespace
+
+int run_train(const TrainArgs& a, const std::string& exe_path) {
+#ifdef BATON_HAVE_MPI
+  if (MpiRuntime::in_mpi_job()) {
+    MpiRuntime mpi;
+    if (mpi.world_size() > 1) {
+      // One rank failing must end the job: the others would wait in a
+      // collective forever. MPI_Abort is how an MPI program does that.
+      int code = 0;
+      try {
+        return train_in_process(a, exe_path);
+      } catch (const InputError& e) {
+        std::fprintf(stderr, "baton: error (rank %d): %s\n", mpi.world_rank(), e.what());
+        code = 2;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "baton: failed (rank %d): %s\n", mpi.world_rank(), e.what());
+        code = 1;
+      }
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, code);
+      return code;
+    }
+    return train_in_process(a, exe_path);
+  }
+#endif
+  return train_in_process(a, exe_path);
 }
 
 }  // namespace baton::cli

@@ -91,6 +91,13 @@ void free_comm(MPI_Comm& c) {
 
 // ---------------------------------------------------------------- runtime
 
+bool MpiRuntime::is_initialized() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
 MpiRuntime::MpiRuntime() { init(nullptr, nullptr); }
 MpiRuntime::MpiRuntime(int* argc, char*** argv) { init(argc, argv); }
 

@@ -71,6 +71,18 @@ void reduce_into(float* y, const float* x, int64_t n, ReduceOp op) {
   }
 }
 
+void broadcast_string(Communicator& comm, std::string& text, int root) {
+  float len = static_cast<float>(text.size());
+  comm.broadcast(&len, 1, root);
+  std::vector<float> bytes(static_cast<size_t>(len));
+  if (comm.rank() == root) {
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
+  }
+  comm.broadcast(bytes.data(), static_cast<int64_t>(bytes.size()), root);
+  text.assign(bytes.size(), '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) text[i] = static_cast<char>(static_cast<int>(bytes[i]));
+}
+
 void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
                     int64_t segment_bytes) {
   const int n = comm.size();

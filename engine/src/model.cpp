@@ -21,6 +21,10 @@ void Sequential::init(Rng& rng) {
   for (auto& l : layers_) l->init(rng);
 }
 
+void Sequential::attach(Communicator* comm) {
+  for (auto& l : layers_) l->attach(comm);
+}
+
 const Tensor& Sequential::forward(const Tensor& x, const ForwardContext& ctx) {
   const Tensor* h = &x;
   for (auto& l : layers_) h = &l->forward(*h, ctx);

@@ -41,19 +41,22 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
                           {"one_device", "mirrored", "central_storage", "multi_worker_mirrored",
                            "parameter_server", "tpu"});
   if (s.type == "tpu") node.fail("type", "tpu is not available: Baton has no TPU backend");
-  if (s.type == "multi_worker_mirrored" || s.type == "parameter_server") {
-    node.fail("type", "\"" + s.type +
-                          "\" is not available in this build yet; use one_device, mirrored or "
-                          "central_storage");
+  if (s.type == "parameter_server") {
+    node.fail("type", "\"parameter_server\" is not available in this build yet; use one_device, "
+                      "mirrored, central_storage or multi_worker_mirrored");
   }
   if (s.type == "one_device") {
     s.device = node.string_or("device", "cpu:0");
     if (s.device != "cpu:0") node.fail("device", "expected \"cpu:0\", got \"" + s.device + "\"");
   } else {
-    const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
-    s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
+    const bool multi = s.type == "multi_worker_mirrored";
+    if (!multi) {
+      const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+      s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
+    }
     ConfigNode ar = node.child_or_empty("allreduce");
-    s.backend = ar.choice_or("backend", "local", {"local"});
+    s.backend = multi ? ar.choice_or("backend", "mpi", {"mpi"})
+                      : ar.choice_or("backend", "local", {"local"});
     s.algorithm = ar.choice_or("algorithm", "native", {"native", "ring", "hierarchical"});
     s.bucket_bytes = static_cast<int64_t>(ar.positive_or("bucket_mb", 25.0) * (1 << 20));
     s.timeout_ms = static_cast<int64_t>(ar.positive_or("timeout_s", 300.0) * 1000.0);

@@ -22,14 +22,14 @@ std::vector<std::unique_ptr<Pipeline>> Strategy::distribute(std::shared_ptr<cons
                                                             const PipelineOptions& global) const {
   const auto shares = split_batch(global.global_batch);
   std::vector<std::unique_ptr<Pipeline>> out;
-  int64_t offset = 0;
-  for (int r = 0; r < num_replicas(); ++r) {
+  for (int r = 0; r < local_replicas(); ++r) {
+    const int g = first_replica() + r;
     PipelineOptions o = global;
     o.num_shards = num_replicas();
-    o.shard_index = r;
-    o.shard_batch = shares[r];
-    o.shard_offset = offset;
-    offset += shares[r];
+    o.shard_index = g;
+    o.shard_batch = shares[g];
+    o.shard_offset = 0;
+    for (int q = 0; q < g; ++q) o.shard_offset += shares[q];
     out.push_back(std::make_unique<Pipeline>(data, o));
   }
   return out;

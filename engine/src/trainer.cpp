@@ -1,4 +1,5 @@
 #include <baton/comm.h>
+#include <baton/comm_mpi.h>
 #include <baton/error.h>
 #include <baton/kernels.h>
 #include <baton/trainer.h>
@@ -18,11 +19,24 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 // Seeds for independent streams, all derived from the run seed.
 enum SeedStream : uint64_t { kPipelineSeed = 1, kInitSeed = 2, kStepSeed = 3 };
 
-std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s) {
+std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file) {
   if (s.type == "one_device") return std::make_unique<OneDeviceStrategy>(s.device);
   CommOptions comm;
   comm.algorithm = parse_comm_algorithm(s.algorithm);
   comm.timeout_ms = s.timeout_ms;
+  if (s.type == "multi_worker_mirrored") {
+#ifdef BATON_HAVE_MPI
+    if (!MpiRuntime::is_initialized()) {
+      throw InputError(file + ": strategy.type: multi_worker_mirrored runs one process per MPI "
+                       "rank: start it with mpirun, e.g. mpirun -n 2 baton train " + file);
+    }
+    return std::make_unique<MultiWorkerMirroredStrategy>(std::make_unique<MpiCommunicator>(comm),
+                                                         s.bucket_bytes);
+#else
+    throw InputError(file + ": strategy.type: multi_worker_mirrored needs MPI, and this build "
+                     "has none (BATON_WITH_MPI=OFF)");
+#endif
+  }
   if (s.type == "central_storage") {
     return std::make_unique<CentralStorageStrategy>(s.replicas, comm, s.bucket_bytes);
   }
@@ -80,7 +94,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     throw InputError(cfg_.file + ": loss: mse needs a regression dataset (task: regression)");
   }
 
-  strategy_ = make_strategy(cfg_.strategy);
+  strategy_ = make_strategy(cfg_.strategy, cfg_.file);
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;
@@ -102,7 +116,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   ConfigNode model_node(cfg_.model, cfg_.file, "model");
   const ModelFactory& factory =
       registry.model(cfg_.model.at("type").get<std::string>(), model_node);
-  for (int r = 0; r < strategy_->num_replicas(); ++r) {
+  for (int r = 0; r < strategy_->local_replicas(); ++r) {
     auto rep = std::make_unique<Replica>();
     ConfigNode node(cfg_.model, cfg_.file, "model");
     rep->model = factory(node, shape);
@@ -114,6 +128,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     }
     Rng init(Rng::derive(cfg_.seed, kInitSeed));
     rep->model->init(init);
+    rep->model->attach(strategy_->replica_communicator(r));
     rep->params = rep->model->params();
     rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params);
     rep->doutput = Tensor({max_rows, out});
@@ -223,6 +238,8 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
 }
 
 std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch) {
+  // The chief alone writes: the replicas are identical.
+  if (!strategy_->is_chief()) return "";
   // The data position is where the next batch comes from; the end of an
   // epoch is the start of the next one.
   if (batch_in_epoch >= steps_per_epoch_) {
@@ -295,7 +312,7 @@ TrainSummary Trainer::run() {
   emit(start);
 
   sum.step_losses.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - step)));
-  const int nrep = strategy_->num_replicas();
+  const int nrep = strategy_->local_replicas();
   std::vector<const Batch*> batches(nrep, nullptr);
   std::vector<std::vector<Param*>> all_params;
   for (auto& r : replicas_) all_params.push_back(r->params);

@@ -29,8 +29,10 @@ std::unique_ptr<baton::Sequential> build_mlp(const baton::ConfigNode& cfg,
   }
   const baton::Activation act = baton::parse_activation(
       cfg.choice_or("activation", "relu", {"relu", "gelu", "tanh", "none"}));
-  const std::string norm =
-      cfg.choice_or("norm", "none", {"none", "layernorm", "rmsnorm", "batchnorm"});
+  // batchnorm: statistics of each replica's own rows; syncbatchnorm: of the
+  // global batch, summed over the replicas (SyncBatchNorm).
+  const std::string norm = cfg.choice_or(
+      "norm", "none", {"none", "layernorm", "rmsnorm", "batchnorm", "syncbatchnorm"});
   const double dropout = cfg.number_or("dropout", 0.0, 0.0, 0.95);
   cfg.finish();
 
@@ -48,6 +50,7 @@ std::unique_ptr<baton::Sequential> build_mlp(const baton::ConfigNode& cfg,
       if (norm == "layernorm") model->add(std::make_unique<baton::LayerNorm>());
       if (norm == "rmsnorm") model->add(std::make_unique<baton::RMSNorm>());
       if (norm == "batchnorm") model->add(std::make_unique<baton::BatchNorm>());
+      if (norm == "syncbatchnorm") model->add(std::make_unique<baton::SyncBatchNorm>());
       if (act != baton::Activation::kNone) {
         model->add(std::make_unique<baton::ActivationLayer>(act));
       }

@@ -124,5 +124,65 @@ else
   echo "SKIP probe-hosts: mpirun is not on PATH"
 fi
 
+# baton bench allreduce: the local backend (threads), every result checked.
+check bench-help 0 "mean over the ranks" -- "$BATON" bench allreduce --help
+check bench-table 0 "# Wrong values +: 0 OK" -- \
+  "$BATON" bench allreduce --backend local --min-bytes 4 --max-bytes 4096 --step-factor 8 --iters 3 --warmup 1
+bench_json_ok() {  # bench_json_ok RANKS ALGORITHM SIZES < json
+  python3 -c '
+import json, sys
+ranks, algorithm, sizes = int(sys.argv[1]), sys.argv[2], [int(s) for s in sys.argv[3].split(",")]
+d = json.load(sys.stdin)
+assert d["ranks"] == ranks and d["algorithm"] == algorithm, (d["ranks"], d["algorithm"])
+assert [r["size"] for r in d["rows"]] == sizes, [r["size"] for r in d["rows"]]
+for r in d["rows"]:
+    assert r["count"] * 4 == r["size"] and r["type"] == "float" and r["redop"] == "sum", r
+    for mode in ("out_of_place", "in_place"):
+        m = r[mode]
+        assert m["wrong"] == 0, (r["size"], mode, m)
+        assert m["time_us"] > 0 and m["algbw"] > 0, (r["size"], mode, m)
+        assert abs(m["busbw"] - m["algbw"] * 2 * (ranks - 1) / ranks) <= 1e-9 * (1 + m["busbw"]), m
+assert d["wrong"] == 0
+' "$@"
+}
+for spec in "2 native" "3 ring" "4 hierarchical" "1 native"; do
+  set -- $spec
+  if "$BATON" bench allreduce --backend local --ranks "$1" --algorithm "$2" --min-bytes 4 \
+       --max-bytes 65536 --step-factor 4 --iters 3 --warmup 1 --json 2>"$WORK/bench.err" |
+     bench_json_ok "$1" "$2" 4,16,64,256,1024,4096,16384,65536
+  then pass=$((pass + 1)); else echo "FAIL bench-local-$1-$2: bad document or #wrong != 0"; sed 's/^/    /' "$WORK/bench.err" | head -5; fail=$((fail + 1)); fi
+done
+# Sizes that are not whole floats are rounded down; a step factor that is
+# not an integer still advances.
+if "$BATON" bench allreduce --backend local --min-bytes 10 --max-bytes 40 --step-factor 1.5 \
+     --iters 2 --warmup 0 --json 2>"$WORK/bench.err" | bench_json_ok 2 native 8,12,20,32
+then pass=$((pass + 1)); else echo "FAIL bench-local-odd-sizes"; sed 's/^/    /' "$WORK/bench.err" | head -5; fail=$((fail + 1)); fi
+# Bad flags: exit 2, naming the flag.
+check bench-min-gt-max 2 "--min-bytes 4096 is larger than --max-bytes 1024" -- \
+  "$BATON" bench allreduce --min-bytes 4096 --max-bytes 1024
+check bench-bad-backend 2 "--backend: backend \"gloo\"" -- "$BATON" bench allreduce --backend gloo
+check bench-bad-algorithm 2 "--algorithm: algorithm \"tree\"" -- "$BATON" bench allreduce --algorithm tree
+check bench-zero-ranks 2 "--ranks: expected an integer >= 1" -- "$BATON" bench allreduce --backend local --ranks 0
+check bench-bad-step 2 "--step-factor" -- "$BATON" bench allreduce --step-factor 1
+check bench-bad-iters 2 "--iters" -- "$BATON" bench allreduce --iters 0
+check bench-not-a-number 2 "--max-bytes" -- "$BATON" bench allreduce --max-bytes lots
+check bench-nccl 2 "NCCL backend is not available in this build yet" -- "$BATON" bench allreduce --backend nccl
+check bench-no-subcommand 2 "" -- "$BATON" bench
+# The MPI backend under mpirun (the default backend inside an MPI job).
+if command -v mpirun >/dev/null 2>&1; then
+  for algorithm in native ring; do
+    if OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+         mpirun -n 2 --oversubscribe --bind-to none "$BATON" bench allreduce --algorithm "$algorithm" \
+         --min-bytes 4 --max-bytes 262144 --step-factor 16 --iters 3 --warmup 1 --json 2>"$WORK/bench_mpi.err" |
+       bench_json_ok 2 "$algorithm" 4,64,1024,16384,262144
+    then pass=$((pass + 1)); else echo "FAIL bench-mpi-$algorithm: bad document or #wrong != 0"; sed 's/^/    /' "$WORK/bench_mpi.err" | head -5; fail=$((fail + 1)); fi
+  done
+  check bench-mpi-ranks-flag 2 "--ranks: applies to the local backend only" -- \
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    mpirun -n 2 --oversubscribe --bind-to none "$BATON" bench allreduce --ranks 4
+else
+  echo "SKIP bench-mpi: mpirun is not on PATH"
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

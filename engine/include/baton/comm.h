@@ -113,6 +113,10 @@ class Communicator {
 void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
                     int64_t segment_bytes);
 
+// Sends `text` from root to every rank (collective). For small control
+// messages such as a run id: bytes travel as floats, exactly.
+void broadcast_string(Communicator& comm, std::string& text, int root);
+
 // Elementwise y = op(y, x) for the reductions collectives support.
 void reduce_into(float* y, const float* x, int64_t n, ReduceOp op);
 

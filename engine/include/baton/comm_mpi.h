@@ -82,6 +82,10 @@ class MpiRuntime {
     return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
   }
 
+  // Whether MPI is initialised (and not finalised) in this process, by an
+  // MpiRuntime or anyone else. Always false in builds without MPI.
+  static bool is_initialized();
+
   // Whether this object called MPI_Init_thread (and so will finalise).
   bool owns_mpi() const { return owns_; }
   // The thread support MPI granted: kMultiple if the library has it,

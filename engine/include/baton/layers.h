@@ -20,6 +20,8 @@
 
 namespace baton {
 
+class Communicator;
+
 enum class Mode : int { kUnset = 0, kTrain = 1, kEval = 2 };
 
 struct ForwardContext {
@@ -52,6 +54,11 @@ class Layer {
   virtual std::vector<Param*> params() { return {}; }
   // Non-trainable state that checkpoints keep (BatchNorm running statistics).
   virtual std::vector<std::pair<std::string, Tensor*>> buffers() { return {}; }
+
+  // The communicator linking this layer's replicas (null with one replica):
+  // set once, before training, by the strategy. Layers that share
+  // statistics across replicas (SyncBatchNorm) keep it.
+  virtual void attach(Communicator* /*comm*/) {}
 
   void set_index(size_t i) { index_ = i; }
   size_t index() const { return index_; }
@@ -169,6 +176,44 @@ class BatchNorm final : public Layer {
   Tensor running_mean_, running_var_;
   Tensor mean_, rstd_, xhat_, y_, dx_;
   bool batch_stats_ = false;  // the last forward normalised with batch statistics
+};
+
+// BatchNorm whose training statistics cover the global batch: every replica
+// contributes its rows' per-feature sums through the communicator given to
+// attach() (as torch.nn.SyncBatchNorm / Keras SyncBatchNormalization), so N
+// replicas normalise exactly as one BatchNorm over the whole batch would,
+// and their running statistics stay identical. Without a communicator (one
+// replica) it computes exactly what BatchNorm computes.
+//
+// Collectives, all sums, in this order on every replica (a replica with no
+// rows still takes part): forward in training, [sum x, rows] (F + 1 floats)
+// then sum (x - global mean)^2 (F floats); backward with batch statistics
+// and need_input_grad, [sum dy, sum dy * xhat] (2F floats). Evaluation uses
+// the running statistics and communicates nothing. need_input_grad must be
+// the same on every replica (Sequential derives it from the layer position).
+//
+// gain.grad and bias.grad hold this replica's own contributions only; the
+// strategy's gradient allreduce sums them over the replicas.
+class SyncBatchNorm final : public Layer {
+ public:
+  explicit SyncBatchNorm(float momentum = 0.1f, float eps = 1e-5f);
+  std::string describe() const override;
+  int64_t plan(int64_t max_batch, int64_t in_features) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  std::vector<Param*> params() override;
+  std::vector<std::pair<std::string, Tensor*>> buffers() override;
+  void attach(Communicator* comm) override { comm_ = comm; }
+
+ private:
+  float momentum_, eps_;
+  Communicator* comm_ = nullptr;
+  Param gain_, bias_;
+  Tensor running_mean_, running_var_;
+  Tensor mean_, rstd_, xhat_, y_, dx_;
+  Tensor stats_;          // (2F + 1): the collectives' buffer, planned
+  float global_rows_ = 0; // rows of the global batch in the last training forward
+  bool batch_stats_ = false;
 };
 
 }  // namespace baton

@@ -11,6 +11,8 @@
 
 namespace baton {
 
+class Communicator;
+
 class Sequential {
  public:
   Sequential() = default;
@@ -26,6 +28,8 @@ class Sequential {
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
   void init(Rng& rng);
+  // Passes the replica's communicator to every layer (see Layer::attach).
+  void attach(Communicator* comm);
 
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx);
   // `on_layer_done(i)` (optional) is called as soon as layer i's parameter

@@ -18,6 +18,7 @@ namespace baton {
 class Communicator;
 class LocalGroup;
 class ReplicaPool;
+class GradientBuckets;
 struct CommOptions;
 struct LinkSample;
 }  // namespace baton
@@ -38,7 +39,13 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
+  // Replicas in sync across the whole cluster (tf's num_replicas_in_sync).
   virtual int num_replicas() const = 0;
+  // Replicas that live in this process, and the global index of the first.
+  virtual int local_replicas() const { return num_replicas(); }
+  virtual int first_replica() const { return 0; }
+  // Whether this process writes checkpoints and run records (rank 0).
+  virtual bool is_chief() const { return true; }
   // Device names the replicas run on ("cpu:0", ...).
   virtual std::vector<std::string> devices() const = 0;
 
@@ -47,16 +54,18 @@ class Strategy {
   // the global batch and differ by at most one.
   std::vector<int64_t> split_batch(int64_t global_batch) const;
 
-  // One input pipeline per replica, each reading its share of every global
-  // batch (see pipeline.h for the shard policies).
+  // One input pipeline per local replica, each reading its (global)
+  // replica's share of every global batch (see pipeline.h for the shard
+  // policies).
   std::vector<std::unique_ptr<Pipeline>> distribute(std::shared_ptr<const Dataset> data,
                                                     const PipelineOptions& global) const;
 
-  // Runs step_fn once per replica (concurrently where the strategy has
-  // several) and returns when all have finished.
+  // Runs step_fn once per local replica (concurrently where the strategy
+  // has several; ReplicaContext::replica_id is the local index) and returns
+  // when all have finished.
   virtual void run(const std::function<void(const ReplicaContext&)>& step_fn) = 0;
 
-  // Combines one value per replica.
+  // Combines one value per local replica, over all replicas of the cluster.
   virtual double reduce(ReduceOp op, const PerReplica<double>& values) const;
 
   // Sums each parameter's gradient over the replicas so every replica holds
@@ -68,6 +77,10 @@ class Strategy {
   // r's copy. The default applies every replica's update in turn.
   virtual void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                              const std::function<void(int)>& apply);
+
+  // The communicator replica r's layers use to share statistics
+  // (SyncBatchNorm); null when replicas do not communicate.
+  virtual Communicator* replica_communicator(int /*r*/) { return nullptr; }
 
   // Per-link traffic since the last call (empty without communication).
   virtual std::vector<LinkSample> drain_links();
@@ -92,24 +105,17 @@ class MirroredStrategy : public Strategy {
                      const std::function<void(int)>& apply) override;
   std::vector<LinkSample> drain_links() override;
   std::string communication() const override;
+  Communicator* replica_communicator(int r) override { return &comm(r); }
 
  protected:
   ReplicaPool& pool() { return *pool_; }
   Communicator& comm(int r);
 
  private:
-  void plan_buckets(const std::vector<Param*>& params);
-
   int replicas_;
-  int64_t bucket_bytes_;
+  std::unique_ptr<GradientBuckets> buckets_;
   std::unique_ptr<LocalGroup> group_;
   std::unique_ptr<ReplicaPool> pool_;
-  // Buckets: ranges of the parameter list, reduced as one flat buffer each.
-  struct Bucket {
-    size_t first = 0, last = 0;  // params [first, last)
-    int64_t count = 0;           // floats
-  };
-  std::vector<Bucket> buckets_;
   std::vector<std::vector<float>> flat_;  // per replica, the largest bucket
 };
 
@@ -122,6 +128,32 @@ class CentralStorageStrategy final : public MirroredStrategy {
   std::string name() const override { return "central_storage"; }
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
+};
+
+// One process per MPI rank (started by mpirun ... baton train CONFIG), one
+// replica each; gradients allreduced over the MPI communicator in buckets.
+// Rank 0 is the chief: it alone writes checkpoints and run records.
+class MultiWorkerMirroredStrategy final : public Strategy {
+ public:
+  MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm, int64_t bucket_bytes);
+  ~MultiWorkerMirroredStrategy() override;
+  std::string name() const override { return "multi_worker_mirrored"; }
+  int num_replicas() const override;
+  int local_replicas() const override { return 1; }
+  int first_replica() const override;
+  bool is_chief() const override { return first_replica() == 0; }
+  std::vector<std::string> devices() const override;
+  void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
+  double reduce(ReduceOp op, const PerReplica<double>& values) const override;
+  void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
+  Communicator* replica_communicator(int r) override;
+  std::vector<LinkSample> drain_links() override;
+  std::string communication() const override;
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<GradientBuckets> buckets_;
+  std::vector<float> flat_;
 };
 
 // Everything on one device; no communication.

@@ -1,0 +1,38 @@
+// `baton bench allreduce`: allreduce bandwidth over a range of sizes, in the
+// style of nccl-tests' all_reduce_perf, on the local backend (threads of
+// this process) or the MPI one (under mpirun), with the results checked in
+// the same run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace baton::cli {
+
+struct BenchAllreduceArgs {
+  std::string backend;  // empty: mpi inside an MPI job, else local
+  std::string algorithm = "native";
+  int ranks = 2;  // local only
+  int64_t min_bytes = 1024;
+  int64_t max_bytes = 16 << 20;
+  double step_factor = 2.0;
+  int iters = 20;
+  int warmup = 5;
+  bool json = false;
+};
+
+struct BenchArgs {
+  BenchAllreduceArgs allreduce;
+  const CLI::App* allreduce_app = nullptr;  // set by add_bench_command
+  const CLI::Option* ranks_opt = nullptr;   // whether --ranks was given
+};
+
+void add_bench_command(CLI::App& app, BenchArgs& args);
+// Returns the process exit code (1 when the check found wrong values);
+// throws InputError (a bad flag value, a backend this build lacks) and
+// RuntimeError / CommError (a failed collective) upward.
+int run_bench(const BenchArgs& args);
+
+}  // namespace baton::cli

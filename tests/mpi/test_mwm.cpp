@@ -1,0 +1,102 @@
+// MultiWorkerMirroredStrategy over real MPI ranks: with the same seed and
+// global batch, N ranks end with the same parameters as one replica (within
+// 1e-4 + 1e-3 |x|: only the order of gradient sums differs), and every rank
+// holds exactly the same parameters. Run by ctest under mpiexec -n 2, 3, 4.
+#include <baton/comm_mpi.h>
+#include <baton/registry.h>
+#include <baton/run_config.h>
+#include <baton/trainer.h>
+
+#include <gtest/gtest.h>
+
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cmath>
+
+namespace baton {
+namespace {
+
+nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer, int64_t batch) {
+  return {{"seed", 5},
+          {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
+          {"data",
+           {{"train",
+             {{"type", "synthetic_classification"}, {"features", 12}, {"classes", 5},
+              {"samples", 300}, {"seed", 9}}},
+            {"shuffle_buffer", 1000}}},
+          {"optimizer", optimizer},
+          {"train", {{"epochs", 2}, {"global_batch_size", batch}, {"log_every_steps", 5}}},
+          {"strategy", strategy},
+          {"checkpoint", {{"every_epoch", false}}}};
+}
+
+std::vector<float> train(const nlohmann::json& d, const Registry& registry, TrainSummary* out) {
+  RunConfig cfg = parse_run_config(d, "mwm.json");
+  Telemetry t;
+  TrainOptions opt;
+  opt.run_id = "mwm";
+  Trainer trainer(cfg, registry, t, opt);
+  *out = trainer.run();
+  std::vector<float> flat;
+  for (Param* p : trainer.model(0).params()) {
+    flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+  }
+  return flat;
+}
+
+TEST(MultiWorkerMirrored, RanksMatchOneDeviceAndEachOther) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const nlohmann::json optimizers[] = {{{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
+                                       {{"type", "adam"}, {"lr", 0.01}}};
+  for (const auto& opt : optimizers) {
+    for (int64_t batch : {32, 30}) {
+      for (const char* algorithm : {"native", "ring", "hierarchical"}) {
+        TrainSummary one_s, many_s;
+        const auto one = train(doc({{"type", "one_device"}}, opt, batch), registry, &one_s);
+        const auto many = train(doc({{"type", "multi_worker_mirrored"},
+                                     {"allreduce", {{"algorithm", algorithm}, {"bucket_mb", 0.0005}}}},
+                                    opt, batch),
+                                registry, &many_s);
+        ASSERT_EQ(one.size(), many.size());
+        EXPECT_EQ(one_s.steps, many_s.steps);
+        double worst = 0;
+        for (size_t i = 0; i < one.size(); ++i) {
+          worst = std::max(worst, std::fabs(many[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+        }
+        EXPECT_LE(worst, 1.0) << algorithm << " batch " << batch << " " << opt.dump();
+        // Every rank holds the same bits as rank 0.
+        std::vector<float> root = many;
+        MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+        EXPECT_EQ(root, many) << "rank " << rank << " of " << size << " drifted (" << algorithm << ")";
+        // The step losses are the global batch's, the same on every rank.
+        ASSERT_EQ(one_s.step_losses.size(), many_s.step_losses.size());
+        for (size_t i = 0; i < one_s.step_losses.size(); ++i) {
+          EXPECT_NEAR(many_s.step_losses[i], one_s.step_losses[i], 1e-4 * (1 + one_s.step_losses[i]));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace baton
+
+int main(int argc, char** argv) {
+  baton::MpiRuntime mpi(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (mpi.world_rank() != 0) {
+    // Other ranks report failures only (rank 0 prints the usual report).
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int mine = RUN_ALL_TESTS();
+  int any = mine;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (mpi.world_rank() == 0 && any != 0 && mine == 0) std::printf("FAILED on another rank\n");
+  return any;
+}
