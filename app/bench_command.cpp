@@ -400,18 +400,31 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
   bench->require_subcommand(1);
   BenchAllreduceArgs& a = args.allreduce;
   CLI::App* ar = bench->add_subcommand(
-      "allreduce",
-      "Allreduce (float sum) bandwidth over a range of sizes, like nccl-tests' all_reduce_perf: "
-      "out-of-place and in-place time, algbw, busbw = algbw * 2(n-1)/n, and #wrong (every result "
-      "is checked). Time is the mean over the iterations, then the MEAN over the ranks "
-      "(nccl-tests reports the max over ranks). Run alone (local: threads) or under mpirun (mpi)");
+      "allreduce", "Allreduce bandwidth over a range of sizes (like nccl-tests' all_reduce_perf)");
+  ar->footer(
+      "Per size (float, sum), out-of-place and in-place: time (us), algbw = bytes / time and\n"
+      "busbw = algbw * 2(n-1)/n (GB/s), and #wrong: every result is checked against its closed\n"
+      "form, summed over the ranks. Time is the mean over the iterations, then the mean over the\n"
+      "ranks (nccl-tests reports the max over the ranks). Out-of-place copies the input into the\n"
+      "output buffer and reduces it in place; the copy is timed. Only rank 0 prints.\n"
+      "Run alone (local backend: --ranks threads) or under mpirun (mpi backend):\n"
+      "  baton bench allreduce --ranks 4 --algorithm ring\n"
+      "  mpirun -n 2 baton bench allreduce --min-bytes 1M --max-bytes 64M\n"
+      "Exit codes: 0 all values right, 1 a wrong value or a failed collective, 2 bad flags.");
   ar->add_option("--backend", a.backend,
                  "local|mpi|nccl (default: mpi inside an MPI job, local otherwise)");
   ar->add_option("--algorithm", a.algorithm, "native|ring|hierarchical")->capture_default_str();
   args.ranks_opt = ar->add_option("--ranks", a.ranks, "Number of ranks (local backend only)")
                        ->capture_default_str();
-  ar->add_option("--min-bytes", a.min_bytes, "Smallest size in bytes")->capture_default_str();
-  ar->add_option("--max-bytes", a.max_bytes, "Largest size in bytes")->capture_default_str();
+  // Sizes take binary suffixes, as in nccl-tests: 4K, 1M, 64MiB.
+  ar->add_option("--min-bytes", a.min_bytes, "Smallest size in bytes (suffixes K, M, G: powers of 1024)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false).description(""))
+      ->type_name("BYTES");
+  ar->add_option("--max-bytes", a.max_bytes, "Largest size in bytes (suffixes K, M, G)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false).description(""))
+      ->type_name("BYTES");
   ar->add_option("--step-factor", a.step_factor, "Multiply the size by this from one row to the next")
       ->capture_default_str();
   ar->add_option("--iters", a.iters, "Timed iterations per size")->capture_default_str();

@@ -404,6 +404,7 @@ TrainSummary Trainer::run() {
           e.comm_ms = win.comm / k;
           e.optimizer_ms = win.optim / k;
           e.wall_time_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
+          e.rank = strategy_->first_replica();
           emit(e);
           win = Window{};
           for (const LinkSample& l : strategy_->drain_links()) {
