@@ -125,7 +125,7 @@ else
 fi
 
 # baton bench allreduce: the local backend (threads), every result checked.
-check bench-help 0 "mean over the ranks" -- "$BATON" bench allreduce --help
+check bench-help 0 "mean over the iterations, then the mean over the" -- "$BATON" bench allreduce --help
 check bench-table 0 "# Wrong values +: 0 OK" -- \
   "$BATON" bench allreduce --backend local --min-bytes 4 --max-bytes 4096 --step-factor 8 --iters 3 --warmup 1
 bench_json_ok() {  # bench_json_ok RANKS ALGORITHM SIZES < json
@@ -157,6 +157,8 @@ done
 if "$BATON" bench allreduce --backend local --min-bytes 10 --max-bytes 40 --step-factor 1.5 \
      --iters 2 --warmup 0 --json 2>"$WORK/bench.err" | bench_json_ok 2 native 8,12,20,32
 then pass=$((pass + 1)); else echo "FAIL bench-local-odd-sizes"; sed 's/^/    /' "$WORK/bench.err" | head -5; fail=$((fail + 1)); fi
+check bench-size-suffixes 0 "^ +2048 +512 +float +sum" -- \
+  "$BATON" bench allreduce --backend local --min-bytes 1K --max-bytes 2KiB --iters 2 --warmup 0
 # Bad flags: exit 2, naming the flag.
 check bench-min-gt-max 2 "--min-bytes 4096 is larger than --max-bytes 1024" -- \
   "$BATON" bench allreduce --min-bytes 4096 --max-bytes 1024
