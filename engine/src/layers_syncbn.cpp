@@ -36,11 +36,14 @@ int64_t SyncBatchNorm::plan(int64_t max_batch, int64_t f) {
   y_ = Tensor({max_batch, f});
   dx_ = Tensor({max_batch, f});
   stats_ = Tensor({2 * f + 1});
+  features_ = f;
   return f;
 }
 
 const Tensor& SyncBatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
-  const int64_t n = x.rows(), f = x.cols();
+  // The planned width, not x.cols(): a batch with no rows has no columns,
+  // and its replica must still send F + 1 and F floats like the others.
+  const int64_t n = x.rows(), f = features_;
   xhat_.set_rows(n);
   y_.set_rows(n);
   const bool training = ctx.mode == Mode::kTrain;
@@ -102,7 +105,7 @@ const Tensor& SyncBatchNorm::forward(const Tensor& x, const ForwardContext& ctx)
 }
 
 const Tensor& SyncBatchNorm::backward(const Tensor& dy, bool need_input_grad) {
-  const int64_t n = dy.rows(), f = dy.cols();
+  const int64_t n = dy.rows(), f = features_;
   // This replica's own contributions: the strategy sums them over replicas.
   gain_.grad.fill(0.0f);
   bias_.grad.fill(0.0f);

@@ -211,8 +211,9 @@ class SyncBatchNorm final : public Layer {
   Param gain_, bias_;
   Tensor running_mean_, running_var_;
   Tensor mean_, rstd_, xhat_, y_, dx_;
-  Tensor stats_;          // (2F + 1): the collectives' buffer, planned
-  float global_rows_ = 0; // rows of the global batch in the last training forward
+  Tensor stats_;           // (2F + 1): the collectives' buffer, planned
+  int64_t features_ = 0;   // F, from plan()
+  float global_rows_ = 0;  // rows of the global batch in the last training forward
   bool batch_stats_ = false;
 };
 
