@@ -18,15 +18,6 @@ namespace {
 constexpr std::array<TaskRole, 4> kRoles = {TaskRole::kChief, TaskRole::kWorker, TaskRole::kPs,
                                             TaskRole::kEvaluator};
 
-std::string type_name(const nlohmann::json& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number_float()) return "a number";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
 
 std::string show(const nlohmann::json& v) {
   std::string s = v.dump();
@@ -256,7 +247,7 @@ ClusterSpec parse_tf_config(const nlohmann::json& doc, const std::string& source
     const auto it = cluster.json().find(name);
     if (it == cluster.json().end() || it->is_null()) continue;
     if (!it->is_array()) {
-      cluster.fail(name, "expected an array of \"host:port\" strings, got " + type_name(*it) +
+      cluster.fail(name, "expected an array of \"host:port\" strings, got " + json_type_name(*it) +
                              " " + show(*it));
     }
     auto& list = list_of(spec, role);
@@ -264,7 +255,7 @@ ClusterSpec parse_tf_config(const nlohmann::json& doc, const std::string& source
       const auto& e = (*it)[i];
       const std::string place = entry_path(role, i);
       if (!e.is_string()) {
-        fail(source, place, "expected a \"host:port\" string, got " + type_name(e) + " " + show(e));
+        fail(source, place, "expected a \"host:port\" string, got " + json_type_name(e) + " " + show(e));
       }
       HostPort hp;
       const std::string problem = split_host_port(e.get<std::string>(), hp);

@@ -11,16 +11,6 @@
 namespace baton {
 namespace {
 
-std::string type_name(const nlohmann::json& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number_float()) return "a number";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
 std::string show(const nlohmann::json& v) {
   std::string s = v.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
@@ -52,7 +42,7 @@ ConfigNode::ConfigNode(const nlohmann::json& value, std::string file, std::strin
       used_(std::make_shared<std::set<std::string, std::less<>>>()) {
   if (!value_.is_object()) {
     throw InputError(file_ + ": " + (path_.empty() ? std::string("document") : path_) +
-                     ": expected an object, got " + type_name(value_));
+                     ": expected an object, got " + json_type_name(value_));
   }
 }
 
@@ -101,7 +91,7 @@ int64_t ConfigNode::integer(std::string_view key, int64_t min, int64_t max) cons
              std::abs(v.get<double>()) < 9.0e15) {
     out = static_cast<int64_t>(v.get<double>());
   } else {
-    fail(key, "expected an integer, got " + type_name(v) + " " + show(v));
+    fail(key, "expected an integer, got " + json_type_name(v) + " " + show(v));
   }
   if (out < min || out > max) {
     std::string range;
@@ -128,7 +118,7 @@ int64_t ConfigNode::integer_or(std::string_view key, int64_t fallback, int64_t m
 
 double ConfigNode::number(std::string_view key, double min, double max) const {
   const auto& v = require(key);
-  if (!v.is_number()) fail(key, "expected a number, got " + type_name(v) + " " + show(v));
+  if (!v.is_number()) fail(key, "expected a number, got " + json_type_name(v) + " " + show(v));
   double d = v.get<double>();
   if (!std::isfinite(d) || d < min || d > max) {
     std::string range;
@@ -163,13 +153,13 @@ double ConfigNode::positive_or(std::string_view key, double fallback, double abo
 bool ConfigNode::boolean_or(std::string_view key, bool fallback) const {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
-  if (!v->is_boolean()) fail(key, "expected true or false, got " + type_name(*v) + " " + show(*v));
+  if (!v->is_boolean()) fail(key, "expected true or false, got " + json_type_name(*v) + " " + show(*v));
   return v->get<bool>();
 }
 
 std::string ConfigNode::string(std::string_view key) const {
   const auto& v = require(key);
-  if (!v.is_string()) fail(key, "expected a string, got " + type_name(v) + " " + show(v));
+  if (!v.is_string()) fail(key, "expected a string, got " + json_type_name(v) + " " + show(v));
   return v.get<std::string>();
 }
 
@@ -201,7 +191,7 @@ std::string ConfigNode::choice_or(std::string_view key, std::string fallback,
 
 std::vector<int64_t> ConfigNode::integer_list(std::string_view key, int64_t min) const {
   const auto& v = require(key);
-  if (!v.is_array()) fail(key, "expected an array of integers, got " + type_name(v));
+  if (!v.is_array()) fail(key, "expected an array of integers, got " + json_type_name(v));
   std::vector<int64_t> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const auto& e = v[i];
@@ -216,7 +206,7 @@ std::vector<int64_t> ConfigNode::integer_list(std::string_view key, int64_t min)
 
 ConfigNode ConfigNode::child(std::string_view key) const {
   const auto& v = require(key);
-  if (!v.is_object()) fail(key, "expected an object, got " + type_name(v) + " " + show(v));
+  if (!v.is_object()) fail(key, "expected an object, got " + json_type_name(v) + " " + show(v));
   return ConfigNode(v, file_, path_.empty() ? std::string(key) : path_ + "." + std::string(key));
 }
 
@@ -237,6 +227,16 @@ void ConfigNode::finish() const {
       fail(it.key(), "unknown key (known keys here: " + known + ")");
     }
   }
+}
+
+std::string json_type_name(const nlohmann::json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number_float()) return "a number";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
 }
 
 void apply_override(nlohmann::json& doc, std::string_view assignment) {

@@ -1,5 +1,5 @@
-// Normalisation layers: LayerNorm and RMSNorm (per row), BatchNorm (per
-// feature over the batch, with running statistics).
+// Normalisation layers: LayerNorm and RMSNorm (per row). BatchNorm is in
+// layers_batchnorm.cpp.
 #include <baton/error.h>
 #include <baton/layers.h>
 
@@ -136,110 +136,5 @@ const Tensor& RMSNorm::backward(const Tensor& dy, bool need_input_grad) {
 }
 
 std::vector<Param*> RMSNorm::params() { return {&gain_}; }
-
-// ---- BatchNorm ----
-
-BatchNorm::BatchNorm(float momentum, float eps) : momentum_(momentum), eps_(eps) {}
-
-std::string BatchNorm::describe() const { return "BatchNorm"; }
-
-int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
-  gain_ = Param{"gain", Tensor({f}, 1.0f), Tensor({f}), false};
-  bias_ = Param{"bias", Tensor({f}), Tensor({f}), false};
-  running_mean_ = Tensor({f});
-  running_var_ = Tensor({f}, 1.0f);
-  mean_ = Tensor({f});
-  rstd_ = Tensor({f});
-  xhat_ = Tensor({max_batch, f});
-  y_ = Tensor({max_batch, f});
-  dx_ = Tensor({max_batch, f});
-  return f;
-}
-
-const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
-  const int64_t n = x.rows(), f = x.cols();
-  xhat_.set_rows(n);
-  y_.set_rows(n);
-  const bool training = ctx.mode == Mode::kTrain;
-  if (training) {
-    if (n == 0) return y_;
-    mean_.fill(0.0f);
-    for (int64_t r = 0; r < n; ++r) {
-      const float* xr = x.data() + r * f;
-      for (int64_t c = 0; c < f; ++c) mean_[c] += xr[c];
-    }
-    for (int64_t c = 0; c < f; ++c) mean_[c] /= static_cast<float>(n);
-    rstd_.fill(0.0f);  // holds the variance until the last loop
-    for (int64_t r = 0; r < n; ++r) {
-      const float* xr = x.data() + r * f;
-      for (int64_t c = 0; c < f; ++c) rstd_[c] += (xr[c] - mean_[c]) * (xr[c] - mean_[c]);
-    }
-    const float unbias = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;
-    for (int64_t c = 0; c < f; ++c) {
-      const float var = rstd_[c] / static_cast<float>(n);
-      running_mean_[c] = (1.0f - momentum_) * running_mean_[c] + momentum_ * mean_[c];
-      running_var_[c] = (1.0f - momentum_) * running_var_[c] + momentum_ * var * unbias;
-      rstd_[c] = 1.0f / std::sqrt(var + eps_);
-    }
-  } else {
-    for (int64_t c = 0; c < f; ++c) {
-      mean_[c] = running_mean_[c];
-      rstd_[c] = 1.0f / std::sqrt(running_var_[c] + eps_);
-    }
-  }
-  batch_stats_ = training;
-  const float* g = gain_.value.data();
-  const float* b = bias_.value.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* xr = x.data() + r * f;
-    float* xh = xhat_.data() + r * f;
-    float* yr = y_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      xh[c] = (xr[c] - mean_[c]) * rstd_[c];
-      yr[c] = xh[c] * g[c] + b[c];
-    }
-  }
-  return y_;
-}
-
-const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
-  const int64_t n = dy.rows(), f = dy.cols();
-  gain_.grad.fill(0.0f);
-  bias_.grad.fill(0.0f);
-  dx_.set_rows(n);
-  float* dg = gain_.grad.data();
-  float* db = bias_.grad.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* dyr = dy.data() + r * f;
-    const float* xh = xhat_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      dg[c] += dyr[c] * xh[c];
-      db[c] += dyr[c];
-    }
-  }
-  if (!need_input_grad) return dx_;
-  const float* g = gain_.value.data();
-  const float inv_n = n > 0 ? 1.0f / static_cast<float>(n) : 0.0f;
-  for (int64_t r = 0; r < n; ++r) {
-    const float* dyr = dy.data() + r * f;
-    const float* xh = xhat_.data() + r * f;
-    float* dxr = dx_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      if (batch_stats_) {
-        // d/dx of batch-normalised x: the batch mean and variance depend on x too.
-        dxr[c] = g[c] * rstd_[c] * (dyr[c] - inv_n * db[c] - xh[c] * inv_n * dg[c]);
-      } else {
-        dxr[c] = g[c] * rstd_[c] * dyr[c];
-      }
-    }
-  }
-  return dx_;
-}
-
-std::vector<Param*> BatchNorm::params() { return {&gain_, &bias_}; }
-
-std::vector<std::pair<std::string, Tensor*>> BatchNorm::buffers() {
-  return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
-}
 
 }  // namespace baton

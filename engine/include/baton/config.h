@@ -79,6 +79,9 @@ class ConfigNode {
 // objects are created. Throws InputError on a malformed assignment.
 void apply_override(nlohmann::json& doc, std::string_view assignment);
 
+// "an integer", "a string", ... for messages about a JSON value's type.
+std::string json_type_name(const nlohmann::json& value);
+
 // Reads a JSON file; InputError names the file and the line of a syntax error.
 nlohmann::json read_json_file(const std::string& path);
 

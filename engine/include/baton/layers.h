@@ -160,61 +160,45 @@ class RMSNorm final : public Layer {
 // Normalises each feature over the batch in training (biased variance, as
 // PyTorch) and updates running statistics (unbiased variance) with
 // `momentum`; uses the running statistics in evaluation.
-class BatchNorm final : public Layer {
+// Whose rows the batch statistics come from.
+enum class BatchStats : int { kUnset = 0, kReplica = 1, kGlobal = 2 };
+
+class BatchNorm : public Layer {
  public:
-  explicit BatchNorm(float momentum = 0.1f, float eps = 1e-5f);
+  explicit BatchNorm(float momentum = 0.1f, float eps = 1e-5f,
+                     BatchStats stats = BatchStats::kReplica);
   std::string describe() const override;
   int64_t plan(int64_t max_batch, int64_t in_features) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
   std::vector<Param*> params() override;
   std::vector<std::pair<std::string, Tensor*>> buffers() override;
+  // Kept only for global statistics (SyncBatchNorm).
+  void attach(Communicator* comm) override {
+    comm_ = stats_scope_ == BatchStats::kGlobal ? comm : nullptr;
+  }
 
  private:
   float momentum_, eps_;
-  Param gain_, bias_;
-  Tensor running_mean_, running_var_;
-  Tensor mean_, rstd_, xhat_, y_, dx_;
-  bool batch_stats_ = false;  // the last forward normalised with batch statistics
-};
-
-// BatchNorm whose training statistics cover the global batch: every replica
-// contributes its rows' per-feature sums through the communicator given to
-// attach() (as torch.nn.SyncBatchNorm / Keras SyncBatchNormalization), so N
-// replicas normalise exactly as one BatchNorm over the whole batch would,
-// and their running statistics stay identical. Without a communicator (one
-// replica) it computes exactly what BatchNorm computes.
-//
-// Collectives, all sums, in this order on every replica (a replica with no
-// rows still takes part): forward in training, [sum x, rows] (F + 1 floats)
-// then sum (x - global mean)^2 (F floats); backward with batch statistics
-// and need_input_grad, [sum dy, sum dy * xhat] (2F floats). Evaluation uses
-// the running statistics and communicates nothing. need_input_grad must be
-// the same on every replica (Sequential derives it from the layer position).
-//
-// gain.grad and bias.grad hold this replica's own contributions only; the
-// strategy's gradient allreduce sums them over the replicas.
-class SyncBatchNorm final : public Layer {
- public:
-  explicit SyncBatchNorm(float momentum = 0.1f, float eps = 1e-5f);
-  std::string describe() const override;
-  int64_t plan(int64_t max_batch, int64_t in_features) override;
-  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
-  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
-  std::vector<Param*> params() override;
-  std::vector<std::pair<std::string, Tensor*>> buffers() override;
-  void attach(Communicator* comm) override { comm_ = comm; }
-
- private:
-  float momentum_, eps_;
+  BatchStats stats_scope_;
   Communicator* comm_ = nullptr;
   Param gain_, bias_;
   Tensor running_mean_, running_var_;
   Tensor mean_, rstd_, xhat_, y_, dx_;
   Tensor stats_;           // (2F + 1): the collectives' buffer, planned
   int64_t features_ = 0;   // F, from plan()
-  float global_rows_ = 0;  // rows of the global batch in the last training forward
-  bool batch_stats_ = false;
+  float global_rows_ = 0;  // rows of the (global) batch in the last training forward
+  bool batch_stats_ = false;  // the last forward normalised with batch statistics
+};
+
+// BatchNorm over the global batch: the statistics are summed over all
+// replicas through the strategy's communicator (tf's
+// SyncBatchNormalization, torch's SyncBatchNorm). With one replica it is
+// BatchNorm, bit for bit.
+class SyncBatchNorm final : public BatchNorm {
+ public:
+  explicit SyncBatchNorm(float momentum = 0.1f, float eps = 1e-5f)
+      : BatchNorm(momentum, eps, BatchStats::kGlobal) {}
 };
 
 }  // namespace baton

@@ -1,5 +1,6 @@
-// SyncBatchNorm: BatchNorm over the global batch, its statistics summed over
-// the replicas through the layer's communicator.
+// BatchNorm, and SyncBatchNorm: BatchNorm over the global batch, its
+// statistics summed over the replicas through the layer's communicator
+// (plain BatchNorm has none, and uses its replica's rows).
 //
 // Variance: two passes, each followed by a sum-allreduce. Pass one sums x
 // and counts rows ([sum x, rows], F + 1 floats); every replica derives the
@@ -21,11 +22,14 @@
 
 namespace baton {
 
-SyncBatchNorm::SyncBatchNorm(float momentum, float eps) : momentum_(momentum), eps_(eps) {}
+BatchNorm::BatchNorm(float momentum, float eps, BatchStats stats)
+    : momentum_(momentum), eps_(eps), stats_scope_(stats) {}
 
-std::string SyncBatchNorm::describe() const { return "SyncBatchNorm"; }
+std::string BatchNorm::describe() const {
+  return stats_scope_ == BatchStats::kGlobal ? "SyncBatchNorm" : "BatchNorm";
+}
 
-int64_t SyncBatchNorm::plan(int64_t max_batch, int64_t f) {
+int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
   gain_ = Param{"gain", Tensor({f}, 1.0f), Tensor({f}), false};
   bias_ = Param{"bias", Tensor({f}), Tensor({f}), false};
   running_mean_ = Tensor({f});
@@ -40,7 +44,7 @@ int64_t SyncBatchNorm::plan(int64_t max_batch, int64_t f) {
   return f;
 }
 
-const Tensor& SyncBatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
+const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
   // The planned width, not x.cols(): a batch with no rows has no columns,
   // and its replica must still send F + 1 and F floats like the others.
   const int64_t n = x.rows(), f = features_;
@@ -104,7 +108,7 @@ const Tensor& SyncBatchNorm::forward(const Tensor& x, const ForwardContext& ctx)
   return y_;
 }
 
-const Tensor& SyncBatchNorm::backward(const Tensor& dy, bool need_input_grad) {
+const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows(), f = features_;
   // This replica's own contributions: the strategy sums them over replicas.
   gain_.grad.fill(0.0f);
@@ -154,9 +158,9 @@ const Tensor& SyncBatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   return dx_;
 }
 
-std::vector<Param*> SyncBatchNorm::params() { return {&gain_, &bias_}; }
+std::vector<Param*> BatchNorm::params() { return {&gain_, &bias_}; }
 
-std::vector<std::pair<std::string, Tensor*>> SyncBatchNorm::buffers() {
+std::vector<std::pair<std::string, Tensor*>> BatchNorm::buffers() {
   return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
 }
 
