@@ -186,5 +186,29 @@ else
   echo "SKIP bench-mpi: mpirun is not on PATH"
 fi
 
+# Distribution: mirrored on threads, multi_worker_mirrored under mpirun, and
+# TF_CONFIG checked against the job (exit 2 when malformed or inconsistent).
+check mirrored 0 "val accuracy +9[5-9]\." -- \
+  "$BATON" train "$SRC/resources/examples/mirrored.json" --runs-dir "$RUNS" --set train.epochs=10 -q
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+  MWM="$SRC/resources/examples/multi_worker_mirrored.json"
+  check mwm-2-ranks 0 "val accuracy +9[5-9]\." -- \
+    mpirun -n 2 --oversubscribe "$BATON" train "$MWM" --runs-dir "$RUNS" --set train.epochs=10 -q
+  check mwm-tf-config 0 "completed" -- env \
+    TF_CONFIG='{"cluster":{"worker":["localhost:2222"]},"task":{"type":"worker","index":0}}' \
+    mpirun -n 1 "$BATON" train "$MWM" --runs-dir "$RUNS" --set train.epochs=1 -q
+  check mwm-tf-config-bad 2 "TF_CONFIG: cluster.workr: unknown key" -- env \
+    TF_CONFIG='{"cluster":{"workr":["a:1"]}}' \
+    mpirun -n 2 --oversubscribe "$BATON" train "$MWM" --runs-dir "$RUNS" -q
+  check mwm-tf-config-size 2 "lists 1 tasks, but the job has 2" -- env \
+    TF_CONFIG='{"cluster":{"worker":["a:1"]}}' \
+    mpirun -n 2 --oversubscribe "$BATON" train "$MWM" --runs-dir "$RUNS" -q
+else
+  echo "skip mwm checks: no mpirun on PATH"
+fi
+check mwm-without-mpirun 2 "start it with mpirun" -- \
+  "$BATON" train "$SRC/resources/examples/multi_worker_mirrored.json" --runs-dir "$RUNS"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]
