@@ -43,7 +43,9 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
   if (s.type == "tpu") node.fail("type", "tpu is not available: Baton has no TPU backend");
   if (s.type == "parameter_server") {
     // The allreduce block does not apply: finish() refuses it as unknown.
-    if (node.has("num_ps")) s.num_ps = static_cast<int>(node.integer_or("num_ps", 1, 1, 1024));
+    // Absent (or null): 0, resolved by the trainer (TF_CONFIG's ps count, else 1).
+    const bool given = node.has("num_ps");
+    s.num_ps = static_cast<int>(node.integer_or("num_ps", 0, given ? 1 : 0, 1024));
     s.mode = node.choice_or("mode", "async", {"async", "sync"});
     s.backend = "mpi";
   } else if (s.type == "one_device") {

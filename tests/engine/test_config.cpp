@@ -449,6 +449,8 @@ TEST(RunConfig, ParameterServerKeys) {
   baton::RunConfig rc = baton::parse_run_config(doc, "runs/exp.json");
   EXPECT_EQ(rc.strategy.num_ps, 0);  // 0: TF_CONFIG's ps count, else 1
   EXPECT_EQ(rc.strategy.mode, "async");
+  doc["strategy"] = {{"type", "parameter_server"}, {"num_ps", nullptr}};
+  EXPECT_EQ(baton::parse_run_config(doc, "runs/exp.json").strategy.num_ps, 0);
   doc["strategy"] = {{"type", "parameter_server"}, {"num_ps", 2}, {"mode", "sync"}};
   rc = baton::parse_run_config(doc, "runs/exp.json");
   EXPECT_EQ(rc.strategy.num_ps, 2);
