@@ -148,6 +148,10 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
     js["val_loss"] = s.val_loss;
     js["val_accuracy"] = s.val_accuracy;
   }
+  if (s.has_staleness) {
+    js["staleness_mean"] = s.staleness_mean;
+    js["staleness_max"] = s.staleness_max;
+  }
   write_file_atomic(dir.summary(), js.dump(2) + "\n");
 
   std::fprintf(human, "\n== %s: %s after %lld steps ==\n", dir.id.c_str(), s.status.c_str(),
@@ -156,6 +160,10 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   if (s.has_validation) {
     std::fprintf(human, "val loss        %.4f\n", s.val_loss);
     std::fprintf(human, "val accuracy    %.2f%%\n", 100.0 * s.val_accuracy);
+  }
+  if (s.has_staleness) {
+    std::fprintf(human, "staleness       mean %.2f, max %lld (chief's updates)\n",
+                 s.staleness_mean, static_cast<long long>(s.staleness_max));
   }
   std::fprintf(human, "throughput      %.0f samples/s\n", s.samples_per_s);
   std::fprintf(human, "wall time       %.2f s\n", s.wall_time_s);

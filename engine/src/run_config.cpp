@@ -42,10 +42,13 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
                            "parameter_server", "tpu"});
   if (s.type == "tpu") node.fail("type", "tpu is not available: Baton has no TPU backend");
   if (s.type == "parameter_server") {
-    node.fail("type", "\"parameter_server\" is not available in this build yet; use one_device, "
-                      "mirrored, central_storage or multi_worker_mirrored");
-  }
-  if (s.type == "one_device") {
+    // The allreduce block does not apply: finish() refuses it as unknown.
+    // Absent (or null): 0, resolved by the trainer (TF_CONFIG's ps count, else 1).
+    const bool given = node.has("num_ps");
+    s.num_ps = static_cast<int>(node.integer_or("num_ps", 0, given ? 1 : 0, 1024));
+    s.mode = node.choice_or("mode", "async", {"async", "sync"});
+    s.backend = "mpi";
+  } else if (s.type == "one_device") {
     s.device = node.string_or("device", "cpu:0");
     if (s.device != "cpu:0") node.fail("device", "expected \"cpu:0\", got \"" + s.device + "\"");
   } else {

@@ -1,3 +1,4 @@
+#include <baton/cluster.h>
 #include <baton/comm.h>
 #include <baton/comm_mpi.h>
 #include <baton/error.h>
@@ -6,6 +7,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 namespace baton {
 namespace {
@@ -36,6 +39,18 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
     throw InputError(file + ": strategy.type: multi_worker_mirrored needs MPI, and this build "
                      "has none (BATON_WITH_MPI=OFF)");
 #endif
+  }
+  if (s.type == "parameter_server") {
+    // num_ps by default: TF_CONFIG's ps tasks when it is set, else 1.
+    int num_ps = s.num_ps;
+    if (num_ps == 0) {
+      num_ps = 1;
+      if (const char* tf = std::getenv("TF_CONFIG"); tf != nullptr && *tf != '\0') {
+        const ClusterSpec spec = parse_tf_config(std::string(tf), "TF_CONFIG");
+        if (!spec.ps.empty()) num_ps = static_cast<int>(spec.ps.size());
+      }
+    }
+    return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", file);
   }
   if (s.type == "central_storage") {
     return std::make_unique<CentralStorageStrategy>(s.replicas, comm, s.bucket_bytes);
@@ -269,7 +284,8 @@ void Trainer::replica_update(int r, const UpdateInputs& in) {
     const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm);
     if (r == 0) *in.grad_norm = norm;
   }
-  rep.optimizer->step(in.lr);
+  // Under a parameter server the servers own the optimizer.
+  if (!strategy_->remote_updates()) rep.optimizer->step(in.lr);
 }
 
 TrainSummary Trainer::run() {
@@ -277,6 +293,10 @@ TrainSummary Trainer::run() {
   TrainSummary sum;
   const auto run_t0 = Clock::now();
   int64_t step = 0, epoch = 0, skip = 0;
+  if (opt_.resume && strategy_->remote_updates()) {
+    throw InputError("--resume is not supported with parameter_server yet (the servers' "
+                     "optimizer state is not checkpointed)");
+  }
   if (opt_.resume) {
     if (!checkpoints_) throw InputError("--resume needs a checkpoint directory");
     std::vector<std::string> skipped;
@@ -293,6 +313,33 @@ TrainSummary Trainer::run() {
     }
   }
   sum.start_step = step;
+
+  if (strategy_->serves()) {
+    // A parameter server: no data or model loop; serve until every worker
+    // is done.
+    log(LogLevel::kInfo, "serving " + strategy_->devices()[0] + " for " +
+                             std::to_string(strategy_->num_replicas()) + " worker(s)");
+    try {
+      sum.steps = strategy_->serve(replicas_[0]->params, cfg_.optimizer);
+    } catch (const std::exception& e) {
+      RunEndEvent end;
+      end.run = opt_.run_id;
+      end.status = "failed";
+      end.error = e.what();
+      emit(end);
+      throw;
+    }
+    const StalenessStats st = strategy_->total_staleness();
+    sum.status = "completed";
+    sum.staleness_mean = st.mean();
+    sum.staleness_max = st.max;
+    sum.wall_time_s = std::chrono::duration<double>(Clock::now() - run_t0).count();
+    char line[160];
+    std::snprintf(line, sizeof line, "served %lld updates; staleness mean %.2f max %lld",
+                  static_cast<long long>(sum.steps), st.mean(), static_cast<long long>(st.max));
+    log(LogLevel::kInfo, line);
+    return sum;
+  }
 
   RunStartEvent start;
   start.run = opt_.run_id;
@@ -352,20 +399,28 @@ TrainSummary Trainer::run() {
         const StepInputs in{&batches, &loss_parts, &correct_parts, ctx, grad_scale};
         strategy_->run([this, &in](const ReplicaContext& rc) { replica_step(rc.replica_id, in); });
         const auto t2 = Clock::now();
+        const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, total_steps_);
+        strategy_->set_learning_rate(lr);
         strategy_->reduce_gradients(all_params);
         const auto t3 = Clock::now();
         // The norm costs a pass over every gradient: take it when clipping
         // needs it or a step event reports it.
         const bool log_step = (step + 1) % cfg_.log_every_steps == 0 || step + 1 == total_steps_;
         const bool need_norm = cfg_.optimizer.clip_global_norm > 0.0f || log_step;
-        const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, step, total_steps_);
         const UpdateInputs up{lr, need_norm, &grad_norm};
         strategy_->apply_updates(all_params, [this, &up](int r) { replica_update(r, up); });
         const auto t4 = Clock::now();
 
         const double loss_sum = strategy_->reduce(ReduceOp::kSum, loss_parts);
         const double correct = strategy_->reduce(ReduceOp::kSum, correct_parts);
-        last_loss = loss_sum / static_cast<double>(global_rows);
+        // Under remote updates the workers do not combine their metrics: a
+        // step's loss is this worker's own batch's.
+        int64_t counted_rows = global_rows;
+        if (strategy_->remote_updates()) {
+          counted_rows = 0;
+          for (int r = 0; r < nrep; ++r) counted_rows += batches[r]->rows;
+        }
+        last_loss = loss_sum / static_cast<double>(std::max<int64_t>(1, counted_rows));
         if (!std::isfinite(last_loss)) {
           throw RuntimeError("the loss became " + std::to_string(last_loss) + " at step " +
                              std::to_string(step) + "; lower the learning rate or clip gradients");
@@ -373,13 +428,13 @@ TrainSummary Trainer::run() {
         sum.step_losses.push_back(last_loss);
         ep_loss += loss_sum;
         ep_correct += correct;
-        ep_samples += global_rows;
-        samples_total += global_rows;
+        ep_samples += counted_rows;
+        samples_total += counted_rows;
         ++step;
         ++step_in_epoch;
 
         win.steps++;
-        win.samples += global_rows;
+        win.samples += counted_rows;
         win.loss += loss_sum;
         win.correct += correct;
         win.data += ms_between(t0, t1);
@@ -407,6 +462,14 @@ TrainSummary Trainer::run() {
           e.rank = strategy_->first_replica();
           emit(e);
           win = Window{};
+          if (const StalenessStats st = strategy_->drain_staleness(); st.count > 0) {
+            char line[160];
+            std::snprintf(line, sizeof line,
+                          "step %lld: staleness mean %.2f max %lld over %lld updates",
+                          static_cast<long long>(step), st.mean(), static_cast<long long>(st.max),
+                          static_cast<long long>(st.count));
+            log(LogLevel::kInfo, line);
+          }
           for (const LinkSample& l : strategy_->drain_links()) {
             emit(LinkEvent{opt_.run_id, step, l.src, l.dst, l.num_bytes, l.seconds,
                            l.seconds > 0 ? l.num_bytes / l.seconds / 1e9 : 0.0, l.estimated});
@@ -447,6 +510,7 @@ TrainSummary Trainer::run() {
     if (stopped && checkpoints_) {
       sum.last_checkpoint = save_checkpoint(step, epoch, step - epoch * steps_per_epoch_);
     }
+    strategy_->finish();
   } catch (const std::exception& e) {
     RunEndEvent end;
     end.run = opt_.run_id;
@@ -464,6 +528,12 @@ TrainSummary Trainer::run() {
   const double train_s = std::chrono::duration<double>(Clock::now() - train_t0).count();
   sum.samples_per_s = train_s > 0 ? samples_total / train_s : 0.0;
   if (sum.epochs_completed == 0) sum.train_loss = last_loss;
+  if (strategy_->remote_updates()) {
+    const StalenessStats st = strategy_->total_staleness();
+    sum.has_staleness = true;
+    sum.staleness_mean = st.mean();
+    sum.staleness_max = st.max;
+  }
   RunEndEvent end;
   end.run = opt_.run_id;
   end.status = sum.status;

@@ -182,6 +182,22 @@ if command -v mpirun >/dev/null 2>&1; then
   check bench-mpi-ranks-flag 2 "--ranks: applies to the local backend only" -- \
     env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
     mpirun -n 2 --oversubscribe --bind-to none "$BATON" bench allreduce --ranks 4
+  # parameter_server: 2 workers + 1 ps; the summary reports the staleness.
+  PS="$SRC/resources/examples/parameter_server.json"
+  check train-ps 0 "staleness +mean [0-9.]+, max [0-9]+" -- \
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    mpirun -n 3 --oversubscribe --bind-to none "$BATON" train "$PS" --runs-dir "$RUNS" \
+    --set train.epochs=3
+  # num_ps defaults to TF_CONFIG's ps count: ps 1 (rank 3) serves.
+  check train-ps-tf-config 0 "serving ps:1/cpu:0" -- \
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    TF_CONFIG='{"cluster": {"chief": ["a:1"], "worker": ["b:1"], "ps": ["c:1", "d:1"]}}' \
+    timeout 120 mpirun -n 4 --oversubscribe --bind-to none -x TF_CONFIG "$BATON" train "$PS" \
+    --runs-dir "$RUNS" --set strategy.num_ps=null --set train.epochs=1 --events -
+  check train-ps-no-worker 2 "strategy.num_ps: 2 parameter server" -- \
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    mpirun -n 2 --oversubscribe --bind-to none "$BATON" train "$PS" --runs-dir "$RUNS" \
+    --set strategy.num_ps=2
 else
   echo "SKIP bench-mpi: mpirun is not on PATH"
 fi

@@ -443,6 +443,26 @@ TEST(RunConfig, TpuIsUnavailable) {
   EXPECT_TRUE(contains(m, "not available")) << m;
 }
 
+TEST(RunConfig, ParameterServerKeys) {
+  json doc = minimal_run();
+  doc["strategy"] = {{"type", "parameter_server"}};
+  baton::RunConfig rc = baton::parse_run_config(doc, "runs/exp.json");
+  EXPECT_EQ(rc.strategy.num_ps, 0);  // 0: TF_CONFIG's ps count, else 1
+  EXPECT_EQ(rc.strategy.mode, "async");
+  doc["strategy"] = {{"type", "parameter_server"}, {"num_ps", nullptr}};
+  EXPECT_EQ(baton::parse_run_config(doc, "runs/exp.json").strategy.num_ps, 0);
+  doc["strategy"] = {{"type", "parameter_server"}, {"num_ps", 2}, {"mode", "sync"}};
+  rc = baton::parse_run_config(doc, "runs/exp.json");
+  EXPECT_EQ(rc.strategy.num_ps, 2);
+  EXPECT_EQ(rc.strategy.mode, "sync");
+  doc["strategy"] = {{"type", "parameter_server"}, {"num_ps", 0}};
+  EXPECT_TRUE(starts_with(run_error(doc), "runs/exp.json: strategy.num_ps:")) << run_error(doc);
+  doc["strategy"] = {{"type", "parameter_server"}, {"mode", "eventual"}};
+  EXPECT_TRUE(starts_with(run_error(doc), "runs/exp.json: strategy.mode:")) << run_error(doc);
+  doc["strategy"] = {{"type", "parameter_server"}, {"allreduce", {{"algorithm", "ring"}}}};
+  EXPECT_TRUE(contains(run_error(doc), "allreduce")) << run_error(doc);
+}
+
 TEST(RunConfig, OtherErrorsNameTheirKeys) {
   {
     json doc = minimal_run();

@@ -37,6 +37,10 @@ struct StrategyConfig {
   std::string algorithm = "native";
   int64_t bucket_bytes = 25 << 20;
   int64_t timeout_ms = 300000;
+  // parameter_server: servers (0 = TF_CONFIG's ps count when set, else 1)
+  // and "async" | "sync".
+  int num_ps = 0;
+  std::string mode = "async";
 };
 
 struct CheckpointConfig {

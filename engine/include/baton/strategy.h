@@ -6,6 +6,7 @@
 
 #include <baton/dataset.h>
 #include <baton/layers.h>
+#include <baton/optim.h>
 #include <baton/pipeline.h>
 
 #include <cstdint>
@@ -29,6 +30,21 @@ enum class ReduceOp : int { kUnset = 0, kSum = 1, kMean = 2, kMax = 3, kMin = 4 
 
 template <class T>
 using PerReplica = std::vector<T>;
+
+// How stale the gradients a parameter server applied were: per update,
+// (the server's version when it applied the gradient) - (the version the
+// worker's parameters came from). count = 0 without such updates.
+struct StalenessStats {
+  int64_t count = 0;
+  double sum = 0;
+  int64_t max = 0;
+  double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0.0; }
+  void add(int64_t s) {
+    ++count;
+    sum += static_cast<double>(s);
+    if (s > max) max = s;
+  }
+};
 
 struct ReplicaContext {
   int replica_id = 0;
@@ -86,6 +102,27 @@ class Strategy {
   virtual std::vector<LinkSample> drain_links();
   // "local/native" etc.; "" without communication.
   virtual std::string communication() const { return ""; }
+
+  // Parameter-server hooks (the defaults suit every other strategy).
+  // Whether the optimizer runs elsewhere (on the parameter servers): the
+  // trainer then clips but does not step its own optimizer in apply(r), and
+  // a step's loss and accuracy are this worker's own (no collective).
+  virtual bool remote_updates() const { return false; }
+  // The learning rate of the coming update (called before reduce_gradients).
+  virtual void set_learning_rate(float /*lr*/) {}
+  // Whether this process serves parameters instead of training: the trainer
+  // then calls serve() and nothing else.
+  virtual bool serves() const { return false; }
+  // Serves `params` (the whole model, identical initial values on every
+  // rank) until every worker is done; returns the number of updates applied.
+  virtual int64_t serve(const std::vector<Param*>& /*params*/, const OptimizerOptions& /*opt*/) {
+    return 0;
+  }
+  // Called by a worker once its training loop has ended (or failed).
+  virtual void finish() {}
+  // Staleness since the last drain, and over the whole run.
+  virtual StalenessStats drain_staleness() { return {}; }
+  virtual StalenessStats total_staleness() const { return {}; }
 };
 
 // One replica per local device, each on its own thread with one BLAS
@@ -154,6 +191,60 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<GradientBuckets> buckets_;
   std::vector<float> flat_;
+};
+
+// tf.distribute's ParameterServerStrategy over MPI: the last `num_ps` ranks
+// are parameter servers, the others workers (rank 0, a worker, is the
+// chief). The parameters are sharded over the servers by size (largest
+// tensor to the least-loaded server); each server owns its shard's
+// optimizer. A worker step: compute gradients on its share of the global
+// batch, push each shard's gradients to its server, pull the fresh values.
+// async: a server applies each push at once and replies (workers never wait
+// for each other); sync: a server waits for every worker's push of the
+// step, sums them, updates once and replies to all - the same update as one
+// device with the whole batch. Implemented in strategy_parameter_server.cpp
+// (needs MPI; the constructor throws InputError without it).
+class ParameterServerStrategy final : public Strategy {
+ public:
+  // num_ps >= 1 and < the MPI world size (InputError naming strategy.num_ps
+  // otherwise); `file` prefixes messages.
+  ParameterServerStrategy(int num_ps, bool sync, const std::string& file);
+  ~ParameterServerStrategy() override;
+  std::string name() const override { return "parameter_server"; }
+  int num_replicas() const override { return num_workers_; }
+  int local_replicas() const override { return 1; }
+  int first_replica() const override { return is_ps_ ? 0 : rank_; }
+  bool is_chief() const override { return rank_ == 0; }
+  std::vector<std::string> devices() const override;
+  void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
+  void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
+  void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                     const std::function<void(int)>& apply) override;
+  std::string communication() const override;
+  bool remote_updates() const override { return true; }
+  void set_learning_rate(float lr) override { lr_ = lr; }
+  bool serves() const override { return is_ps_; }
+  int64_t serve(const std::vector<Param*>& params, const OptimizerOptions& opt) override;
+  void finish() override;
+  StalenessStats drain_staleness() override;
+  StalenessStats total_staleness() const override { return total_; }
+  int num_ps() const { return num_ps_; }
+  bool sync() const { return sync_; }
+
+  struct Impl;
+
+ private:
+  // shard_of_[i]: the server index (0..num_ps-1) owning parameter i.
+  void plan(const std::vector<Param*>& params);
+  int num_ps_ = 1, num_workers_ = 1, rank_ = 0, size_ = 1;
+  bool sync_ = false, is_ps_ = false, finished_ = false;
+  float lr_ = 0;
+  std::vector<int> shard_of_;
+  std::vector<int64_t> shard_size_;      // floats per server
+  std::vector<int64_t> version_;         // per server: the version of our values
+  std::vector<std::vector<float>> buf_;  // per server: the flat gradients / values
+  StalenessStats window_, total_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Everything on one device; no communication.

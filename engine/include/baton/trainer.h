@@ -47,6 +47,10 @@ struct TrainSummary {
   double samples_per_s = 0;
   double wall_time_s = 0;
   std::string last_checkpoint;
+  // parameter_server: the staleness of the updates (see StalenessStats).
+  bool has_staleness = false;
+  double staleness_mean = 0;
+  int64_t staleness_max = 0;
   std::vector<double> step_losses;  // every step's loss, in order (from start_step)
 };
 

@@ -1,0 +1,170 @@
+// ParameterServerStrategy over real MPI ranks (the last num_ps ranks are
+// servers). Run by ctest under mpiexec -n 3 and -n 4:
+//   - async training on digits (resources/examples/parameter_server.json)
+//     reaches >= 90% validation accuracy on the chief, with 1 and 2 servers;
+//   - sync mode ends with the same parameters as one device with the whole
+//     global batch (within 1e-4 + 1e-3 |x|), with 1 and 2 servers;
+//   - num_ps leaving no worker is an InputError naming strategy.num_ps.
+#include <baton/comm_mpi.h>
+#include <baton/error.h>
+#include <baton/registry.h>
+#include <baton/run_config.h>
+#include <baton/trainer.h>
+
+#include <gtest/gtest.h>
+
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cmath>
+#include <string>
+
+namespace baton {
+namespace {
+
+int world_size() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer, int64_t batch) {
+  return {{"seed", 5},
+          {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
+          {"data",
+           {{"train",
+             {{"type", "synthetic_classification"}, {"features", 12}, {"classes", 5},
+              {"samples", 300}, {"seed", 9}}},
+            {"shuffle_buffer", 1000}}},
+          {"optimizer", optimizer},
+          {"train", {{"epochs", 2}, {"global_batch_size", batch}, {"log_every_steps", 5}}},
+          {"strategy", strategy},
+          {"checkpoint", {{"every_epoch", false}}}};
+}
+
+std::vector<float> train(const RunConfig& cfg, const Registry& registry, TrainSummary* out) {
+  Telemetry t;
+  TrainOptions opt;
+  opt.run_id = "ps";
+  Trainer trainer(cfg, registry, t, opt);
+  *out = trainer.run();
+  std::vector<float> flat;
+  for (Param* p : trainer.model(0).params()) {
+    flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+  }
+  return flat;
+}
+
+// Workers of a job with `num_ps` servers; -1 when the job is too small.
+int workers(int num_ps) { return world_size() - num_ps; }
+
+TEST(ParameterServer, AsyncDigitsReaches90Percent) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const int num_ps = world_size() >= 4 ? 2 : 1;
+  ASSERT_GE(workers(num_ps), 1);
+  RunConfig cfg = load_run_config(std::string(BATON_SOURCE_DIR) +
+                                      "/resources/examples/parameter_server.json",
+                                  {"strategy.num_ps=" + std::to_string(num_ps)});
+  TrainSummary s;
+  (void)train(cfg, registry, &s);
+  EXPECT_EQ(s.status, "completed");
+  if (world_rank() < workers(num_ps)) {
+    EXPECT_TRUE(s.has_staleness);
+    EXPECT_GE(s.staleness_max, 0);
+  }
+  if (world_rank() == 0) {
+    ASSERT_TRUE(s.has_validation);
+    EXPECT_GE(s.val_accuracy, 0.90) << num_ps << " ps, " << workers(num_ps) << " workers";
+    std::printf("async ps: %d workers, %d ps: val accuracy %.4f, staleness mean %.2f max %lld\n",
+                workers(num_ps), num_ps, s.val_accuracy, s.staleness_mean,
+                static_cast<long long>(s.staleness_max));
+  }
+}
+
+TEST(ParameterServer, SyncMatchesOneDevice) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json optimizers[] = {{{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
+                                       {{"type", "adam"}, {"lr", 0.01}}};
+  for (int num_ps = 1; num_ps <= 2 && workers(num_ps) >= 1; ++num_ps) {
+    for (const auto& opt : optimizers) {
+      for (int64_t batch : {32, 30}) {
+        TrainSummary one_s, ps_s;
+        const auto one =
+            train(parse_run_config(doc({{"type", "one_device"}}, opt, batch), "ps.json"), registry,
+                  &one_s);
+        const auto ps = train(parse_run_config(doc({{"type", "parameter_server"},
+                                                    {"num_ps", num_ps},
+                                                    {"mode", "sync"}},
+                                                   opt, batch),
+                                               "ps.json"),
+                              registry, &ps_s);
+        if (world_rank() >= workers(num_ps)) continue;  // a server: nothing trained here
+        ASSERT_EQ(one.size(), ps.size());
+        EXPECT_EQ(one_s.steps, ps_s.steps);
+        double worst = 0;
+        for (size_t i = 0; i < one.size(); ++i) {
+          worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+        }
+        EXPECT_LE(worst, 1.0) << num_ps << " ps, batch " << batch << " " << opt.dump();
+        // Sync: every update is applied to the values the worker pulled.
+        EXPECT_EQ(ps_s.staleness_max, 0);
+      }
+    }
+  }
+}
+
+TEST(ParameterServer, NumPsLeavingNoWorkerIsAnInputError) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json opt = {{"type", "sgd"}, {"lr", 0.05}};
+  for (int num_ps : {world_size(), world_size() + 3}) {
+    RunConfig cfg = parse_run_config(
+        doc({{"type", "parameter_server"}, {"num_ps", num_ps}}, opt, 32), "ps.json");
+    Telemetry t;
+    TrainOptions o;
+    o.run_id = "ps";
+    try {
+      Trainer trainer(cfg, registry, t, o);
+      ADD_FAILURE() << "num_ps " << num_ps << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("strategy.num_ps"), std::string::npos) << e.what();
+    }
+  }
+  // Unknown keys (the allreduce block) and bad modes are refused by the parser.
+  EXPECT_THROW(parse_run_config(doc({{"type", "parameter_server"},
+                                     {"allreduce", {{"algorithm", "ring"}}}},
+                                    opt, 32),
+                                "ps.json"),
+               InputError);
+  EXPECT_THROW(parse_run_config(doc({{"type", "parameter_server"}, {"mode", "eventual"}}, opt, 32),
+                                "ps.json"),
+               InputError);
+  EXPECT_THROW(parse_run_config(doc({{"type", "parameter_server"}, {"num_ps", 0}}, opt, 32),
+                                "ps.json"),
+               InputError);
+}
+
+}  // namespace
+}  // namespace baton
+
+int main(int argc, char** argv) {
+  baton::MpiRuntime mpi(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (mpi.world_rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int mine = RUN_ALL_TESTS();
+  int any = mine;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (mpi.world_rank() == 0 && any != 0 && mine == 0) std::printf("FAILED on another rank\n");
+  return any;
+}
