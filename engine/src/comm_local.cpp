@@ -13,6 +13,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// memcpy of n floats; n may be 0 with null pointers (empty buffers), which
+// memcpy itself does not allow.
+void copy_floats(float* dst, const float* src, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+}
+
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -107,7 +113,7 @@ class LocalComm final : public Communicator {
     // depend on which rank computes it.
     const int64_t b = chunk_start(rank_, count), e = chunk_start(rank_ + 1, count);
     float* acc = scratch(e - b);
-    std::memcpy(acc, g_.out[0] + b, sizeof(float) * (e - b));
+    copy_floats(acc, g_.out[0] + b, (e - b));
     for (int q = 1; q < n; ++q) reduce_into(acc, g_.out[q] + b, e - b, op);
     if (op == ReduceOp::kMean) {
       const float inv = 1.0f / static_cast<float>(n);
@@ -115,13 +121,13 @@ class LocalComm final : public Communicator {
     }
     // Everyone has read my chunk of my buffer before I overwrite it.
     g_.barrier(rank_);
-    std::memcpy(data + b, acc, sizeof(float) * (e - b));
+    copy_floats(data + b, acc, (e - b));
     g_.barrier(rank_);
     // Gather the other ranks' finished chunks.
     for (int q = 0; q < n; ++q) {
       if (q == rank_) continue;
       const int64_t qb = chunk_start(q, count), qe = chunk_start(q + 1, count);
-      std::memcpy(data + qb, g_.out[q] + qb, sizeof(float) * (qe - qb));
+      copy_floats(data + qb, g_.out[q] + qb, (qe - qb));
     }
     // Nobody returns (and touches its buffer) while others still read it.
     g_.barrier(rank_);
@@ -133,7 +139,7 @@ class LocalComm final : public Communicator {
     g_.in[rank_] = in;
     g_.barrier(rank_);
     const int64_t off = static_cast<int64_t>(rank_) * count;
-    std::memcpy(out, g_.in[0] + off, sizeof(float) * count);
+    copy_floats(out, g_.in[0] + off, count);
     for (int q = 1; q < g_.size; ++q) reduce_into(out, g_.in[q] + off, count, op);
     if (op == ReduceOp::kMean) {
       for (int64_t i = 0; i < count; ++i) out[i] /= static_cast<float>(g_.size);
@@ -149,7 +155,7 @@ class LocalComm final : public Communicator {
     g_.in[rank_] = in;
     g_.barrier(rank_);
     for (int q = 0; q < g_.size; ++q) {
-      std::memcpy(out + static_cast<int64_t>(q) * count, g_.in[q], sizeof(float) * count);
+      copy_floats(out + static_cast<int64_t>(q) * count, g_.in[q], count);
     }
     g_.barrier(rank_);
     for (int q = 0; q < g_.size; ++q) {
@@ -161,7 +167,7 @@ class LocalComm final : public Communicator {
     const auto t0 = Clock::now();
     if (rank_ == root) g_.in[root] = data;
     g_.barrier(rank_);
-    if (rank_ != root) std::memcpy(data, g_.in[root], sizeof(float) * count);
+    if (rank_ != root) copy_floats(data, g_.in[root], count);
     g_.barrier(rank_);
     if (rank_ != root) links_.add(root, rank_, count * 4, since(t0), false);
   }
@@ -236,7 +242,7 @@ class LocalComm final : public Communicator {
     lock.unlock();
     // Copy outside the lock (ranks copy in parallel): the sender's buffer
     // stays valid until `full` is cleared, which only this rank does.
-    std::memcpy(data, from, sizeof(float) * count);
+    copy_floats(data, from, count);
     lock.lock();
     box.full = false;
     g_.cv.notify_all();

@@ -8,6 +8,11 @@ fail=0
 pass=0
 rm -rf "$WORK" && mkdir -p "$WORK"
 RUNS="$WORK/runs"
+# OpenMPI dlcloses its components at MPI_Finalize: in the sanitizer build
+# their allocations show up as leaks in "unknown modules" that no
+# suppression can name. So leak checks are off under mpirun (only there).
+mpirun() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" command mpirun "$@"; }
+MPI_NOLEAK="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 EX="$SRC/resources/examples/digits.json"
 
 check() {  # check NAME EXPECTED_CODE PATTERN -- cmd...
@@ -211,13 +216,13 @@ if command -v mpirun >/dev/null; then
   MWM="$SRC/resources/examples/multi_worker_mirrored.json"
   check mwm-2-ranks 0 "val accuracy +9[5-9]\." -- \
     mpirun -n 2 --oversubscribe "$BATON" train "$MWM" --runs-dir "$RUNS" --set train.epochs=10 -q
-  check mwm-tf-config 0 "completed" -- env \
+  check mwm-tf-config 0 "completed" -- env "$MPI_NOLEAK" \
     TF_CONFIG='{"cluster":{"worker":["localhost:2222"]},"task":{"type":"worker","index":0}}' \
     mpirun -n 1 "$BATON" train "$MWM" --runs-dir "$RUNS" --set train.epochs=1 -q
-  check mwm-tf-config-bad 2 "TF_CONFIG: cluster.workr: unknown key" -- env \
+  check mwm-tf-config-bad 2 "TF_CONFIG: cluster.workr: unknown key" -- env "$MPI_NOLEAK" \
     TF_CONFIG='{"cluster":{"workr":["a:1"]}}' \
     mpirun -n 2 --oversubscribe "$BATON" train "$MWM" --runs-dir "$RUNS" -q
-  check mwm-tf-config-size 2 "lists 1 tasks, but the job has 2" -- env \
+  check mwm-tf-config-size 2 "lists 1 tasks, but the job has 2" -- env "$MPI_NOLEAK" \
     TF_CONFIG='{"cluster":{"worker":["a:1"]}}' \
     mpirun -n 2 --oversubscribe "$BATON" train "$MWM" --runs-dir "$RUNS" -q
 else
