@@ -1,22 +1,19 @@
 // baton: the headless command line. Wiring only: each command parses its
 // arguments and calls the engine. Exit codes: 0 success, 2 bad input (the
 // message names the file, key or line), 1 runtime failure.
-#include "bench_command.h"
-#include "probe_command.h"
-#include "train_command.h"
-
 #include <baton/error.h>
 #include <baton/kernels.h>
-
-#include <CLI/CLI.hpp>
-
 #include <baton_build_info.h>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdio>
 #include <string>
+
+#include "bench_command.h"
+#include "probe_command.h"
+#include "train_command.h"
 
 namespace {
 

@@ -3,9 +3,6 @@
 #include <baton/comm.h>
 #include <baton/comm_mpi.h>
 #include <baton/error.h>
-
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +13,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -54,9 +52,7 @@ std::string fmt(const char* format, double v) {
   std::snprintf(buf, sizeof(buf), format, v);
   return buf;
 }
-std::string fmt_time(double us) {
-  return fmt(us < 1e4 ? "%.2f" : us < 1e6 ? "%.1f" : "%.0f", us);
-}
+std::string fmt_time(double us) { return fmt(us < 1e4 ? "%.2f" : us < 1e6 ? "%.1f" : "%.0f", us); }
 
 // The table, one line per size, in the layout of nccl-tests' all_reduce_perf
 // (without its root column): size, count, type, redop, then time, algbw,
@@ -70,12 +66,13 @@ std::string table_line(const std::string& size, const std::string& count, const 
                 cells[5].c_str(), cells[6].c_str(), cells[7].c_str());
   return buf;
 }
-constexpr int kLeadWidth = 12 + 2 + 12 + 2 + 8 + 2 + 6;  // size .. redop
+constexpr int kLeadWidth = 12 + 2 + 12 + 2 + 8 + 2 + 6;    // size .. redop
 constexpr int kModeWidth = 2 + 9 + 2 + 7 + 2 + 7 + 2 + 6;  // time .. #wrong
 
 std::string centered(const std::string& s, int width) {
   const int pad = std::max(0, width - static_cast<int>(s.size()));
-  return std::string(static_cast<size_t>(pad - pad / 2), ' ') + s + std::string(static_cast<size_t>(pad / 2), ' ');
+  return std::string(static_cast<size_t>(pad - pad / 2), ' ') + s +
+         std::string(static_cast<size_t>(pad / 2), ' ');
 }
 
 std::string host_name() {
@@ -108,24 +105,29 @@ class Reporter {
             {"busbw", "algbw * 2(n-1)/n"},
             {"rows", nlohmann::ordered_json::array()}};
     if (plan_.json) return;
-    std::printf("# baton bench allreduce: %s, %d rank%s", comm.c_str(), ranks, ranks == 1 ? "" : "s");
+    std::printf("# baton bench allreduce: %s, %d rank%s", comm.c_str(), ranks,
+                ranks == 1 ? "" : "s");
     if (plan_.backend == CommBackend::kLocal) {
-      std::printf(" (threads of pid %d on %s)\n", static_cast<int>(::getpid()), host_name().c_str());
+      std::printf(" (threads of pid %d on %s)\n", static_cast<int>(::getpid()),
+                  host_name().c_str());
     } else {
       std::printf(" (rank 0: pid %d on %s)\n", static_cast<int>(::getpid()), host_name().c_str());
     }
-    std::printf("# minBytes %lld maxBytes %lld step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
-                static_cast<long long>(plan_.min_bytes), static_cast<long long>(plan_.max_bytes),
-                plan_.step_factor, plan_.warmup, plan_.iters);
-    std::printf("# time: mean over the iterations, then mean over the ranks (nccl-tests takes the max "
-                "over ranks); busbw = algbw * 2(n-1)/n\n");
+    std::printf(
+        "# minBytes %lld maxBytes %lld step: %g(factor) warmup iters: %d iters: %d validation: 1\n",
+        static_cast<long long>(plan_.min_bytes), static_cast<long long>(plan_.max_bytes),
+        plan_.step_factor, plan_.warmup, plan_.iters);
+    std::printf(
+        "# time: mean over the iterations, then mean over the ranks (nccl-tests takes the max "
+        "over ranks); busbw = algbw * 2(n-1)/n\n");
     if (ranks == 1) std::printf("# note: 1 rank, so nothing moves and busbw is 0\n");
     std::printf("#\n");
     const std::string group = std::string(static_cast<size_t>(kLeadWidth), ' ') + "  " +
                               centered("out-of-place", kModeWidth - 2) + "  " +
                               centered("in-place", kModeWidth - 2);
     print_header_line(group);
-    const std::string names[8] = {"time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"};
+    const std::string names[8] = {"time", "algbw", "busbw", "#wrong",
+                                  "time", "algbw", "busbw", "#wrong"};
     print_header_line(table_line("size", "count", "type", "redop", names));
     const std::string units[8] = {"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""};
     print_header_line(table_line("(B)", "(elements)", "", "", units));
@@ -133,7 +135,8 @@ class Reporter {
   }
 
   void row(const Row& r) {
-    nlohmann::ordered_json row = {{"size", r.bytes}, {"count", r.count}, {"type", "float"}, {"redop", "sum"}};
+    nlohmann::ordered_json row = {
+        {"size", r.bytes}, {"count", r.count}, {"type", "float"}, {"redop", "sum"}};
     std::string cells[8];
     for (int k = 0; k < 2; ++k) {
       const double alg = algbw_gbs(r.bytes, r.time_us[k]);
@@ -150,7 +153,9 @@ class Reporter {
     }
     doc_["rows"].push_back(std::move(row));
     if (plan_.json) return;
-    std::printf("%s\n", table_line(std::to_string(r.bytes), std::to_string(r.count), "float", "sum", cells).c_str());
+    std::printf("%s\n",
+                table_line(std::to_string(r.bytes), std::to_string(r.count), "float", "sum", cells)
+                    .c_str());
     std::fflush(stdout);
   }
 
@@ -161,7 +166,8 @@ class Reporter {
       doc_["avg_busbw"] = avg;
       std::printf("%s\n", doc_.dump(2).c_str());
     } else {
-      std::printf("# Wrong values      : %lld %s\n", static_cast<long long>(wrong_), wrong_ == 0 ? "OK" : "FAILED");
+      std::printf("# Wrong values      : %lld %s\n", static_cast<long long>(wrong_),
+                  wrong_ == 0 ? "OK" : "FAILED");
       std::printf("# Avg bus bandwidth : %.3f GB/s\n", avg);
     }
     std::fflush(stdout);
@@ -187,7 +193,8 @@ class Reporter {
 // ranks.
 constexpr int kPartBits = 11, kParts = 4;
 void put_count(float* f, int64_t v) {
-  for (int p = 0; p < kParts; ++p) f[p] = static_cast<float>((v >> (kPartBits * p)) & ((1 << kPartBits) - 1));
+  for (int p = 0; p < kParts; ++p)
+    f[p] = static_cast<float>((v >> (kPartBits * p)) & ((1 << kPartBits) - 1));
 }
 int64_t get_count(const float* f) {
   int64_t v = 0;
@@ -198,11 +205,14 @@ int64_t get_count(const float* f) {
 // Rank r's input is r + (i % 31): small integers, so every partial sum is
 // exact in float whatever the order, and the sum over n ranks has the closed
 // form n(n-1)/2 + n(i % 31).
-float input_value(int rank, int64_t i) { return static_cast<float>(rank + static_cast<int>(i % 31)); }
+float input_value(int rank, int64_t i) {
+  return static_cast<float>(rank + static_cast<int>(i % 31));
+}
 
 int64_t count_wrong(const float* data, int64_t count, int n) {
   float expected[31];
-  for (int j = 0; j < 31; ++j) expected[j] = static_cast<float>(0.5 * n * (n - 1) + static_cast<double>(n) * j);
+  for (int j = 0; j < 31; ++j)
+    expected[j] = static_cast<float>(0.5 * n * (n - 1) + static_cast<double>(n) * j);
   int64_t wrong = 0;
   for (int64_t i = 0; i < count; ++i) wrong += data[i] != expected[i % 31];
   return wrong;
@@ -253,7 +263,8 @@ int64_t bench_rank(Communicator& comm, const Plan& plan, Reporter* reporter) {
     // grow, possibly to inf, which costs nothing extra), so the check is one
     // more call on a fresh copy of the input, untimed.
     std::memcpy(inplace.data(), in.data(), bytes);
-    const double ip_us = time_op(comm, plan, [&] { comm.allreduce(inplace.data(), count, ReduceOp::kSum); });
+    const double ip_us =
+        time_op(comm, plan, [&] { comm.allreduce(inplace.data(), count, ReduceOp::kSum); });
     std::memcpy(inplace.data(), in.data(), bytes);
     comm.allreduce(inplace.data(), count, ReduceOp::kSum);
     const int64_t ip_wrong = count_wrong(inplace.data(), count, n);
@@ -338,8 +349,9 @@ int64_t bench_mpi(const Plan& plan, Reporter& reporter) {
 Plan make_plan(const BenchArgs& args) {
   const BenchAllreduceArgs& a = args.allreduce;
   Plan p;
-  const std::string backend =
-      !a.backend.empty() ? a.backend : MpiRuntime::in_mpi_job() ? "mpi" : "local";
+  const std::string backend = !a.backend.empty()         ? a.backend
+                              : MpiRuntime::in_mpi_job() ? "mpi"
+                                                         : "local";
   try {
     p.backend = parse_comm_backend(backend);
   } catch (const InputError& e) {
@@ -350,10 +362,13 @@ Plan make_plan(const BenchArgs& args) {
   } catch (const InputError& e) {
     throw InputError(std::string("--algorithm: ") + e.what());
   }
-  if (a.ranks < 1) throw InputError("--ranks: expected an integer >= 1, got " + std::to_string(a.ranks));
-  if (a.ranks > 1024) throw InputError("--ranks: at most 1024 local ranks, got " + std::to_string(a.ranks));
+  if (a.ranks < 1)
+    throw InputError("--ranks: expected an integer >= 1, got " + std::to_string(a.ranks));
+  if (a.ranks > 1024)
+    throw InputError("--ranks: at most 1024 local ranks, got " + std::to_string(a.ranks));
   if (a.min_bytes < 4) {
-    throw InputError("--min-bytes: expected at least 4 (one float), got " + std::to_string(a.min_bytes));
+    throw InputError("--min-bytes: expected at least 4 (one float), got " +
+                     std::to_string(a.min_bytes));
   }
   if (a.max_bytes < a.min_bytes) {
     throw InputError("--min-bytes " + std::to_string(a.min_bytes) + " is larger than --max-bytes " +
@@ -362,19 +377,24 @@ Plan make_plan(const BenchArgs& args) {
   if (!(a.step_factor > 1.0) || a.step_factor > 1e6) {
     throw InputError("--step-factor: expected a number > 1, got " + fmt("%g", a.step_factor));
   }
-  if (a.iters < 1) throw InputError("--iters: expected an integer >= 1, got " + std::to_string(a.iters));
-  if (a.warmup < 0) throw InputError("--warmup: expected an integer >= 0, got " + std::to_string(a.warmup));
+  if (a.iters < 1)
+    throw InputError("--iters: expected an integer >= 1, got " + std::to_string(a.iters));
+  if (a.warmup < 0)
+    throw InputError("--warmup: expected an integer >= 0, got " + std::to_string(a.warmup));
 
   if (p.backend == CommBackend::kNccl) {
-    throw InputError("--backend nccl: the NCCL backend is not available in this build yet (use local or mpi)");
+    throw InputError(
+        "--backend nccl: the NCCL backend is not available in this build yet (use local or mpi)");
   }
   if (p.backend == CommBackend::kMpi) {
     if (!MpiRuntime::available()) {
-      throw InputError("--backend mpi: this build has no MPI backend (configure with BATON_WITH_MPI=ON "
-                       "and Open MPI installed)");
+      throw InputError(
+          "--backend mpi: this build has no MPI backend (configure with BATON_WITH_MPI=ON "
+          "and Open MPI installed)");
     }
     if (args.ranks_opt != nullptr && args.ranks_opt->count() > 0) {
-      throw InputError("--ranks: applies to the local backend only (with mpi the ranks are mpirun's -n)");
+      throw InputError(
+          "--ranks: applies to the local backend only (with mpi the ranks are mpirun's -n)");
     }
   }
   p.local_ranks = a.ranks;
@@ -385,7 +405,8 @@ Plan make_plan(const BenchArgs& args) {
   p.warmup = a.warmup;
   p.json = a.json;
   // Sizes min, min*F, min*F^2, ... <= max, each rounded down to whole floats.
-  for (long double s = static_cast<long double>(a.min_bytes); s <= static_cast<long double>(a.max_bytes);) {
+  for (long double s = static_cast<long double>(a.min_bytes);
+       s <= static_cast<long double>(a.max_bytes);) {
     const int64_t count = static_cast<int64_t>(s) / 4;
     if (p.counts.empty() || p.counts.back() != count) p.counts.push_back(count);
     s = std::max(s * a.step_factor, s + 1);
@@ -417,7 +438,8 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
   args.ranks_opt = ar->add_option("--ranks", a.ranks, "Number of ranks (local backend only)")
                        ->capture_default_str();
   // Sizes take binary suffixes, as in nccl-tests: 4K, 1M, 64MiB.
-  ar->add_option("--min-bytes", a.min_bytes, "Smallest size in bytes (suffixes K, M, G: powers of 1024)")
+  ar->add_option("--min-bytes", a.min_bytes,
+                 "Smallest size in bytes (suffixes K, M, G: powers of 1024)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false).description(""))
       ->type_name("BYTES");
@@ -425,16 +447,19 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false).description(""))
       ->type_name("BYTES");
-  ar->add_option("--step-factor", a.step_factor, "Multiply the size by this from one row to the next")
+  ar->add_option("--step-factor", a.step_factor,
+                 "Multiply the size by this from one row to the next")
       ->capture_default_str();
   ar->add_option("--iters", a.iters, "Timed iterations per size")->capture_default_str();
-  ar->add_option("--warmup", a.warmup, "Untimed warm-up iterations per size")->capture_default_str();
+  ar->add_option("--warmup", a.warmup, "Untimed warm-up iterations per size")
+      ->capture_default_str();
   ar->add_flag("--json", a.json, "Print one JSON document with all rows");
   args.allreduce_app = ar;
 }
 
 int run_bench(const BenchArgs& args) {
-  if (args.allreduce_app == nullptr || !args.allreduce_app->parsed()) return 2;  // CLI11 requires one
+  if (args.allreduce_app == nullptr || !args.allreduce_app->parsed())
+    return 2;  // CLI11 requires one
   const Plan plan = make_plan(args);
   // Only rank 0 prints: the MPI backend's rank 0, or, for the local backend
   // started under mpirun anyway, the first process.
@@ -443,7 +468,8 @@ int run_bench(const BenchArgs& args) {
       plan.backend == CommBackend::kMpi ? bench_mpi(plan, reporter) : bench_local(plan, reporter);
   if (wrong != 0) {
     if (env_rank() == 0) {
-      std::fprintf(stderr, "baton: failed: bench allreduce: %lld wrong values\n", static_cast<long long>(wrong));
+      std::fprintf(stderr, "baton: failed: bench allreduce: %lld wrong values\n",
+                   static_cast<long long>(wrong));
     }
     return 1;
   }

@@ -2,7 +2,6 @@
 
 #include <baton/discovery.h>
 #include <baton/error.h>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -45,7 +44,8 @@ std::string cpu_ranges(const HostInfo& h, bool with_numa) {
     if (!out.empty()) out += ", ";
     out += start->name;
     if (prev != start) out += " .. " + prev->name;
-    if (with_numa && start->numa_node >= 0) out += " (NUMA " + std::to_string(start->numa_node) + ")";
+    if (with_numa && start->numa_node >= 0)
+      out += " (NUMA " + std::to_string(start->numa_node) + ")";
   };
   for (const auto& d : h.devices) {
     if (d.kind != "cpu") continue;
@@ -72,7 +72,8 @@ void print_summary(std::FILE* out, const HostInfo& h) {
 
   const int gpus = h.gpu_count();
   if (gpus == 0) {
-    std::fprintf(out, "GPUs        none (%s)\n", h.gpu_note.empty() ? "none found" : h.gpu_note.c_str());
+    std::fprintf(out, "GPUs        none (%s)\n",
+                 h.gpu_note.empty() ? "none found" : h.gpu_note.c_str());
     return;
   }
   std::fprintf(out, "GPUs        %d\n", gpus);
@@ -87,7 +88,8 @@ void print_summary(std::FILE* out, const HostInfo& h) {
     std::fprintf(out, "\n");
     std::string live;
     if (d.utilization_pct) live += "utilisation " + std::to_string(*d.utilization_pct) + "%";
-    if (d.memory_used_bytes) live += (live.empty() ? "" : ", ") + ("memory used " + gib(*d.memory_used_bytes));
+    if (d.memory_used_bytes)
+      live += (live.empty() ? "" : ", ") + ("memory used " + gib(*d.memory_used_bytes));
     if (d.power_w) {
       char w[32];
       std::snprintf(w, sizeof(w), "power %.0f W", *d.power_w);
@@ -132,7 +134,7 @@ std::string find_on_path(const std::string& name) {
   while (std::getline(dirs, dir, ':')) {
     if (dir.empty()) dir = ".";
     const std::string candidate = dir + "/" + name;
-    struct stat st{};
+    struct stat st {};
     if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
         ::access(candidate.c_str(), X_OK) == 0) {
       return candidate;
@@ -160,9 +162,9 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string key = entry.substr(0, entry.find('='));
-    const bool overridden = std::any_of(extra_env.begin(), extra_env.end(), [&](const std::string& x) {
-      return x.compare(0, key.size() + 1, key + "=") == 0;
-    });
+    const bool overridden = std::any_of(
+        extra_env.begin(), extra_env.end(),
+        [&](const std::string& x) { return x.compare(0, key.size() + 1, key + "=") == 0; });
     if (!overridden) env_store.push_back(entry);
   }
   env_store.insert(env_store.end(), extra_env.begin(), extra_env.end());
@@ -171,7 +173,8 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
   envp.push_back(nullptr);
 
   int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw RuntimeError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0)
+    throw RuntimeError(std::string("pipe: ") + std::strerror(errno));
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     const int e = errno;
     ::close(out_pipe[0]);
@@ -281,23 +284,24 @@ std::vector<HostInfo> probe_cluster(const ProbeArgs& a, const std::string& exe_p
     // One process per entry, spread node by node: "h1,h2" puts one on
     // each, "localhost,localhost" two on this machine.
     args.insert(args.end(), {"-H", a.hosts, "-np", std::to_string(expected), "--map-by", "node"});
-    if (expected > std::max(1u, std::thread::hardware_concurrency())) args.push_back("--oversubscribe");
+    if (expected > std::max(1u, std::thread::hardware_concurrency()))
+      args.push_back("--oversubscribe");
   }
   args.insert(args.end(), {"--bind-to", "none", exe_path, "probe", "--json", "--single-line"});
 
   const std::string mpirun = find_on_path("mpirun");
   if (mpirun.empty()) {
-    throw InputError("mpirun not found on PATH: --hosts and --hostfile run through Open MPI's "
-                     "mpirun (install openmpi-bin)");
+    throw InputError(
+        "mpirun not found on PATH: --hosts and --hostfile run through Open MPI's "
+        "mpirun (install openmpi-bin)");
   }
   std::vector<std::string> env;
   if (::geteuid() == 0) env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
   const ChildResult r = run_child(mpirun, args, env);
 
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
-    const std::string how = WIFEXITED(r.status)
-                                ? "exit " + std::to_string(WEXITSTATUS(r.status))
-                                : "signal " + std::to_string(WTERMSIG(r.status));
+    const std::string how = WIFEXITED(r.status) ? "exit " + std::to_string(WEXITSTATUS(r.status))
+                                                : "signal " + std::to_string(WTERMSIG(r.status));
     std::string why = excerpt(r.err);
     if (why.empty()) why = excerpt(r.out);
     throw RuntimeError("mpirun failed (" + how + "):\n" + why);
@@ -370,8 +374,8 @@ int run_probe(const ProbeArgs& a, const std::string& exe_path) {
     }
     // Names from the system need not be valid UTF-8: replace, don't throw.
     const auto replace = nlohmann::json::error_handler_t::replace;
-    const std::string text = a.single_line ? doc.dump(-1, ' ', false, replace)
-                                           : doc.dump(2, ' ', false, replace);
+    const std::string text =
+        a.single_line ? doc.dump(-1, ' ', false, replace) : doc.dump(2, ' ', false, replace);
     std::fputs(text.c_str(), stdout);
     std::fputc('\n', stdout);
     return 0;

@@ -48,9 +48,11 @@ void ProgressPrinter::emit(const Event& event) {
     on_step(*e);
   } else if (const auto* e = std::get_if<EpochEvent>(&event)) {
     clear_bar();
-    std::fprintf(out_, "epoch %lld  step %lld  loss %.4f  acc %.4f", static_cast<long long>(e->epoch + 1),
-                 static_cast<long long>(e->step), e->train_loss, e->train_accuracy);
-    if (e->has_validation) std::fprintf(out_, "  val_loss %.4f  val_acc %.4f", e->val_loss, e->val_accuracy);
+    std::fprintf(out_, "epoch %lld  step %lld  loss %.4f  acc %.4f",
+                 static_cast<long long>(e->epoch + 1), static_cast<long long>(e->step),
+                 e->train_loss, e->train_accuracy);
+    if (e->has_validation)
+      std::fprintf(out_, "  val_loss %.4f  val_acc %.4f", e->val_loss, e->val_accuracy);
     std::fprintf(out_, "  %.0f samples/s\n", e->samples_per_s);
   } else if (const auto* e = std::get_if<LogEvent>(&event)) {
     clear_bar();
@@ -66,13 +68,15 @@ void ProgressPrinter::on_step(const StepEvent& e) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   const int64_t done = e.step - start_step_;
   const int64_t left = total_steps_ - e.step;
-  const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(left) : -1;
+  const double eta =
+      done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(left) : -1;
   if (terminal_) {
     constexpr int kWidth = 30;
     const int filled = total_steps_ > 0 ? static_cast<int>(kWidth * e.step / total_steps_) : 0;
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(kWidth, '.');
-    std::fprintf(out_, "\r\033[K[%s] %lld/%lld  epoch %lld  loss %.4f  acc %.3f  %.0f samples/s  ETA %s",
+    std::fprintf(out_,
+                 "\r\033[K[%s] %lld/%lld  epoch %lld  loss %.4f  acc %.3f  %.0f samples/s  ETA %s",
                  bar.c_str(), static_cast<long long>(e.step), static_cast<long long>(total_steps_),
                  static_cast<long long>(e.epoch + 1), e.loss, e.accuracy, e.samples_per_s,
                  clock_text(eta).c_str());

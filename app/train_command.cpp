@@ -1,7 +1,5 @@
 #include "train_command.h"
 
-#include "progress_printer.h"
-
 #include <baton/cluster.h>
 #include <baton/comm.h>
 #include <baton/comm_mpi.h>
@@ -10,8 +8,9 @@
 #include <baton/run_config.h>
 #include <baton/run_dir.h>
 #include <baton/trainer.h>
-
 #include <unistd.h>
+
+#include "progress_printer.h"
 
 #ifdef BATON_HAVE_MPI
 // The C API only (not OpenMPI's deprecated C++ bindings).
@@ -111,9 +110,9 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   TrainOptions opt;
   opt.run_id = run_id;
   opt.resume = a.resume;
-  opt.checkpoint_dir = !a.checkpoint_dir.empty() ? a.checkpoint_dir
+  opt.checkpoint_dir = !a.checkpoint_dir.empty()     ? a.checkpoint_dir
                        : !cfg.checkpoint.dir.empty() ? cfg.checkpoint.dir
-                                                    : planned.checkpoints();
+                                                     : planned.checkpoints();
 
   // Every rank may stream its events to stdout (mpirun forwards them, one
   // whole line at a time); files, the progress and the summary are the
@@ -140,10 +139,14 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
 
   TrainSummary s = trainer.run();
 
-  nlohmann::json js = {{"run", dir.id},           {"status", s.status},
-                       {"steps", s.steps},         {"start_step", s.start_step},
-                       {"train_loss", s.train_loss}, {"samples_per_s", s.samples_per_s},
-                       {"wall_time_s", s.wall_time_s}, {"checkpoint", s.last_checkpoint}};
+  nlohmann::json js = {{"run", dir.id},
+                       {"status", s.status},
+                       {"steps", s.steps},
+                       {"start_step", s.start_step},
+                       {"train_loss", s.train_loss},
+                       {"samples_per_s", s.samples_per_s},
+                       {"wall_time_s", s.wall_time_s},
+                       {"checkpoint", s.last_checkpoint}};
   if (s.has_validation) {
     js["val_loss"] = s.val_loss;
     js["val_accuracy"] = s.val_accuracy;
@@ -162,8 +165,8 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
     std::fprintf(human, "val accuracy    %.2f%%\n", 100.0 * s.val_accuracy);
   }
   if (s.has_staleness) {
-    std::fprintf(human, "staleness       mean %.2f, max %lld (chief's updates)\n",
-                 s.staleness_mean, static_cast<long long>(s.staleness_max));
+    std::fprintf(human, "staleness       mean %.2f, max %lld (chief's updates)\n", s.staleness_mean,
+                 static_cast<long long>(s.staleness_max));
   }
   std::fprintf(human, "throughput      %.0f samples/s\n", s.samples_per_s);
   std::fprintf(human, "wall time       %.2f s\n", s.wall_time_s);

@@ -1,10 +1,9 @@
 // TF_CONFIG cluster specs: reading, checking, rank order and writing.
 // Hostfiles are in hostfile.cpp.
+#include <arpa/inet.h>
 #include <baton/cluster.h>
 #include <baton/config.h>
 #include <baton/error.h>
-
-#include <arpa/inet.h>
 
 #include <array>
 #include <charconv>
@@ -18,7 +17,6 @@ namespace {
 constexpr std::array<TaskRole, 4> kRoles = {TaskRole::kChief, TaskRole::kWorker, TaskRole::kPs,
                                             TaskRole::kEvaluator};
 
-
 std::string show(const nlohmann::json& v) {
   std::string s = v.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
@@ -29,10 +27,14 @@ std::string json_quoted(std::string_view s) { return nlohmann::json(std::string(
 
 std::vector<HostPort>& list_of(ClusterSpec& spec, TaskRole role) {
   switch (role) {
-    case TaskRole::kChief: return spec.chief;
-    case TaskRole::kWorker: return spec.worker;
-    case TaskRole::kPs: return spec.ps;
-    default: return spec.evaluator;
+    case TaskRole::kChief:
+      return spec.chief;
+    case TaskRole::kWorker:
+      return spec.worker;
+    case TaskRole::kPs:
+      return spec.ps;
+    default:
+      return spec.evaluator;
   }
 }
 
@@ -79,8 +81,7 @@ std::string split_host_port(const std::string& text, HostPort& out) {
   if (host.empty()) return "empty host";
   int p = 0;
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 ||
-      p > 65535) {
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
     return "port must be 1..65535";
   }
   if (std::string problem = host_problem(host); !problem.empty()) return problem;
@@ -97,11 +98,16 @@ void fail(const std::string& source, const std::string& place, const std::string
 
 const char* to_string(TaskRole role) {
   switch (role) {
-    case TaskRole::kChief: return "chief";
-    case TaskRole::kWorker: return "worker";
-    case TaskRole::kPs: return "ps";
-    case TaskRole::kEvaluator: return "evaluator";
-    default: return "unset";
+    case TaskRole::kChief:
+      return "chief";
+    case TaskRole::kWorker:
+      return "worker";
+    case TaskRole::kPs:
+      return "ps";
+    case TaskRole::kEvaluator:
+      return "evaluator";
+    default:
+      return "unset";
   }
 }
 
@@ -138,8 +144,8 @@ std::string host_problem(std::string_view host) {
       return bad + " (a label starts or ends with '-')";
     }
     for (char c : label) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                      (c >= '0' && c <= '9') || c == '-' || c == '_';
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_';
       if (!ok) return bad + " (only letters, digits, '-', '_' and '.')";
     }
     start = dot + 1;
@@ -169,11 +175,16 @@ std::string canonical_host(std::string_view host) {
 const std::vector<HostPort>& ClusterSpec::tasks(TaskRole role) const {
   static const std::vector<HostPort> kNone;
   switch (role) {
-    case TaskRole::kChief: return chief;
-    case TaskRole::kWorker: return worker;
-    case TaskRole::kPs: return ps;
-    case TaskRole::kEvaluator: return evaluator;
-    default: return kNone;
+    case TaskRole::kChief:
+      return chief;
+    case TaskRole::kWorker:
+      return worker;
+    case TaskRole::kPs:
+      return ps;
+    case TaskRole::kEvaluator:
+      return evaluator;
+    default:
+      return kNone;
   }
 }
 
@@ -225,8 +236,8 @@ ClusterSpec parse_tf_config(const std::string& json_text, const std::string& sou
   } catch (const nlohmann::json::parse_error& e) {
     const std::string what = e.what();
     const auto pos = what.find("parse error");
-    throw InputError(source + ": invalid JSON: " +
-                     (pos == std::string::npos ? what : what.substr(pos)));
+    throw InputError(source +
+                     ": invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
   }
   return parse_tf_config(doc, source);
 }
@@ -255,7 +266,8 @@ ClusterSpec parse_tf_config(const nlohmann::json& doc, const std::string& source
       const auto& e = (*it)[i];
       const std::string place = entry_path(role, i);
       if (!e.is_string()) {
-        fail(source, place, "expected a \"host:port\" string, got " + json_type_name(e) + " " + show(e));
+        fail(source, place,
+             "expected a \"host:port\" string, got " + json_type_name(e) + " " + show(e));
       }
       HostPort hp;
       const std::string problem = split_host_port(e.get<std::string>(), hp);
@@ -285,8 +297,8 @@ void validate_cluster(const ClusterSpec& spec, const std::string& source) {
     for (size_t i = 0; i < list.size(); ++i) {
       const HostPort& hp = list[i];
       if (std::string problem = host_problem(hp.host); !problem.empty()) {
-        fail(source, entry_path(role, i), json_quoted(to_string(hp)) + " is not host:port (" +
-                                              problem + ")");
+        fail(source, entry_path(role, i),
+             json_quoted(to_string(hp)) + " is not host:port (" + problem + ")");
       }
       if (hp.port < 1 || hp.port > 65535) {
         fail(source, entry_path(role, i),
@@ -333,8 +345,8 @@ void validate_cluster(const ClusterSpec& spec, const std::string& source) {
     if (spec.task_index < 0 || static_cast<size_t>(spec.task_index) >= n) {
       fail(source, "task.index",
            std::to_string(spec.task_index) + " is out of range (cluster." + name + " has " +
-               std::to_string(n) + (n == 1 ? " entry, so 0)" : " entries, so 0.." +
-                                                                   std::to_string(n - 1) + ")"));
+               std::to_string(n) +
+               (n == 1 ? " entry, so 0)" : " entries, so 0.." + std::to_string(n - 1) + ")"));
     }
   }
 }
@@ -352,16 +364,14 @@ void validate_for_strategy(const ClusterSpec& spec, const std::string& strategy,
   } else if (strategy == "multi_worker_mirrored") {
     if (!spec.ps.empty()) {
       fail(source, "cluster.ps",
-           "multi_worker_mirrored has no parameter servers, got " +
-               std::to_string(spec.ps.size()) +
+           "multi_worker_mirrored has no parameter servers, got " + std::to_string(spec.ps.size()) +
                " ps task(s) (remove cluster.ps or use parameter_server)");
     }
     if (spec.chief.empty() && spec.worker.empty()) {
       fail(source, "cluster",
            "multi_worker_mirrored needs at least one chief or worker task, got none");
     }
-  } else if (strategy == "one_device" || strategy == "mirrored" ||
-             strategy == "central_storage") {
+  } else if (strategy == "one_device" || strategy == "mirrored" || strategy == "central_storage") {
     if (spec.num_tasks() > 1) {
       fail(source, "cluster",
            strategy + " runs on one machine, but the cluster has " +

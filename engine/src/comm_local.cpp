@@ -42,8 +42,8 @@ struct LocalGroup::Shared {
     check_failed(rank);
     if (!cv.wait_for(lock, std::chrono::milliseconds(options.timeout_ms),
                      [&] { return generation != gen || failed; })) {
-      throw CommError("local communicator: rank " + std::to_string(rank) +
-                      " timed out after " + std::to_string(options.timeout_ms) +
+      throw CommError("local communicator: rank " + std::to_string(rank) + " timed out after " +
+                      std::to_string(options.timeout_ms) +
                       " ms waiting for the other ranks at a barrier");
     }
     check_failed(rank);
@@ -212,7 +212,8 @@ class LocalComm final : public Communicator {
   void post(const float* data, int64_t count, int dst) {
     std::unique_lock<std::mutex> lock(g_.mu);
     auto& box = g_.box(rank_, dst);
-    g_.wait(lock, [&] { return !box.full; }, rank_, "send (the receiver is not taking)");
+    g_.wait(
+        lock, [&] { return !box.full; }, rank_, "send (the receiver is not taking)");
     box.data = data;
     box.count = count;
     box.full = true;
@@ -224,7 +225,8 @@ class LocalComm final : public Communicator {
     std::unique_lock<std::mutex> lock(g_.mu);
     auto& box = g_.box(rank_, dst);
     const int64_t count = box.count;
-    g_.wait(lock, [&] { return !box.full; }, rank_, "send (waiting for the receiver)");
+    g_.wait(
+        lock, [&] { return !box.full; }, rank_, "send (waiting for the receiver)");
     lock.unlock();
     links_.add(rank_, dst, count * 4, since(post_time_), false);
   }
@@ -232,7 +234,8 @@ class LocalComm final : public Communicator {
   void take(float* data, int64_t count, int src) {
     std::unique_lock<std::mutex> lock(g_.mu);
     auto& box = g_.box(src, rank_);
-    g_.wait(lock, [&] { return box.full; }, rank_, "recv");
+    g_.wait(
+        lock, [&] { return box.full; }, rank_, "recv");
     if (box.count != count) {
       throw CommError("local communicator: rank " + std::to_string(rank_) + " expected " +
                       std::to_string(count) + " floats from rank " + std::to_string(src) +

@@ -5,9 +5,8 @@
 #ifndef MPICH_SKIP_MPICXX
 #define MPICH_SKIP_MPICXX 1
 #endif
-#include <mpi.h>
-
 #include <baton/comm_mpi.h>
+#include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,8 +36,8 @@ void check(int rc, const char* call, const char* op) {
   }
   int cls = rc;
   MPI_Error_class(rc, &cls);
-  throw CommError("mpi: " + std::string(call) + " (" + op + ") failed: " + what +
-                  " (error class " + std::to_string(cls) + ")");
+  throw CommError("mpi: " + std::string(call) + " (" + op + ") failed: " + what + " (error class " +
+                  std::to_string(cls) + ")");
 }
 
 MPI_Op mpi_op(ReduceOp op, const char* where) {
@@ -104,12 +103,14 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) { init(argc, argv); }
 void MpiRuntime::init(int* argc, char*** argv) {
   int finalized = 0;
   check(MPI_Finalized(&finalized), "MPI_Finalized", "runtime");
-  if (finalized) throw CommError("mpi: MPI was already finalised in this process; it cannot start again");
+  if (finalized)
+    throw CommError("mpi: MPI was already finalised in this process; it cannot start again");
   int initialized = 0;
   check(MPI_Initialized(&initialized), "MPI_Initialized", "runtime");
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
-    check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", "runtime");
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread",
+          "runtime");
     owns_ = true;
   } else {
     check(MPI_Query_thread(&provided), "MPI_Query_thread", "runtime");
@@ -178,12 +179,14 @@ struct MpiCommunicator::Impl {
   void ensure_topology(int rank, int ranks_per_host) {
     if (topology) return;
     if (ranks_per_host > 0) {
-      check(MPI_Comm_split(comm, rank / ranks_per_host, rank, &host), "MPI_Comm_split", "hierarchical host");
+      check(MPI_Comm_split(comm, rank / ranks_per_host, rank, &host), "MPI_Comm_split",
+            "hierarchical host");
     } else {
       check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host),
             "MPI_Comm_split_type", "hierarchical host");
     }
-    check(MPI_Comm_set_errhandler(host, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", "hierarchical host");
+    check(MPI_Comm_set_errhandler(host, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+          "hierarchical host");
     check(MPI_Comm_rank(host, &host_rank), "MPI_Comm_rank", "hierarchical host");
     check(MPI_Comm_size(host, &host_size), "MPI_Comm_size", "hierarchical host");
     const int leader = host_rank == 0 ? 1 : 0;
@@ -204,12 +207,13 @@ MpiCommunicator::MpiCommunicator(CommOptions options, MpiTuning tuning)
   if (options_.algorithm == CommAlgorithm::kUnset) options_.algorithm = CommAlgorithm::kNative;
   if (options_.algorithm != CommAlgorithm::kNative && options_.algorithm != CommAlgorithm::kRing &&
       options_.algorithm != CommAlgorithm::kHierarchical) {
-    throw CommError("mpi: unknown algorithm " + std::to_string(static_cast<int>(options_.algorithm)));
+    throw CommError("mpi: unknown algorithm " +
+                    std::to_string(static_cast<int>(options_.algorithm)));
   }
   if (options_.algorithm == CommAlgorithm::kRing &&
       options_.segment_bytes < static_cast<int64_t>(sizeof(float))) {
-    throw CommError("mpi/ring: segment_bytes must be at least " + std::to_string(sizeof(float)) + ", got " +
-                    std::to_string(options_.segment_bytes));
+    throw CommError("mpi/ring: segment_bytes must be at least " + std::to_string(sizeof(float)) +
+                    ", got " + std::to_string(options_.segment_bytes));
   }
   if (tuning_.max_count_per_call < 1 || tuning_.max_count_per_call > INT_MAX) {
     throw CommError("mpi: max_count_per_call must be in [1, INT_MAX], got " +
@@ -227,7 +231,8 @@ MpiCommunicator::MpiCommunicator(CommOptions options, MpiTuning tuning)
                               : "mpi: MPI is not initialised (create a baton::MpiRuntime first)");
   }
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup", "communicator");
-  check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", "communicator");
+  check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+        "communicator");
   check(MPI_Comm_rank(impl_->comm, &rank_), "MPI_Comm_rank", "communicator");
   check(MPI_Comm_size(impl_->comm, &size_), "MPI_Comm_size", "communicator");
 }
@@ -241,7 +246,8 @@ std::string MpiCommunicator::describe() const {
 namespace {
 
 void check_count(int64_t count, const char* op) {
-  if (count < 0) throw CommError(std::string("mpi: ") + op + ": negative count " + std::to_string(count));
+  if (count < 0)
+    throw CommError(std::string("mpi: ") + op + ": negative count " + std::to_string(count));
 }
 
 void check_peer(int peer, int size, const char* op, const char* what) {
@@ -281,12 +287,13 @@ void MpiCommunicator::allreduce_native(float* data, int64_t count, ReduceOp op) 
   const MPI_Op mop = mpi_op(op, "allreduce");
   const auto t0 = Clock::now();
   for_pieces(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, len, MPI_FLOAT, mop, impl_->comm), "MPI_Allreduce",
-          "allreduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, len, MPI_FLOAT, mop, impl_->comm),
+          "MPI_Allreduce", "allreduce");
   });
   if (op == ReduceOp::kMean) divide(data, count, size_);
   const double n = size_;
-  record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n, seconds_since(t0));
+  record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n,
+                    seconds_since(t0));
 }
 
 void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceOp op) {
@@ -298,7 +305,8 @@ void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceO
     float* p = data + off;
     if (m.host_size > 1) {
       const bool leader = m.host_rank == 0;
-      check(MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, len, MPI_FLOAT, mop, 0, m.host),
+      check(MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, len, MPI_FLOAT, mop, 0,
+                       m.host),
             "MPI_Reduce", "hierarchical allreduce, inside the host");
     }
     if (m.leaders != MPI_COMM_NULL && m.num_hosts > 1) {
@@ -306,12 +314,14 @@ void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceO
             "hierarchical allreduce, across hosts");
     }
     if (m.host_size > 1) {
-      check(MPI_Bcast(p, len, MPI_FLOAT, 0, m.host), "MPI_Bcast", "hierarchical allreduce, inside the host");
+      check(MPI_Bcast(p, len, MPI_FLOAT, 0, m.host), "MPI_Bcast",
+            "hierarchical allreduce, inside the host");
     }
   });
   if (op == ReduceOp::kMean) divide(data, count, size_);
   const double n = size_;
-  record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n, seconds_since(t0));
+  record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n,
+                    seconds_since(t0));
 }
 
 int MpiCommunicator::num_hosts() {
@@ -338,14 +348,16 @@ void MpiCommunicator::reduce_scatter(const float* in, float* out, int64_t count,
     for (int r = 0; r < size_; ++r) {
       const float* block = in + static_cast<int64_t>(r) * count;
       for_pieces(count, max, [&](int64_t off, int len) {
-        check(MPI_Reduce(block + off, r == rank_ ? out + off : nullptr, len, MPI_FLOAT, mop, r, impl_->comm),
+        check(MPI_Reduce(block + off, r == rank_ ? out + off : nullptr, len, MPI_FLOAT, mop, r,
+                         impl_->comm),
               "MPI_Reduce", "reduce_scatter");
       });
     }
   }
   if (op == ReduceOp::kMean) divide(out, count, size_);
   const double n = size_;
-  record_ring_model(count * size_ * static_cast<int64_t>(sizeof(float)), (n - 1) / n, seconds_since(t0));
+  record_ring_model(count * size_ * static_cast<int64_t>(sizeof(float)), (n - 1) / n,
+                    seconds_since(t0));
 }
 
 void MpiCommunicator::allgather(const float* in, float* out, int64_t count) {
@@ -356,8 +368,8 @@ void MpiCommunicator::allgather(const float* in, float* out, int64_t count) {
   const int64_t max = tuning_.max_count_per_call;
   if (count * size_ <= max) {
     const void* send = in == mine ? MPI_IN_PLACE : static_cast<const void*>(in);
-    check(MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT,
-                        impl_->comm),
+    check(MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count),
+                        MPI_FLOAT, impl_->comm),
           "MPI_Allgather", "allgather");
   } else {
     // Too large for one call's int counts: every rank broadcasts its block.
@@ -370,7 +382,8 @@ void MpiCommunicator::allgather(const float* in, float* out, int64_t count) {
     }
   }
   const double n = size_;
-  record_ring_model(count * size_ * static_cast<int64_t>(sizeof(float)), (n - 1) / n, seconds_since(t0));
+  record_ring_model(count * size_ * static_cast<int64_t>(sizeof(float)), (n - 1) / n,
+                    seconds_since(t0));
 }
 
 void MpiCommunicator::broadcast(float* data, int64_t count, int root) {
@@ -384,7 +397,8 @@ void MpiCommunicator::broadcast(float* data, int64_t count, int root) {
   // A chain from the root: every rank but the one before the root forwards
   // the whole buffer to the next.
   if (size_ > 1 && (rank_ + 1) % size_ != root) {
-    links_.add(rank_, (rank_ + 1) % size_, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), true);
+    links_.add(rank_, (rank_ + 1) % size_, count * static_cast<int64_t>(sizeof(float)),
+               seconds_since(t0), true);
   }
 }
 
@@ -399,7 +413,8 @@ void MpiCommunicator::send(const float* data, int64_t count, int dst) {
     const int len = static_cast<int>(std::min(max, count - off));
     check(MPI_Send(data + off, len, MPI_FLOAT, dst, 0, impl_->comm), "MPI_Send", "send");
   }
-  if (count > 0) links_.add(rank_, dst, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
+  if (count > 0)
+    links_.add(rank_, dst, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
 }
 
 void MpiCommunicator::recv(float* data, int64_t count, int src) {
@@ -416,16 +431,17 @@ void MpiCommunicator::recv(float* data, int64_t count, int src) {
     int got = 0;
     check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", "recv");
     if (got != len) {
-      throw CommError("mpi: recv from rank " + std::to_string(src) + ": expected " + std::to_string(count) +
-                      " floats, the sender sent fewer (" + std::to_string(got) + " in a piece of " +
-                      std::to_string(len) + ")");
+      throw CommError("mpi: recv from rank " + std::to_string(src) + ": expected " +
+                      std::to_string(count) + " floats, the sender sent fewer (" +
+                      std::to_string(got) + " in a piece of " + std::to_string(len) + ")");
     }
   }
-  if (count > 0) links_.add(src, rank_, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
+  if (count > 0)
+    links_.add(src, rank_, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
 }
 
-void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int dst, float* recv_data,
-                               int64_t recv_count, int src) {
+void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int dst,
+                               float* recv_data, int64_t recv_count, int src) {
   check_count(send_count, "sendrecv");
   check_count(recv_count, "sendrecv");
   check_peer(dst, size_, "sendrecv", "destination");
@@ -441,21 +457,23 @@ void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int d
     const int to = k < sends ? dst : MPI_PROC_NULL;
     const int from = k < recvs ? src : MPI_PROC_NULL;
     MPI_Status status;
-    check(MPI_Sendrecv(send_data + (k < sends ? off : 0), slen, MPI_FLOAT, to, 0, recv_data + (k < recvs ? off : 0),
-                       rlen, MPI_FLOAT, from, 0, impl_->comm, &status),
+    check(MPI_Sendrecv(send_data + (k < sends ? off : 0), slen, MPI_FLOAT, to, 0,
+                       recv_data + (k < recvs ? off : 0), rlen, MPI_FLOAT, from, 0, impl_->comm,
+                       &status),
           "MPI_Sendrecv", "sendrecv");
     if (from != MPI_PROC_NULL) {
       int got = 0;
       check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", "sendrecv");
       if (got != rlen) {
         throw CommError("mpi: sendrecv from rank " + std::to_string(src) + ": expected " +
-                        std::to_string(recv_count) + " floats, the sender sent fewer (" + std::to_string(got) +
-                        " in a piece of " + std::to_string(rlen) + ")");
+                        std::to_string(recv_count) + " floats, the sender sent fewer (" +
+                        std::to_string(got) + " in a piece of " + std::to_string(rlen) + ")");
       }
     }
   }
   if (send_count > 0) {
-    links_.add(rank_, dst, send_count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
+    links_.add(rank_, dst, send_count * static_cast<int64_t>(sizeof(float)), seconds_since(t0),
+               false);
   }
 }
 

@@ -22,19 +22,27 @@ CommAlgorithm parse_comm_algorithm(const std::string& name) {
 
 const char* comm_backend_name(CommBackend b) {
   switch (b) {
-    case CommBackend::kLocal: return "local";
-    case CommBackend::kMpi: return "mpi";
-    case CommBackend::kNccl: return "nccl";
-    default: return "unset";
+    case CommBackend::kLocal:
+      return "local";
+    case CommBackend::kMpi:
+      return "mpi";
+    case CommBackend::kNccl:
+      return "nccl";
+    default:
+      return "unset";
   }
 }
 
 const char* comm_algorithm_name(CommAlgorithm a) {
   switch (a) {
-    case CommAlgorithm::kNative: return "native";
-    case CommAlgorithm::kRing: return "ring";
-    case CommAlgorithm::kHierarchical: return "hierarchical";
-    default: return "unset";
+    case CommAlgorithm::kNative:
+      return "native";
+    case CommAlgorithm::kRing:
+      return "ring";
+    case CommAlgorithm::kHierarchical:
+      return "hierarchical";
+    default:
+      return "unset";
   }
 }
 

@@ -86,8 +86,8 @@ int64_t ConfigNode::integer(std::string_view key, int64_t min, int64_t max) cons
       fail(key, "expected an integer <= " + std::to_string(max) + ", got " + show(v));
     }
     out = static_cast<int64_t>(u);
-  } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(
-                                                          v.get<double>())) &&
+  } else if (v.is_number_float() &&
+             v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())) &&
              std::abs(v.get<double>()) < 9.0e15) {
     out = static_cast<int64_t>(v.get<double>());
   } else {
@@ -146,14 +146,16 @@ double ConfigNode::number_or(std::string_view key, double fallback, double min, 
 
 double ConfigNode::positive_or(std::string_view key, double fallback, double above) const {
   double d = number_or(key, fallback);
-  if (!(d > above)) fail(key, "expected a number > " + fmt_number(above) + ", got " + fmt_number(d));
+  if (!(d > above))
+    fail(key, "expected a number > " + fmt_number(above) + ", got " + fmt_number(d));
   return d;
 }
 
 bool ConfigNode::boolean_or(std::string_view key, bool fallback) const {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
-  if (!v->is_boolean()) fail(key, "expected true or false, got " + json_type_name(*v) + " " + show(*v));
+  if (!v->is_boolean())
+    fail(key, "expected true or false, got " + json_type_name(*v) + " " + show(*v));
   return v->get<bool>();
 }
 
@@ -253,7 +255,8 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string key =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (key.empty()) throw InputError("--set " + path + ": empty key in the path");
     if (!node->is_object()) {
       throw InputError("--set " + path + ": " + key + " is inside a value that is not an object");
@@ -282,8 +285,8 @@ nlohmann::json read_json_file(const std::string& path) {
     size_t line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(offset), '\n');
     std::string what = e.what();
     auto pos = what.find("parse error");
-    throw InputError(path + ":" + std::to_string(line) + ": invalid JSON: " +
-                     (pos == std::string::npos ? what : what.substr(pos)));
+    throw InputError(path + ":" + std::to_string(line) +
+                     ": invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
   }
 }
 

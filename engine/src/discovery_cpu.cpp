@@ -3,7 +3,6 @@
 // cpuset), which is what a strategy can place work on.
 #include <baton/discovery.h>
 #include <baton/error.h>
-
 #include <hwloc.h>
 #include <unistd.h>
 

@@ -4,7 +4,6 @@
 // Either may be missing: the host then gets no cuda:* devices, or no NVML
 // fields, and a note that says why.
 #include <baton/discovery.h>
-
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -153,11 +152,16 @@ std::string topology_class(int level) {
     case 0:   // NVML_TOPOLOGY_INTERNAL (two GPUs on one board)
     case 10:  // NVML_TOPOLOGY_SINGLE
       return "PIX";
-    case 20: return "PXB";   // NVML_TOPOLOGY_MULTIPLE
-    case 30: return "PHB";   // NVML_TOPOLOGY_HOSTBRIDGE
-    case 40: return "NODE";  // NVML_TOPOLOGY_NODE
-    case 50: return "SYS";   // NVML_TOPOLOGY_SYSTEM
-    default: return {};
+    case 20:
+      return "PXB";  // NVML_TOPOLOGY_MULTIPLE
+    case 30:
+      return "PHB";  // NVML_TOPOLOGY_HOSTBRIDGE
+    case 40:
+      return "NODE";  // NVML_TOPOLOGY_NODE
+    case 50:
+      return "SYS";  // NVML_TOPOLOGY_SYSTEM
+    default:
+      return {};
   }
 }
 
@@ -323,9 +327,9 @@ void probe_gpus(const ProbeOptions& options, HostInfo& host) {
     std::array<char, 32> bus{};
     unsigned long long mem = 0;
     Device d;
-    const int st = cuda.describe(i, name.data(), static_cast<int>(name.size()), &mem, &d.sm_count,
-                                 &d.compute_major, &d.compute_minor, bus.data(),
-                                 static_cast<int>(bus.size()));
+    const int st =
+        cuda.describe(i, name.data(), static_cast<int>(name.size()), &mem, &d.sm_count,
+                      &d.compute_major, &d.compute_minor, bus.data(), static_cast<int>(bus.size()));
     if (st != 0) {
       why.push_back("CUDA device " + std::to_string(i) + ": " + cuda.error(st));
       break;

@@ -64,7 +64,8 @@ Device device_from_json(const json& j) {
   d.compute_minor = cc.at(1).get<int>();
   optional_field(j, "pci_bus_id", d.pci_bus_id);
   if (j.contains("utilization_pct")) d.utilization_pct = field<unsigned>(j, "utilization_pct");
-  if (j.contains("memory_used_bytes")) d.memory_used_bytes = field<uint64_t>(j, "memory_used_bytes");
+  if (j.contains("memory_used_bytes"))
+    d.memory_used_bytes = field<uint64_t>(j, "memory_used_bytes");
   if (j.contains("power_w")) d.power_w = field<double>(j, "power_w");
   return d;
 }
@@ -72,8 +73,9 @@ Device device_from_json(const json& j) {
 }  // namespace
 
 nlohmann::json to_json(const HostInfo& h) {
-  json j = {{"v", kProbeVersion},        {"hostname", h.hostname},   {"cpu_model", h.cpu_model},
-            {"packages", h.packages},    {"cores", h.cores},         {"threads", h.threads},
+  json j = {{"v", kProbeVersion},         {"hostname", h.hostname},
+            {"cpu_model", h.cpu_model},   {"packages", h.packages},
+            {"cores", h.cores},           {"threads", h.threads},
             {"numa_nodes", h.numa_nodes}, {"memory_bytes", h.memory_bytes}};
   json devices = json::array();
   for (const auto& d : h.devices) devices.push_back(device_json(d));

@@ -86,8 +86,8 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
       }
     }
     if (e.max_slots != 0 && e.max_slots < e.slots) {
-      throw InputError(at + "max_slots: " + std::to_string(e.max_slots) +
-                       " is less than slots (" + std::to_string(e.slots) + ")");
+      throw InputError(at + "max_slots: " + std::to_string(e.max_slots) + " is less than slots (" +
+                       std::to_string(e.slots) + ")");
     }
     const auto [it, fresh] = line_of.emplace(canonical_host(e.host), line_no);
     if (!fresh) {

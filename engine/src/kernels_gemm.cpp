@@ -1,10 +1,9 @@
 // Matrix products through oneDNN's sgemm, and the thread/ISA reporting.
 #include <baton/error.h>
 #include <baton/kernels.h>
-
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
-#include <omp.h>
 
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -24,11 +23,16 @@ Activation parse_activation(const std::string& name) {
 
 const char* activation_name(Activation a) {
   switch (a) {
-    case Activation::kNone: return "none";
-    case Activation::kRelu: return "relu";
-    case Activation::kGelu: return "gelu";
-    case Activation::kTanh: return "tanh";
-    default: return "unset";
+    case Activation::kNone:
+      return "none";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kTanh:
+      return "tanh";
+    default:
+      return "unset";
   }
 }
 
@@ -70,7 +74,8 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
     return dnnl_sgemm(ta == Trans::kYes ? 'T' : 'N', tb == Trans::kYes ? 'T' : 'N', m, n, k, alpha,
                       a, lda, b, ldb, beta, c, ldc);
   };
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const dnnl_status_t st = flops < kParallelMinFlops ? single_threaded(call) : call();
   if (st != dnnl_success) {
     throw RuntimeError("dnnl_sgemm failed (status " + std::to_string(static_cast<int>(st)) +
@@ -82,7 +87,9 @@ void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, cons
 #if defined(__x86_64__)
 // MXCSR bits: flush-to-zero (15) and denormals-are-zero (6).
 constexpr unsigned kFtzDaz = 0x8040;
-ScopedFlushDenormals::ScopedFlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFtzDaz); }
+ScopedFlushDenormals::ScopedFlushDenormals() : saved_(_mm_getcsr()) {
+  _mm_setcsr(saved_ | kFtzDaz);
+}
 ScopedFlushDenormals::~ScopedFlushDenormals() { _mm_setcsr(saved_); }
 #else
 ScopedFlushDenormals::ScopedFlushDenormals() = default;

@@ -55,8 +55,8 @@ const Tensor& Linear::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
   x_ = &x;
   y_.set_rows(n);
   // y = x W^T: (n, in) x (in, out)
-  cpu::gemm(Trans::kNo, Trans::kYes, n, out_, in_, 1.0f, x.data(), in_, w_.value.data(), in_,
-            0.0f, y_.data(), out_);
+  cpu::gemm(Trans::kNo, Trans::kYes, n, out_, in_, 1.0f, x.data(), in_, w_.value.data(), in_, 0.0f,
+            y_.data(), out_);
   if (act_ == Activation::kGelu) {
     pre_.set_rows(n);
     cpu::bias_activation(y_.data(), has_bias_ ? b_.value.data() : nullptr, n, out_,
@@ -76,8 +76,8 @@ const Tensor& Linear::backward(const Tensor& dy, bool need_input_grad) {
   cpu::activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
                                 dpre_.data(), has_bias_ ? b_.grad.data() : nullptr, n, out_, act_);
   // dW = dpre^T x: (out, n) x (n, in)
-  cpu::gemm(Trans::kYes, Trans::kNo, out_, in_, n, 1.0f, dpre_.data(), out_, x_->data(), in_,
-            0.0f, w_.grad.data(), in_);
+  cpu::gemm(Trans::kYes, Trans::kNo, out_, in_, n, 1.0f, dpre_.data(), out_, x_->data(), in_, 0.0f,
+            w_.grad.data(), in_);
   if (!need_input_grad) return dx_;
   dx_.set_rows(n);
   // dx = dpre W: (n, out) x (out, in)

@@ -10,7 +10,7 @@ namespace baton {
 OptimizerOptions parse_optimizer(const ConfigNode& node) {
   OptimizerOptions o;
   const std::string type = node.choice_or("type", "adam", {"sgd", "adam", "adamw"});
-  o.kind = type == "sgd" ? OptimizerKind::kSgd
+  o.kind = type == "sgd"     ? OptimizerKind::kSgd
            : type == "adamw" ? OptimizerKind::kAdamW
                              : OptimizerKind::kAdam;
   o.lr = static_cast<float>(node.positive_or("lr", o.kind == OptimizerKind::kSgd ? 0.01 : 1e-3));
@@ -97,7 +97,7 @@ double clip_global_norm(const std::vector<Param*>& params, float max_norm) {
 ScheduleOptions parse_schedule(const ConfigNode& node) {
   ScheduleOptions s;
   const std::string type = node.choice_or("type", "constant", {"constant", "step", "cosine"});
-  s.kind = type == "step" ? ScheduleKind::kStep
+  s.kind = type == "step"     ? ScheduleKind::kStep
            : type == "cosine" ? ScheduleKind::kCosine
                               : ScheduleKind::kConstant;
   s.warmup_steps = node.integer_or("warmup_steps", 0, 0);
@@ -123,7 +123,8 @@ float scheduled_lr(const ScheduleOptions& s, float base_lr, int64_t step, int64_
       const int64_t span = std::max<int64_t>(1, total_steps - s.warmup_steps);
       const double progress =
           std::min(1.0, static_cast<double>(step - s.warmup_steps) / static_cast<double>(span));
-      return s.min_lr + (base_lr - s.min_lr) * static_cast<float>(0.5 * (1.0 + std::cos(M_PI * progress)));
+      return s.min_lr +
+             (base_lr - s.min_lr) * static_cast<float>(0.5 * (1.0 + std::cos(M_PI * progress)));
     }
     default:
       return base_lr;

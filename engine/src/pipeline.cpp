@@ -26,7 +26,7 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
   ShardPolicy policy = opt_.policy;
   if (policy == ShardPolicy::kAuto || policy == ShardPolicy::kUnset) {
     policy = data_->num_files() >= opt_.num_shards && opt_.num_shards > 1 ? ShardPolicy::kFile
-                                                                           : ShardPolicy::kData;
+                                                                          : ShardPolicy::kData;
   }
   if (policy == ShardPolicy::kFile && data_->num_files() < opt_.num_shards) {
     throw InputError("shard_policy file needs at least as many files as shards: the dataset has " +
@@ -51,8 +51,9 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
   if (step <= 0) throw InputError("per-replica batch size must be > 0");
   batches_per_epoch_ = opt_.drop_remainder ? walk / step : (walk + step - 1) / step;
   if (batches_per_epoch_ == 0) {
-    throw InputError("the dataset (" + std::to_string(walk) + " samples) is smaller than one batch (" +
-                     std::to_string(step) + ") and drop_remainder is on");
+    throw InputError("the dataset (" + std::to_string(walk) +
+                     " samples) is smaller than one batch (" + std::to_string(step) +
+                     ") and drop_remainder is on");
   }
 
   const int64_t f = data_->features();
@@ -104,7 +105,8 @@ void Pipeline::build_order(int64_t epoch, std::vector<int64_t>& order) const {
   const int64_t buffer = opt_.shuffle_buffer;
   if (buffer <= 1 || n <= 1) return;
   // OFF sharding: every shard reads everything, in its own order.
-  const uint64_t stream = opt_.policy == ShardPolicy::kOff ? static_cast<uint64_t>(opt_.shard_index) : 0;
+  const uint64_t stream =
+      opt_.policy == ShardPolicy::kOff ? static_cast<uint64_t>(opt_.shard_index) : 0;
   Rng rng(Rng::derive(opt_.seed, static_cast<uint64_t>(epoch) + 1, stream));
   if (buffer >= n) {
     for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);

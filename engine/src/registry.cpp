@@ -1,7 +1,6 @@
 #include <baton/error.h>
 #include <baton/plugin_abi.h>
 #include <baton/registry.h>
-
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -86,8 +85,8 @@ void Registry::load_plugin(const std::string& path) {
   }
   auto entry = reinterpret_cast<baton_plugin_entry_fn>(dlsym(h->lib, BATON_PLUGIN_ENTRY_SYMBOL));
   if (entry == nullptr) {
-    throw RuntimeError("plugin " + path + ": no " BATON_PLUGIN_ENTRY_SYMBOL
-                       " entry point (not a Baton plugin)");
+    throw RuntimeError("plugin " + path +
+                       ": no " BATON_PLUGIN_ENTRY_SYMBOL " entry point (not a Baton plugin)");
   }
   const baton_plugin_info* info = entry();
   if (info == nullptr) throw RuntimeError("plugin " + path + ": the entry point returned null");
@@ -96,8 +95,8 @@ void Registry::load_plugin(const std::string& path) {
                        std::to_string(info->abi_version) + ", this engine needs version " +
                        std::to_string(BATON_PLUGIN_ABI_VERSION) + "; rebuild the plugin");
   }
-  const size_t required = offsetof(baton_plugin_info, register_components) +
-                          sizeof(info->register_components);
+  const size_t required =
+      offsetof(baton_plugin_info, register_components) + sizeof(info->register_components);
   if (info->struct_size < required || info->register_components == nullptr) {
     throw RuntimeError("plugin " + path + ": its info struct is too small (" +
                        std::to_string(info->struct_size) + " bytes) or lacks register_components");

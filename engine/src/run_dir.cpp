@@ -1,7 +1,6 @@
 #include <baton/error.h>
 #include <baton/rng.h>
 #include <baton/run_dir.h>
-
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -42,9 +42,15 @@ double Strategy::reduce(ReduceOp op, const PerReplica<double>& values) const {
                                       : 0.0;
   for (double v : values) {
     switch (op) {
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      default: acc += v; break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      default:
+        acc += v;
+        break;
     }
   }
   if (op == ReduceOp::kMean) acc /= static_cast<double>(values.size());

@@ -4,11 +4,11 @@
 #include <baton/error.h>
 #include <baton/strategy.h>
 
-#include "gradient_buckets.h"
-#include "replica_pool.h"
-
 #include <algorithm>
 #include <cstring>
+
+#include "gradient_buckets.h"
+#include "replica_pool.h"
 
 namespace baton {
 

@@ -28,7 +28,8 @@ void MultiWorkerMirroredStrategy::run(const std::function<void(const ReplicaCont
 
 double MultiWorkerMirroredStrategy::reduce(ReduceOp op, const PerReplica<double>& values) const {
   // This process's share first, then across the processes.
-  float v = static_cast<float>(Strategy::reduce(op == ReduceOp::kMean ? ReduceOp::kSum : op, values));
+  float v =
+      static_cast<float>(Strategy::reduce(op == ReduceOp::kMean ? ReduceOp::kSum : op, values));
   comm_->allreduce(&v, 1, op == ReduceOp::kMean ? ReduceOp::kSum : op);
   return op == ReduceOp::kMean ? v / num_replicas() : v;
 }
@@ -41,7 +42,9 @@ void MultiWorkerMirroredStrategy::reduce_gradients(
 
 Communicator* MultiWorkerMirroredStrategy::replica_communicator(int /*r*/) { return comm_.get(); }
 
-std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() { return comm_->links().drain(); }
+std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() {
+  return comm_->links().drain();
+}
 
 std::string MultiWorkerMirroredStrategy::communication() const { return comm_->describe(); }
 

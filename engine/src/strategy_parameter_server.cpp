@@ -66,17 +66,19 @@ ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, const st
     : num_ps_(num_ps), sync_(sync) {
 #ifdef BATON_HAVE_MPI
   if (!MpiRuntime::is_initialized()) {
-    throw InputError(file + ": strategy.type: parameter_server runs one process per MPI rank "
+    throw InputError(file +
+                     ": strategy.type: parameter_server runs one process per MPI rank "
                      "(workers, then num_ps servers): start it with mpirun, e.g. mpirun -n 3 "
-                     "baton train " + file);
+                     "baton train " +
+                     file);
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   if (num_ps_ < 1 || num_ps_ >= size_) {
     throw InputError(file + ": strategy.num_ps: " + std::to_string(num_ps_) +
                      " parameter server(s) in a job of " + std::to_string(size_) +
-                     " process(es) leave no worker; start at least " +
-                     std::to_string(num_ps_ + 1) + " ranks or lower num_ps");
+                     " process(es) leave no worker; start at least " + std::to_string(num_ps_ + 1) +
+                     " ranks or lower num_ps");
   }
   num_workers_ = size_ - num_ps_;
   is_ps_ = rank_ >= num_workers_;
@@ -88,7 +90,8 @@ ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, const st
   impl_->recv_header.assign(static_cast<size_t>(num_ps_), {0, 0});
 #else
   (void)sync_;
-  throw InputError(file + ": strategy.type: parameter_server needs MPI, and this build has "
+  throw InputError(file +
+                   ": strategy.type: parameter_server needs MPI, and this build has "
                    "none (BATON_WITH_MPI=OFF)");
 #endif
 }
@@ -188,9 +191,9 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
     check(MPI_Isend(m.send_header[us].data(), 4, MPI_DOUBLE, server, kTagHeader, m.comm,
                     &m.requests[4 * us + 2]),
           "MPI_Isend");
-    check(MPI_Isend(buf_[us].data(), n, MPI_FLOAT, server, kTagGrad, m.comm,
-                    &m.requests[4 * us + 3]),
-          "MPI_Isend");
+    check(
+        MPI_Isend(buf_[us].data(), n, MPI_FLOAT, server, kTagGrad, m.comm, &m.requests[4 * us + 3]),
+        "MPI_Isend");
   }
   check(MPI_Waitall(static_cast<int>(m.requests.size()), m.requests.data(), MPI_STATUSES_IGNORE),
         "MPI_Waitall");

@@ -36,7 +36,10 @@ Tensor::Tensor(std::vector<int64_t> shape, float fill_value) : shape_(std::move(
 }
 
 Tensor::Tensor(const Tensor& other)
-    : shape_(other.shape_), strides_(other.strides_), numel_(other.numel_), capacity_(other.numel_) {
+    : shape_(other.shape_),
+      strides_(other.strides_),
+      numel_(other.numel_),
+      capacity_(other.numel_) {
   data_.reset(allocate(capacity_));
   if (numel_ > 0) std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
 }

@@ -30,13 +30,16 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
   if (s.type == "multi_worker_mirrored") {
 #ifdef BATON_HAVE_MPI
     if (!MpiRuntime::is_initialized()) {
-      throw InputError(file + ": strategy.type: multi_worker_mirrored runs one process per MPI "
-                       "rank: start it with mpirun, e.g. mpirun -n 2 baton train " + file);
+      throw InputError(file +
+                       ": strategy.type: multi_worker_mirrored runs one process per MPI "
+                       "rank: start it with mpirun, e.g. mpirun -n 2 baton train " +
+                       file);
     }
     return std::make_unique<MultiWorkerMirroredStrategy>(std::make_unique<MpiCommunicator>(comm),
                                                          s.bucket_bytes);
 #else
-    throw InputError(file + ": strategy.type: multi_worker_mirrored needs MPI, and this build "
+    throw InputError(file +
+                     ": strategy.type: multi_worker_mirrored needs MPI, and this build "
                      "has none (BATON_WITH_MPI=OFF)");
 #endif
   }
@@ -82,8 +85,8 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   if (cfg_.data.validation) {
     ConfigNode val_node(*cfg_.data.validation, cfg_.file, "data.validation");
     train_ = all;
-    val_ = registry.dataset(cfg_.data.validation->at("type").get<std::string>(), val_node)(
-        val_node, dctx);
+    val_ = registry.dataset(cfg_.data.validation->at("type").get<std::string>(), val_node)(val_node,
+                                                                                           dctx);
     if (val_->features() != train_->features()) {
       val_node.fail("type", "the validation data has " + std::to_string(val_->features()) +
                                 " features, the training data " +
@@ -102,7 +105,8 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
 
   loss_ = make_loss(cfg_.loss);
   if (loss_->is_classification() && train_->classes() == 0) {
-    throw InputError(cfg_.file + ": loss: softmax_cross_entropy needs a classification dataset; "
+    throw InputError(cfg_.file +
+                     ": loss: softmax_cross_entropy needs a classification dataset; "
                      "this one is a regression dataset (use \"mse\")");
   }
   if (!loss_->is_classification() && train_->classes() > 0) {
@@ -294,8 +298,9 @@ TrainSummary Trainer::run() {
   const auto run_t0 = Clock::now();
   int64_t step = 0, epoch = 0, skip = 0;
   if (opt_.resume && strategy_->remote_updates()) {
-    throw InputError("--resume is not supported with parameter_server yet (the servers' "
-                     "optimizer state is not checkpointed)");
+    throw InputError(
+        "--resume is not supported with parameter_server yet (the servers' "
+        "optimizer state is not checkpointed)");
   }
   if (opt_.resume) {
     if (!checkpoints_) throw InputError("--resume needs a checkpoint directory");
@@ -308,8 +313,8 @@ TrainSummary Trainer::run() {
       log(LogLevel::kInfo, "resumed from step " + std::to_string(step) + " (epoch " +
                                std::to_string(epoch) + ", batch " + std::to_string(skip) + ")");
     } else {
-      log(LogLevel::kWarning, "no valid checkpoint in " + checkpoints_->dir() +
-                                  "; starting from step 0");
+      log(LogLevel::kWarning,
+          "no valid checkpoint in " + checkpoints_->dir() + "; starting from step 0");
     }
   }
   sum.start_step = step;
@@ -449,7 +454,8 @@ TrainSummary Trainer::run() {
           e.step = step;
           e.epoch = epoch;
           e.loss = win.loss / static_cast<double>(win.samples);
-          e.accuracy = loss_->is_classification() ? win.correct / static_cast<double>(win.samples) : 0.0;
+          e.accuracy =
+              loss_->is_classification() ? win.correct / static_cast<double>(win.samples) : 0.0;
           e.lr = lr;
           e.grad_norm = grad_norm;
           e.samples_per_s = win.total > 0 ? win.samples / (win.total / 1000.0) : 0.0;

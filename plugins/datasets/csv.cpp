@@ -2,17 +2,17 @@
 // every field must be a finite number that fits a float, every row must
 // have the columns of the first one, and each error names path:line and
 // the column, so a bad file is fixed in one look.
-#include "datasets.h"
-
 #include <baton/error.h>
 
-#include <charconv>
 #include <cfloat>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "datasets.h"
 
 namespace baton::datasets {
 namespace {
@@ -124,15 +124,16 @@ Options read_options(const ConfigNode& config, const DatasetContext& ctx) {
   }
   const std::string delim = config.string_or("delimiter", ",");
   // A delimiter that can occur inside a number would split numbers apart.
-  if (delim.size() != 1 || std::string_view("0123456789.+-eE\"\r\n").find(delim[0]) !=
-                               std::string_view::npos) {
-    config.fail("delimiter", "expected a single character that cannot occur in a number "
-                             "(such as \",\", \";\", \"\\t\" or \" \"), got " + quote(delim));
+  if (delim.size() != 1 ||
+      std::string_view("0123456789.+-eE\"\r\n").find(delim[0]) != std::string_view::npos) {
+    config.fail("delimiter",
+                "expected a single character that cannot occur in a number "
+                "(such as \",\", \";\", \"\\t\" or \" \"), got " +
+                    quote(delim));
   }
   o.delim = delim[0];
-  o.classification =
-      config.choice_or("task", "classification", {"classification", "regression"}) ==
-      "classification";
+  o.classification = config.choice_or("task", "classification", {"classification", "regression"}) ==
+                     "classification";
   if (config.has("classes")) {
     if (!o.classification) config.fail("classes", "applies only to \"task\": \"classification\"");
     o.classes = config.integer("classes", 2, kMaxClasses);
@@ -160,8 +161,8 @@ size_t label_column(const ConfigNode& config, const Options& o,
       std::string list;
       for (size_t c = 0; c < names.size() && c < 20; ++c) list += (c ? ", " : "") + names[c];
       if (names.size() > 20) list += ", ... (" + std::to_string(names.size()) + " in all)";
-      config.fail("label", "column \"" + *o.label_name + "\" not in the header (columns: " +
-                               list + ")");
+      config.fail("label",
+                  "column \"" + *o.label_name + "\" not in the header (columns: " + list + ")");
     }
     return *found;
   }
@@ -215,8 +216,10 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
       ncols = fields.size();
       first_line = ln;
       if (ncols < 2) {
-        throw InputError(at + "found 1 column, expected at least 2 (features and a label; is "
-                              "the delimiter " + quote(std::string(1, o.delim)) + " right?)");
+        throw InputError(at +
+                         "found 1 column, expected at least 2 (features and a label; is "
+                         "the delimiter " +
+                         quote(std::string(1, o.delim)) + " right?)");
       }
       for (auto f : fields) names.push_back(o.header ? header_name(f) : std::string());
       label_col = label_column(config, o, names, ncols);
@@ -225,8 +228,8 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
       const bool fewer = fields.size() < ncols;
       throw InputError(at + "column " + std::to_string(fewer ? fields.size() + 1 : ncols + 1) +
                        ": " + (fewer ? "missing" : "unexpected") + ": expected " +
-                       std::to_string(ncols) + " columns as on line " +
-                       std::to_string(first_line) + ", got " + std::to_string(fields.size()));
+                       std::to_string(ncols) + " columns as on line " + std::to_string(first_line) +
+                       ", got " + std::to_string(fields.size()));
     }
     for (size_t c = 0; c < ncols; ++c) {
       const std::string col = "column " + std::to_string(c + 1) +
@@ -242,11 +245,11 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
           }
           const int64_t limit = o.classes > 0 ? o.classes : kMaxClasses;
           if (d >= static_cast<double>(limit)) {
-            throw InputError(at + col + ": class label " + quote(trim(fields[c])) +
-                             (o.classes > 0 ? " is not below \"classes\" (" +
-                                                  std::to_string(o.classes) + ")"
-                                            : " is too large (at most " +
-                                                  std::to_string(kMaxClasses - 1) + ")"));
+            throw InputError(
+                at + col + ": class label " + quote(trim(fields[c])) +
+                (o.classes > 0
+                     ? " is not below \"classes\" (" + std::to_string(o.classes) + ")"
+                     : " is too large (at most " + std::to_string(kMaxClasses - 1) + ")"));
           }
           labels.push_back(static_cast<int32_t>(d));
           max_label = std::max<int64_t>(max_label, labels.back());
@@ -290,8 +293,9 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
   }
   const int64_t classes = o.classes > 0 ? o.classes : max_label + 1;
   if (classes < 2) {
-    throw InputError(o.path + ": every class label is 0, but a classification needs at least 2 "
-                              "classes (set \"classes\", or use \"task\": \"regression\")");
+    throw InputError(o.path +
+                     ": every class label is 0, but a classification needs at least 2 "
+                     "classes (set \"classes\", or use \"task\": \"regression\")");
   }
   return std::make_shared<InMemoryDataset>(std::move(x), std::move(labels), classes,
                                            desc + std::to_string(classes) + " classes)");

@@ -1,7 +1,4 @@
-#include "datasets.h"
-
 #include <baton/error.h>
-
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -12,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+
+#include "datasets.h"
 
 namespace baton::datasets {
 

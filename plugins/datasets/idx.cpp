@@ -3,14 +3,14 @@
 // dimensions), one big-endian uint32 size per dimension, then the data.
 // Only unsigned bytes (type 0x08) are read, which is what MNIST and its
 // look-alikes (Fashion-MNIST, KMNIST) use.
-#include "datasets.h"
-
 #include <baton/error.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
+
+#include "datasets.h"
 
 namespace baton::datasets {
 namespace {
@@ -43,21 +43,28 @@ std::string hex32(uint32_t v) {
 
 const char* type_name(unsigned char t) {
   switch (t) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return "unknown";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "int16";
+    case 0x0C:
+      return "int32";
+    case 0x0D:
+      return "float32";
+    case 0x0E:
+      return "float64";
+    default:
+      return "unknown";
   }
 }
 
 // `labels`: the file must be a 1-dimensional label file (magic 0x00000801);
 // otherwise any number of dimensions >= 1 (magic 0x000008NN).
 IdxFile read_idx(const std::string& path, bool labels) {
-  const char* expected = labels ? "0x00000801 (unsigned byte labels)"
-                                : "0x00000803 (unsigned byte images)";
+  const char* expected =
+      labels ? "0x00000801 (unsigned byte labels)" : "0x00000803 (unsigned byte images)";
   GzReader in(path);
   unsigned char magic[4];
   const size_t got_magic = read_full(in, magic, 4);
@@ -65,8 +72,8 @@ IdxFile read_idx(const std::string& path, bool labels) {
     throw InputError(path + ": not an IDX file: " + std::to_string(got_magic) +
                      " bytes, shorter than the 4-byte magic number " + expected);
   }
-  const uint32_t m = uint32_t{magic[0]} << 24 | uint32_t{magic[1]} << 16 |
-                     uint32_t{magic[2]} << 8 | magic[3];
+  const uint32_t m =
+      uint32_t{magic[0]} << 24 | uint32_t{magic[1]} << 16 | uint32_t{magic[2]} << 8 | magic[3];
   if (magic[0] != 0 || magic[1] != 0 || magic[3] == 0 || (labels && magic[3] != 1)) {
     throw InputError(path + ": not an IDX " + (labels ? "label" : "image") +
                      " file: magic number " + hex32(m) + ", expected " + expected);
@@ -96,8 +103,8 @@ IdxFile read_idx(const std::string& path, bool labels) {
     // Each dim < 2^32 and count <= 2^32 before the multiply: no overflow.
     count *= v;
     if (count > kMaxDataBytes) {
-      throw InputError(path + ": the header describes more than " +
-                       std::to_string(kMaxDataBytes) + " bytes of data; the file is corrupt");
+      throw InputError(path + ": the header describes more than " + std::to_string(kMaxDataBytes) +
+                       " bytes of data; the file is corrupt");
     }
   }
 
@@ -152,8 +159,8 @@ std::shared_ptr<const Dataset> make_idx(const ConfigNode& config, const DatasetC
   for (uint32_t i = 0; i < n; ++i) {
     if (labels.data[i] >= classes) {
       throw InputError(labels_path + ": label " + std::to_string(labels.data[i]) + " of item " +
-                       std::to_string(i) + " is not below \"classes\" (" +
-                       std::to_string(classes) + ")");
+                       std::to_string(i) + " is not below \"classes\" (" + std::to_string(classes) +
+                       ")");
     }
     y[i] = labels.data[i];
   }

@@ -1,10 +1,10 @@
 // Entry point of the built-in datasets plugin (see baton/plugin_abi.h).
-#include "datasets.h"
-
 #include <baton/plugin_abi.h>
 
 #include <cstdio>
 #include <exception>
+
+#include "datasets.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
 // synthetic_classification: Gaussian clusters, one per class. Fully
 // determined by the config and the seed, so runs and tests reproduce.
-#include "datasets.h"
-
 #include <baton/rng.h>
 
 #include <cstdint>
 #include <numeric>
 #include <vector>
+
+#include "datasets.h"
 
 namespace baton::datasets {
 
@@ -26,8 +26,7 @@ std::shared_ptr<const Dataset> make_synthetic(const ConfigNode& config, const Da
   config.finish();
   if (samples * features > kMaxValues) {
     config.fail("samples", "samples x features = " + std::to_string(samples * features) +
-                               " values is too large (at most " + std::to_string(kMaxValues) +
-                               ")");
+                               " values is too large (at most " + std::to_string(kMaxValues) + ")");
   }
 
   Rng rng(seed);
@@ -55,10 +54,9 @@ std::shared_ptr<const Dataset> make_synthetic(const ConfigNode& config, const Da
     for (int64_t f = 0; f < features; ++f) out[f] = centre[f] + sd * rng.normal();
   }
 
-  std::string description = "synthetic_classification (" + std::to_string(samples) +
-                            " samples, " + std::to_string(features) + " features, " +
-                            std::to_string(classes) + " classes, seed " + std::to_string(seed) +
-                            ")";
+  std::string description = "synthetic_classification (" + std::to_string(samples) + " samples, " +
+                            std::to_string(features) + " features, " + std::to_string(classes) +
+                            " classes, seed " + std::to_string(seed) + ")";
   return std::make_shared<InMemoryDataset>(std::move(x), std::move(labels), classes,
                                            std::move(description));
 }

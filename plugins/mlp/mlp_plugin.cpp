@@ -31,8 +31,8 @@ std::unique_ptr<baton::Sequential> build_mlp(const baton::ConfigNode& cfg,
       cfg.choice_or("activation", "relu", {"relu", "gelu", "tanh", "none"}));
   // batchnorm: statistics of each replica's own rows; syncbatchnorm: of the
   // global batch, summed over the replicas (SyncBatchNorm).
-  const std::string norm = cfg.choice_or(
-      "norm", "none", {"none", "layernorm", "rmsnorm", "batchnorm", "syncbatchnorm"});
+  const std::string norm =
+      cfg.choice_or("norm", "none", {"none", "layernorm", "rmsnorm", "batchnorm", "syncbatchnorm"});
   const double dropout = cfg.number_or("dropout", 0.0, 0.0, 0.95);
   cfg.finish();
 
@@ -63,7 +63,8 @@ std::unique_ptr<baton::Sequential> build_mlp(const baton::ConfigNode& cfg,
 int register_components(void* registry, char* err, size_t err_size) {
   try {
     auto* reg = static_cast<baton::Registry*>(registry);
-    reg->add_model("mlp", build_mlp, "multilayer perceptron: Linear blocks with optional norm and dropout");
+    reg->add_model("mlp", build_mlp,
+                   "multilayer perceptron: Linear blocks with optional norm and dropout");
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(err, err_size, "%s", e.what());
@@ -72,12 +73,13 @@ int register_components(void* registry, char* err, size_t err_size) {
 }
 
 const baton_plugin_info kInfo = {
-    sizeof(baton_plugin_info), BATON_PLUGIN_ABI_VERSION, "mlp", "1.0",
-    "built-in multilayer perceptron", register_components, nullptr,
+    sizeof(baton_plugin_info),        BATON_PLUGIN_ABI_VERSION, "mlp",   "1.0",
+    "built-in multilayer perceptron", register_components,      nullptr,
 };
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const baton_plugin_info* baton_plugin_entry(void) {
+extern "C" __attribute__((visibility("default"))) const baton_plugin_info* baton_plugin_entry(
+    void) {
   return &kInfo;
 }

@@ -7,7 +7,6 @@
 #include <baton/registry.h>
 #include <baton/run_config.h>
 #include <baton/trainer.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,7 +33,8 @@ double sgemm_peak_gflops(int threads) {
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     run();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * n * n * n / best / 1e9;
 }
@@ -68,7 +68,9 @@ int main(int argc, char** argv) {
     } else if (arg == "--json") {
       json = true;
     } else {
-      std::fprintf(stderr, "usage: bench_train [--layers a,b,c] [--batch N] [--threads N] [--steps N] [--json]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_train [--layers a,b,c] [--batch N] [--threads N] [--steps N] [--json]\n");
       return 2;
     }
   }
@@ -87,12 +89,16 @@ int main(int argc, char** argv) {
         {"model", {{"type", "mlp"}, {"layers", layers}, {"activation", "relu"}}},
         {"data",
          {{"train",
-           {{"type", "synthetic_classification"}, {"features", layers.front()},
-            {"classes", layers.back()}, {"samples", batch * 8}, {"seed", 1}}},
+           {{"type", "synthetic_classification"},
+            {"features", layers.front()},
+            {"classes", layers.back()},
+            {"samples", batch * 8},
+            {"seed", 1}}},
           {"shuffle_buffer", 0},
           {"prefetch", 0}}},  // data gathering inline: counted, on the same core
         {"optimizer", {{"type", "adam"}, {"lr", 1e-4}}},
-        {"train", {{"steps", warmup + steps}, {"global_batch_size", batch}, {"log_every_steps", kWindow}}},
+        {"train",
+         {{"steps", warmup + steps}, {"global_batch_size", batch}, {"log_every_steps", kWindow}}},
         {"checkpoint", {{"every_epoch", false}}}};
     baton::RunConfig cfg = baton::parse_run_config(doc, "bench.json");
     baton::Telemetry telemetry;
@@ -120,16 +126,19 @@ int main(int argc, char** argv) {
     const double peak = sgemm_peak_gflops(threads);
     const double samples_per_s = batch / (ms / 1e3);
     if (json) {
-      std::printf("%s\n", nlohmann::json{{"samples_per_s", samples_per_s}, {"step_ms", ms},
-                                         {"gflops", gflops}, {"sgemm_peak_gflops", peak},
+      std::printf("%s\n", nlohmann::json{{"samples_per_s", samples_per_s},
+                                         {"step_ms", ms},
+                                         {"gflops", gflops},
+                                         {"sgemm_peak_gflops", peak},
                                          {"kernels", baton::cpu::kernel_path()}}
                               .dump()
                               .c_str());
     } else {
-      std::printf("baton  %-22s batch %4lld threads %d: %10.0f samples/s  step %.3f ms  "
-                  "%.1f GFLOP/s = %.0f%% of sgemm peak (%.1f)\n",
-                  nlohmann::json(layers).dump().c_str(), static_cast<long long>(batch), threads,
-                  samples_per_s, ms, gflops, 100.0 * gflops / peak, peak);
+      std::printf(
+          "baton  %-22s batch %4lld threads %d: %10.0f samples/s  step %.3f ms  "
+          "%.1f GFLOP/s = %.0f%% of sgemm peak (%.1f)\n",
+          nlohmann::json(layers).dump().c_str(), static_cast<long long>(batch), threads,
+          samples_per_s, ms, gflops, 100.0 * gflops / peak, peak);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());

@@ -4,10 +4,10 @@
 #include <baton/checkpoint.h>
 #include <baton/error.h>
 #include <gtest/gtest.h>
-#include <zlib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <chrono>

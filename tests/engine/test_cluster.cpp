@@ -3,9 +3,7 @@
 // the place (key path, or path:line).
 #include <baton/cluster.h>
 #include <baton/error.h>
-
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -138,7 +136,8 @@ TEST(TfConfigTest, ParsesAJsonValue) {
     (void)baton::parse_tf_config(nlohmann::json{{"cluster", {{"worker", {"a:0"}}}}},
                                  "cluster.json");
   });
-  EXPECT_EQ(m, R"(cluster.json: cluster.worker[0]: "a:0" is not host:port (port must be 1..65535))");
+  EXPECT_EQ(m,
+            R"(cluster.json: cluster.worker[0]: "a:0" is not host:port (port must be 1..65535))");
 }
 
 // ------------------------------------------------------------- rank order
@@ -206,8 +205,9 @@ TEST(TfConfigTest, RoundTripIpv6AndWrittenForm) {
   ClusterSpec s;
   s.worker = {{"::1", 2222}, {"10.1.2.3", 80}};
   const std::string text = baton::to_tf_config(s, TaskRole::kWorker, 1);
-  EXPECT_EQ(text,
-            R"({"cluster":{"worker":["[::1]:2222","10.1.2.3:80"]},"task":{"index":1,"type":"worker"}})");
+  EXPECT_EQ(
+      text,
+      R"({"cluster":{"worker":["[::1]:2222","10.1.2.3:80"]},"task":{"index":1,"type":"worker"}})");
   const ClusterSpec back = baton::parse_tf_config(text, "written");
   EXPECT_EQ(back.worker, s.worker);
   EXPECT_EQ(back.task_type, TaskRole::kWorker);
@@ -234,7 +234,8 @@ TEST(TfConfigErrorTest, DocumentShape) {
   EXPECT_TRUE(starts_with(tf_error(""), "TF_CONFIG: is empty")) << tf_error("");
   const std::string syntax = tf_error(R"({"cluster": )");
   EXPECT_TRUE(starts_with(syntax, "TF_CONFIG: invalid JSON: parse error at line 1")) << syntax;
-  EXPECT_TRUE(starts_with(tf_error("[1]"), "TF_CONFIG: document: expected an object, got an array"));
+  EXPECT_TRUE(
+      starts_with(tf_error("[1]"), "TF_CONFIG: document: expected an object, got an array"));
   EXPECT_EQ(tf_error("{}"), "TF_CONFIG: cluster: is required but missing");
   EXPECT_TRUE(starts_with(tf_error(R"({"cluster": ["a:1"]})"),
                           "TF_CONFIG: cluster: expected an object, got an array"));
@@ -247,19 +248,22 @@ TEST(TfConfigErrorTest, UnknownKeysAtEveryLevel) {
   EXPECT_TRUE(starts_with(m, "TF_CONFIG: tsak: unknown key (known keys here: ")) << m;
   EXPECT_TRUE(contains(m, "cluster") && contains(m, "task")) << m;
   m = tf_error(R"({"cluster": {"workers": ["a:1"]}})");
-  EXPECT_EQ(m, "TF_CONFIG: cluster.workers: unknown key (known keys here: chief, evaluator, ps, "
-               "worker)");
+  EXPECT_EQ(m,
+            "TF_CONFIG: cluster.workers: unknown key (known keys here: chief, evaluator, ps, "
+            "worker)");
   m = tf_error(R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "idx": 0}})");
   EXPECT_TRUE(starts_with(m, "TF_CONFIG: task.idx: unknown key")) << m;
 }
 
 TEST(TfConfigErrorTest, ListsAndEntries) {
-  EXPECT_EQ(tf_error(R"({"cluster": {"worker": "a:1"}})"),
-            R"(TF_CONFIG: cluster.worker: expected an array of "host:port" strings, got a string "a:1")");
+  EXPECT_EQ(
+      tf_error(R"({"cluster": {"worker": "a:1"}})"),
+      R"(TF_CONFIG: cluster.worker: expected an array of "host:port" strings, got a string "a:1")");
   EXPECT_EQ(tf_error(R"({"cluster": {"worker": ["a:1", 2222]}})"),
             R"(TF_CONFIG: cluster.worker[1]: expected a "host:port" string, got an integer 2222)");
-  EXPECT_EQ(tf_error(R"({"cluster": {"worker": ["a:1", "host:99999"]}})"),
-            R"(TF_CONFIG: cluster.worker[1]: "host:99999" is not host:port (port must be 1..65535))");
+  EXPECT_EQ(
+      tf_error(R"({"cluster": {"worker": ["a:1", "host:99999"]}})"),
+      R"(TF_CONFIG: cluster.worker[1]: "host:99999" is not host:port (port must be 1..65535))");
   EXPECT_EQ(tf_error(R"({"cluster": {"ps": ["host"]}})"),
             R"(TF_CONFIG: cluster.ps[0]: "host" is not host:port (no port))");
   EXPECT_EQ(tf_error(R"({"cluster": {"chief": [":2222"]}})"),
@@ -272,17 +276,21 @@ TEST(TfConfigErrorTest, ListsAndEntries) {
   }
   std::string m = tf_error(R"({"cluster": {"worker": ["bad host!:1"]}})");
   EXPECT_TRUE(starts_with(
-      m, R"(TF_CONFIG: cluster.worker[0]: "bad host!:1" is not host:port (host "bad host!" is not a valid host name)"))
+      m,
+      R"(TF_CONFIG: cluster.worker[0]: "bad host!:1" is not host:port (host "bad host!" is not a valid host name)"))
       << m;
   m = tf_error(R"({"cluster": {"worker": ["a..b:1"]}})");
   EXPECT_TRUE(contains(m, "(empty label)")) << m;
   m = tf_error(R"({"cluster": {"worker": ["-a:1"]}})");
   EXPECT_TRUE(contains(m, "starts or ends with '-'")) << m;
   m = tf_error(R"({"cluster": {"worker": ["10.0.0.256:1"]}})");
-  EXPECT_EQ(m, R"(TF_CONFIG: cluster.worker[0]: "10.0.0.256:1" is not host:port (host "10.0.0.256" is not a valid IPv4 address))");
+  EXPECT_EQ(
+      m,
+      R"(TF_CONFIG: cluster.worker[0]: "10.0.0.256:1" is not host:port (host "10.0.0.256" is not a valid IPv4 address))");
   m = tf_error(R"({"cluster": {"worker": ["::1:2222"]}})");
-  EXPECT_TRUE(contains(m, "cluster.worker[0]: \"::1:2222\" is not host:port (an IPv6 host must "
-                          "be in brackets"))
+  EXPECT_TRUE(contains(m,
+                       "cluster.worker[0]: \"::1:2222\" is not host:port (an IPv6 host must "
+                       "be in brackets"))
       << m;
   m = tf_error(R"({"cluster": {"worker": ["[::g]:1"]}})");
   EXPECT_TRUE(contains(m, R"(host "::g" is not a valid IPv6 address)")) << m;
@@ -343,13 +351,14 @@ TEST(StrategyClusterTest, ParameterServer) {
   EXPECT_NO_THROW(baton::validate_for_strategy(ok, "parameter_server", "TF_CONFIG"));
   const ClusterSpec no_ps = baton::parse_tf_config(
       R"({"cluster": {"chief": ["c:1"], "worker": ["a:1", "b:1"]}})", "TF_CONFIG");
-  EXPECT_EQ(input_error([&] { baton::validate_for_strategy(no_ps, "parameter_server", "TF_CONFIG"); }),
-            "TF_CONFIG: cluster.ps: parameter_server needs at least one ps task, got none");
+  EXPECT_EQ(
+      input_error([&] { baton::validate_for_strategy(no_ps, "parameter_server", "TF_CONFIG"); }),
+      "TF_CONFIG: cluster.ps: parameter_server needs at least one ps task, got none");
   const ClusterSpec no_worker =
       baton::parse_tf_config(R"({"cluster": {"chief": ["c:1"], "ps": ["p:1"]}})", "TF_CONFIG");
-  EXPECT_EQ(
-      input_error([&] { baton::validate_for_strategy(no_worker, "parameter_server", "TF_CONFIG"); }),
-      "TF_CONFIG: cluster.worker: parameter_server needs at least one worker task, got none");
+  EXPECT_EQ(input_error(
+                [&] { baton::validate_for_strategy(no_worker, "parameter_server", "TF_CONFIG"); }),
+            "TF_CONFIG: cluster.worker: parameter_server needs at least one worker task, got none");
 }
 
 TEST(StrategyClusterTest, MultiWorkerMirrored) {
@@ -358,8 +367,9 @@ TEST(StrategyClusterTest, MultiWorkerMirrored) {
   EXPECT_NO_THROW(baton::validate_for_strategy(ok, "multi_worker_mirrored", "TF_CONFIG"));
   const std::string m = input_error(
       [&] { baton::validate_for_strategy(example_spec(), "multi_worker_mirrored", "TF_CONFIG"); });
-  EXPECT_TRUE(starts_with(m, "TF_CONFIG: cluster.ps: multi_worker_mirrored has no parameter "
-                             "servers, got 2 ps task(s)"))
+  EXPECT_TRUE(starts_with(m,
+                          "TF_CONFIG: cluster.ps: multi_worker_mirrored has no parameter "
+                          "servers, got 2 ps task(s)"))
       << m;
 }
 
@@ -399,7 +409,8 @@ TEST(HostfileTest, Errors) {
   EXPECT_EQ(hostfile_error("a\nb cpus=4\n"),
             "hosts.txt:2: unknown attribute \"cpus=4\" (expected slots=N, max_slots=N or "
             "max-slots=N)");
-  EXPECT_TRUE(starts_with(hostfile_error("a slots:4\n"), "hosts.txt:1: unknown attribute \"slots:4\""));
+  EXPECT_TRUE(
+      starts_with(hostfile_error("a slots:4\n"), "hosts.txt:1: unknown attribute \"slots:4\""));
   EXPECT_TRUE(starts_with(hostfile_error("a 4\n"), "hosts.txt:1: unknown attribute \"4\""));
   EXPECT_EQ(hostfile_error("a slots=0\n"),
             "hosts.txt:1: slots: expected a positive integer, got \"0\"");
@@ -407,7 +418,8 @@ TEST(HostfileTest, Errors) {
             "hosts.txt:2: slots: expected a positive integer, got \"-2\"");
   EXPECT_EQ(hostfile_error("a slots=2.5\n"),
             "hosts.txt:1: slots: expected a positive integer, got \"2.5\"");
-  EXPECT_EQ(hostfile_error("a slots=\n"), "hosts.txt:1: slots: expected a positive integer, got \"\"");
+  EXPECT_EQ(hostfile_error("a slots=\n"),
+            "hosts.txt:1: slots: expected a positive integer, got \"\"");
   EXPECT_TRUE(starts_with(hostfile_error("a slots=99999999999\n"), "hosts.txt:1: slots: expected"));
   EXPECT_EQ(hostfile_error("a max-slots=x\n"),
             "hosts.txt:1: max-slots: expected a positive integer, got \"x\"");
@@ -422,17 +434,16 @@ TEST(HostfileTest, Errors) {
   EXPECT_TRUE(starts_with(hostfile_error("[::1] slots=2\n"),
                           "hosts.txt:1: host \"[::1]\" is not a valid IPv6 address"));
   EXPECT_EQ(hostfile_error("1.2.3\n"), "hosts.txt:1: host \"1.2.3\" is not a valid IPv4 address");
-  const std::string empty =
-      "hosts.txt: no hosts (expected lines like \"node1 slots=4\")";
+  const std::string empty = "hosts.txt: no hosts (expected lines like \"node1 slots=4\")";
   EXPECT_EQ(hostfile_error(""), empty);
   EXPECT_EQ(hostfile_error("# only comments\n\n   \n"), empty);
 }
 
 TEST(HostfileTest, ReadsAFile) {
   std::random_device rd;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("baton-cluster-test-" + std::to_string(::getpid()) + "-" +
-                        std::to_string(rd()));
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("baton-cluster-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
   fs::create_directories(dir);
   const std::string path = (dir / "hosts").string();
   std::ofstream(path) << "a slots=2\nb slots=x\n";
@@ -450,17 +461,26 @@ TEST(HostfileTest, RoundTrip) {
   const std::vector<HostfileEntry> entries = {
       {"node1", 4, 8}, {"node2", 1, 0}, {"10.0.0.7", 2, 2}, {"fe80::1", 3, 0}};
   const std::string text = baton::to_hostfile(entries);
-  EXPECT_EQ(text, "node1 slots=4 max_slots=8\nnode2 slots=1\n10.0.0.7 slots=2 max_slots=2\n"
-                  "fe80::1 slots=3\n");
+  EXPECT_EQ(text,
+            "node1 slots=4 max_slots=8\nnode2 slots=1\n10.0.0.7 slots=2 max_slots=2\n"
+            "fe80::1 slots=3\n");
   EXPECT_EQ(baton::parse_hostfile(text, "written"), entries);
   EXPECT_EQ(baton::to_hostfile({}), "");
-  EXPECT_TRUE(contains(input_error([] { (void)baton::to_hostfile({{"a", 0, 0}}); }),
+  EXPECT_TRUE(contains(input_error([] {
+                         (void)baton::to_hostfile({{"a", 0, 0}});
+                       }),
                        "hostfile entry 0: slots"));
-  EXPECT_TRUE(contains(input_error([] { (void)baton::to_hostfile({{"a", 2, 1}}); }),
+  EXPECT_TRUE(contains(input_error([] {
+                         (void)baton::to_hostfile({{"a", 2, 1}});
+                       }),
                        "hostfile entry 0: max_slots"));
-  EXPECT_TRUE(contains(input_error([] { (void)baton::to_hostfile({{"a b", 1, 0}}); }),
+  EXPECT_TRUE(contains(input_error([] {
+                         (void)baton::to_hostfile({{"a b", 1, 0}});
+                       }),
                        "hostfile entry 0: host \"a b\""));
-  EXPECT_TRUE(contains(input_error([] { (void)baton::to_hostfile({{"a", 1, 0}, {"A", 1, 0}}); }),
+  EXPECT_TRUE(contains(input_error([] {
+                         (void)baton::to_hostfile({{"a", 1, 0}, {"A", 1, 0}});
+                       }),
                        "hostfile entry 1: host \"A\" is already entry 0"));
 }
 

@@ -1,7 +1,6 @@
 // The local communicator: every collective and algorithm, with counts 0, 1,
 // a prime and a large one, checked against closed forms.
 #include <baton/comm.h>
-
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -57,10 +56,18 @@ TEST_P(LocalComm, AllreduceSumMeanMaxMin) {
           const float base = static_cast<float>(i % 64) * 0.5f;
           float want = 0;
           switch (op) {
-            case ReduceOp::kSum: want = n * base + n * (n - 1) / 2.0f; break;
-            case ReduceOp::kMean: want = base + (n - 1) / 2.0f; break;
-            case ReduceOp::kMax: want = base + (n - 1); break;
-            default: want = base; break;
+            case ReduceOp::kSum:
+              want = n * base + n * (n - 1) / 2.0f;
+              break;
+            case ReduceOp::kMean:
+              want = base + (n - 1) / 2.0f;
+              break;
+            case ReduceOp::kMax:
+              want = base + (n - 1);
+              break;
+            default:
+              want = base;
+              break;
           }
           ASSERT_FLOAT_EQ(data[r][i], want) << "n=" << n << " count=" << count << " rank " << r
                                             << " i=" << i << " op " << static_cast<int>(op);
@@ -136,11 +143,11 @@ TEST_P(LocalComm, LinkStatsAreRecorded) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Ranks, LocalComm,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                       ::testing::Values(CommAlgorithm::kNative, CommAlgorithm::kRing,
-                                         CommAlgorithm::kHierarchical)));
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalComm,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(CommAlgorithm::kNative,
+                                                              CommAlgorithm::kRing,
+                                                              CommAlgorithm::kHierarchical)));
 
 TEST(LocalCommFailure, AbortWakesWaitingRanks) {
   CommOptions o;

@@ -3,9 +3,7 @@
 #include <baton/config.h>
 #include <baton/error.h>
 #include <baton/run_config.h>
-
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -143,7 +141,8 @@ TEST(ConfigNodeTest, IntegerRanges) {
             "r.json: neg: expected an integer between 1 and 10, got -3");
 
   const json lst = {{"sizes", {4, 0, 2}}};
-  const std::string m = input_error([&] { (void)ConfigNode(lst, "l.json").integer_list("sizes", 1); });
+  const std::string m =
+      input_error([&] { (void)ConfigNode(lst, "l.json").integer_list("sizes", 1); });
   EXPECT_TRUE(starts_with(m, "l.json: sizes[1]: expected an integer >= 1, got 0")) << m;
 }
 
@@ -154,8 +153,9 @@ TEST(ConfigNodeTest, NumberRanges) {
             "n.json: x: expected a number between 0 and 1, got 1.5");
   EXPECT_EQ(input_error([&] { (void)node.number("neg", 0.0); }),
             "n.json: neg: expected a number >= 0, got -2.0");
-  EXPECT_EQ(input_error([&] { (void)node.number("x", -std::numeric_limits<double>::infinity(), 1.0); }),
-            "n.json: x: expected a number <= 1, got 1.5");
+  EXPECT_EQ(
+      input_error([&] { (void)node.number("x", -std::numeric_limits<double>::infinity(), 1.0); }),
+      "n.json: x: expected a number <= 1, got 1.5");
   EXPECT_DOUBLE_EQ(node.number("x", 1.5, 1.5), 1.5);
   EXPECT_EQ(input_error([&] { (void)node.positive_or("zero", 1.0); }),
             "n.json: zero: expected a number > 0, got 0");
@@ -166,11 +166,15 @@ TEST(ConfigNodeTest, NumberRanges) {
 TEST(ConfigNodeTest, ChoiceListsTheOptions) {
   const json doc = {{"kind", "mirored"}, {"good", "beta"}};
   ConfigNode node(doc, "c.json");
-  EXPECT_EQ(input_error([&] { (void)node.choice("kind", {"alpha", "beta", "gamma"}); }),
+  EXPECT_EQ(input_error([&] {
+              (void)node.choice("kind", {"alpha", "beta", "gamma"});
+            }),
             "c.json: kind: \"mirored\" is not one of alpha, beta, gamma");
   EXPECT_EQ(node.choice("good", {"alpha", "beta"}), "beta");
   EXPECT_EQ(node.choice_or("absent", "alpha", {"alpha", "beta"}), "alpha");
-  const std::string m = input_error([&] { (void)node.choice_or("kind", "alpha", {"alpha", "beta"}); });
+  const std::string m = input_error([&] {
+    (void)node.choice_or("kind", "alpha", {"alpha", "beta"});
+  });
   EXPECT_TRUE(contains(m, "alpha, beta")) << m;
 }
 
@@ -284,10 +288,10 @@ TEST(ReadJsonFile, SyntaxErrorNamesFileAndLine) {
     int line;
   };
   const std::vector<Case> cases = {
-      {"{\n  \"a\": 1,\n  \"b\": ,\n  \"c\": 3\n}\n", 3},   // a missing value
-      {"{\n  \"a\": 1\n  \"b\": 2\n}\n", 3},                // a missing comma, seen at "b"
-      {"{\n  \"a\": 1,\n  \"b\": 2,\n}\n", 4},              // a trailing comma, seen at }
-      {"{\"a\": tru}\n", 1},                                // a bad literal on line 1
+      {"{\n  \"a\": 1,\n  \"b\": ,\n  \"c\": 3\n}\n", 3},  // a missing value
+      {"{\n  \"a\": 1\n  \"b\": 2\n}\n", 3},               // a missing comma, seen at "b"
+      {"{\n  \"a\": 1,\n  \"b\": 2,\n}\n", 4},             // a trailing comma, seen at }
+      {"{\"a\": tru}\n", 1},                               // a bad literal on line 1
       {"\n\n\n\n{\n\"x\": [1, 2,, 3]\n}\n", 6},            // after blank lines
   };
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -2,10 +2,8 @@
 // the build has no CUDA or the machine no GPU.
 #include <baton/kernels.h>
 #include <baton/rng.h>
-
-#include <gtest/gtest.h>
-
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>

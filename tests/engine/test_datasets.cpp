@@ -4,12 +4,9 @@
 #include <baton/dataset.h>
 #include <baton/error.h>
 #include <baton/registry.h>
-
 #include <gtest/gtest.h>
-#include <zlib.h>
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -17,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -128,10 +126,10 @@ TEST_F(Datasets, ShippedDigits) {
   EXPECT_EQ(d->features(), 64);
   EXPECT_EQ(d->classes(), 10);
   EXPECT_EQ(d->target_width(), 0);
-  const std::vector<float> first = {0, 0, 5,  13, 9,  1,  0, 0, 0, 0, 13, 15, 10, 15, 5,  0,
-                                    0, 3, 15, 2,  0,  11, 8, 0, 0, 4, 12, 0,  0,  8,  8,  0,
-                                    0, 5, 8,  0,  0,  9,  8, 0, 0, 4, 11, 0,  1,  12, 7,  0,
-                                    0, 2, 14, 5,  10, 12, 0, 0, 0, 0, 6,  13, 10, 0,  0,  0};
+  const std::vector<float> first = {0, 0, 5,  13, 9,  1,  0, 0, 0, 0, 13, 15, 10, 15, 5, 0,
+                                    0, 3, 15, 2,  0,  11, 8, 0, 0, 4, 12, 0,  0,  8,  8, 0,
+                                    0, 5, 8,  0,  0,  9,  8, 0, 0, 4, 11, 0,  1,  12, 7, 0,
+                                    0, 2, 14, 5,  10, 12, 0, 0, 0, 0, 6,  13, 10, 0,  0, 0};
   int32_t label = -1;
   EXPECT_EQ(row(*d, 0, &label), first);
   EXPECT_EQ(label, 0);
@@ -216,7 +214,8 @@ TEST_F(Datasets, CsvMalformedNamesFileLineAndColumn) {
     std::vector<std::string> expect;
   };
   const std::map<std::string, Case> cases = {
-      {"non_numeric", {"1,2,0\n3,abc,1\n", {}, {"bad.csv:2: column 2: expected a number, got \"abc\""}}},
+      {"non_numeric",
+       {"1,2,0\n3,abc,1\n", {}, {"bad.csv:2: column 2: expected a number, got \"abc\""}}},
       {"empty_field", {"1,2,0\n3,,1\n", {}, {"bad.csv:2: column 2", "empty field"}}},
       {"missing_column", {"1,2,0\n3,1\n", {}, {"bad.csv:2: column 3: missing", "got 2"}}},
       {"extra_column", {"1,2,0\n3,4,5,1\n", {}, {"bad.csv:2: column 4: unexpected", "got 4"}}},
@@ -227,7 +226,8 @@ TEST_F(Datasets, CsvMalformedNamesFileLineAndColumn) {
       {"huge", {"1,2,0\n1,1e50,1\n", {}, {"bad.csv:2: column 2", "out of float range"}}},
       {"negative_label", {"1,2,0\n1,2,-1\n", {}, {"bad.csv:2: column 3", "class label"}}},
       {"fractional_label", {"1,2,1.5\n", {}, {"bad.csv:1: column 3", "class label"}}},
-      {"label_not_below_classes", {"1,2,3\n", {{"classes", 3}}, {"bad.csv:1: column 3", "not below"}}},
+      {"label_not_below_classes",
+       {"1,2,3\n", {{"classes", 3}}, {"bad.csv:1: column 3", "not below"}}},
       {"header_column", {"a,b,c\n1,x,0\n", {{"header", true}}, {"bad.csv:2: column 2 (\"b\")"}}},
       {"blank_inside", {"1,2,0\n\n1,2,1\n", {}, {"bad.csv:2: blank line inside the data"}}},
       {"one_column", {"1\n2\n", {}, {"bad.csv:1:", "at least 2"}}},
@@ -264,7 +264,8 @@ TEST_F(Datasets, CsvCorruptGzip) {
   const std::string digits =
       read_bytes(std::string(BATON_SOURCE_DIR) + "/resources/datasets/digits.csv.gz");
   ASSERT_GT(digits.size(), 1000u);
-  e = error_of({{"type", "csv"}, {"path", write("half.csv.gz", digits.substr(0, digits.size() / 2))}});
+  e = error_of(
+      {{"type", "csv"}, {"path", write("half.csv.gz", digits.substr(0, digits.size() / 2))}});
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
   // The line named is where the data stops, not the start of the file.
   const size_t at = e.find("half.csv.gz:");
@@ -287,14 +288,16 @@ TEST_F(Datasets, IdxReadsPlainAndGzip) {
     EXPECT_EQ(d->features(), 4);
     EXPECT_EQ(d->classes(), 10);
     int32_t label = -1;
-    EXPECT_EQ(row(*d, 0, &label),
-              (std::vector<float>{0.0f, 1.0f, 51 / 255.0f, 102 / 255.0f}));
+    EXPECT_EQ(row(*d, 0, &label), (std::vector<float>{0.0f, 1.0f, 51 / 255.0f, 102 / 255.0f}));
     EXPECT_EQ(label, 7);
     row(*d, 2, &label);
     EXPECT_EQ(label, 9);
   }
-  auto raw = load({{"type", "idx"}, {"images", "img.idx"}, {"labels", "lab.idx"},
-                   {"normalize", false}, {"classes", 12}});
+  auto raw = load({{"type", "idx"},
+                   {"images", "img.idx"},
+                   {"labels", "lab.idx"},
+                   {"normalize", false},
+                   {"classes", 12}});
   EXPECT_EQ(row(*raw, 2), (std::vector<float>{9, 8, 7, 6}));
   EXPECT_EQ(raw->classes(), 12);
 }
@@ -303,7 +306,8 @@ TEST_F(Datasets, IdxErrors) {
   const std::vector<unsigned char> pixels(12, 1);
   write("img.idx", idx_file(0x08, {3, 2, 2}, pixels));
   write("lab.idx", idx_file(0x08, {3}, {1, 2, 3}));
-  auto err = [&](const std::string& images, const std::string& labels, json extra = json::object()) {
+  auto err = [&](const std::string& images, const std::string& labels,
+                 json extra = json::object()) {
     extra["type"] = "idx";
     extra["images"] = images;
     extra["labels"] = labels;
@@ -333,8 +337,11 @@ TEST_F(Datasets, IdxErrors) {
 }
 
 TEST_F(Datasets, SyntheticDeterministicAndBalanced) {
-  json cfg = {{"type", "synthetic_classification"}, {"samples", 1000}, {"features", 5},
-              {"classes", 4}, {"seed", 42}};
+  json cfg = {{"type", "synthetic_classification"},
+              {"samples", 1000},
+              {"features", 5},
+              {"classes", 4},
+              {"seed", 42}};
   auto a = load(cfg), b = load(cfg);
   cfg["seed"] = 43;
   auto c = load(cfg);
@@ -372,8 +379,11 @@ TEST_F(Datasets, SyntheticDefaultsSeedAndClusters) {
   EXPECT_EQ(row(*d, 5), row(*same, 5));  // no "seed": the context seed
 
   // Well separated clusters: each sample is nearest to its own class mean.
-  auto s = load({{"type", "synthetic_classification"}, {"separation", 8.0}, {"spread", 1.0},
-                 {"features", 4}, {"samples", 400}});
+  auto s = load({{"type", "synthetic_classification"},
+                 {"separation", 8.0},
+                 {"spread", 1.0},
+                 {"features", 4},
+                 {"samples", 400}});
   std::vector<std::vector<double>> mean(4, std::vector<double>(4, 0.0));
   for (int64_t i = 0; i < s->size(); ++i) {
     int32_t l = -1;
@@ -395,9 +405,13 @@ TEST_F(Datasets, SyntheticDefaultsSeedAndClusters) {
   }
   EXPECT_GT(correct, 380);
 
-  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
-           {"classes", 1}, {"features", 0}, {"samples", 0}, {"spread", 0.0},
-           {"separation", -1.0}, {"seed", -3}, {"noise_level", 1}}) {
+  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{{"classes", 1},
+                                                                            {"features", 0},
+                                                                            {"samples", 0},
+                                                                            {"spread", 0.0},
+                                                                            {"separation", -1.0},
+                                                                            {"seed", -3},
+                                                                            {"noise_level", 1}}) {
     std::string e = error_of({{"type", "synthetic_classification"}, {key, value}});
     EXPECT_NE(e.find("data.train." + key), std::string::npos) << e;
   }

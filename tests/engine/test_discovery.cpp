@@ -3,10 +3,8 @@
 // checks skip, with the reason, where there is no GPU.
 #include <baton/discovery.h>
 #include <baton/error.h>
-
-#include <gtest/gtest.h>
-
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <set>
 #include <string>

@@ -7,7 +7,6 @@
 #include <baton/model.h>
 #include <baton/rng.h>
 #include <baton/tensor.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,8 +31,8 @@ using baton::LayerNorm;
 using baton::Linear;
 using baton::Mode;
 using baton::Param;
-using baton::Rng;
 using baton::RMSNorm;
+using baton::Rng;
 using baton::Tensor;
 
 namespace {
@@ -86,8 +85,8 @@ double central_difference(Tensor& t, int64_t i, double eps, F&& f) {
 // Returns the largest |numeric| seen, so callers can make sure the check was
 // not trivially comparing zeros.
 template <typename F>
-double check_tensor_gradient(const std::string& what, Tensor& t, const Tensor& analytic,
-                             double eps, F&& f) {
+double check_tensor_gradient(const std::string& what, Tensor& t, const Tensor& analytic, double eps,
+                             F&& f) {
   EXPECT_EQ(analytic.numel(), t.numel()) << what;
   double largest = 0.0;
   int failures = 0;
@@ -95,8 +94,7 @@ double check_tensor_gradient(const std::string& what, Tensor& t, const Tensor& a
     const double numeric = central_difference(t, i, eps, f);
     largest = std::max(largest, std::abs(numeric));
     if (!close(analytic[i], numeric)) {
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric "
-                    << numeric;
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << numeric;
       if (++failures > 5) break;
     }
   }
@@ -153,10 +151,14 @@ void randomize_params(Layer& layer, Rng& rng) {
 
 double act_ref(double v, Activation a) {
   switch (a) {
-    case Activation::kRelu: return v > 0.0 ? v : 0.0;
-    case Activation::kTanh: return std::tanh(v);
-    case Activation::kGelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-    default: return v;
+    case Activation::kRelu:
+      return v > 0.0 ? v : 0.0;
+    case Activation::kTanh:
+      return std::tanh(v);
+    case Activation::kGelu:
+      return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    default:
+      return v;
   }
 }
 
@@ -214,15 +216,14 @@ TEST_P(LinearGrad, ForwardAndFiniteDifferences) {
   gradcheck_layer(layer, x, kTrain, 7, 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layers, LinearGrad,
-    testing::Combine(testing::Values(Activation::kNone, Activation::kRelu, Activation::kTanh,
-                                     Activation::kGelu),
-                     testing::Bool()),
-    [](const testing::TestParamInfo<LinearGrad::ParamType>& info) {
-      return std::string(baton::activation_name(std::get<0>(info.param))) +
-             (std::get<1>(info.param) ? "_bias" : "_nobias");
-    });
+INSTANTIATE_TEST_SUITE_P(Layers, LinearGrad,
+                         testing::Combine(testing::Values(Activation::kNone, Activation::kRelu,
+                                                          Activation::kTanh, Activation::kGelu),
+                                          testing::Bool()),
+                         [](const testing::TestParamInfo<LinearGrad::ParamType>& info) {
+                           return std::string(baton::activation_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_bias" : "_nobias");
+                         });
 
 TEST(Linear, PlanRefusesWrongWidth) {
   Linear layer(4, 3);
@@ -660,13 +661,13 @@ TEST(SequentialModel, LinearReluLayerNormLinearWithCrossEntropy) {
   model.init(rng);
   for (Param* p : model.params()) {
     if (p->name != "weight") {
-      fill_uniform(p->value, rng, p->name == "gain" ? 0.5f : -0.3f, p->name == "gain" ? 1.5f : 0.3f);
+      fill_uniform(p->value, rng, p->name == "gain" ? 0.5f : -0.3f,
+                   p->name == "gain" ? 1.5f : 0.3f);
     }
   }
   const auto params = model.params();
   ASSERT_EQ(params.size(), 6u);  // W1 b1 gain bias W2 b2
-  EXPECT_EQ(model.num_parameters(),
-            in * hidden + hidden + 2 * hidden + hidden * classes + classes);
+  EXPECT_EQ(model.num_parameters(), in * hidden + hidden + 2 * hidden + hidden * classes + classes);
   EXPECT_EQ(model.describe(), "Linear(6 -> 7, relu) -> LayerNorm -> Linear(7 -> 4)");
 
   // Inputs with every first-layer pre-activation clear of the ReLU kink.
@@ -699,8 +700,9 @@ TEST(SequentialModel, LinearReluLayerNormLinearWithCrossEntropy) {
            static_cast<double>(batch);
   };
   for (size_t k = 0; k < params.size(); ++k) {
-    const double largest = check_tensor_gradient("param " + std::to_string(k) + " " + params[k]->name,
-                                                 params[k]->value, grads[k], 1e-3, mean_loss);
+    const double largest =
+        check_tensor_gradient("param " + std::to_string(k) + " " + params[k]->name,
+                              params[k]->value, grads[k], 1e-3, mean_loss);
     EXPECT_GT(largest, 1e-4) << "param " << k;
   }
 }

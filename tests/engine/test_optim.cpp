@@ -5,7 +5,6 @@
 #include <baton/error.h>
 #include <baton/layers.h>
 #include <baton/optim.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -336,7 +335,8 @@ TEST(ClipGlobalNorm, UntouchedBelowTheLimitOrWhenDisabled) {
 TEST(Schedule, Constant) {
   ScheduleOptions s;
   s.kind = ScheduleKind::kConstant;
-  for (int64_t step : {0, 1, 50, 999}) EXPECT_FLOAT_EQ(baton::scheduled_lr(s, 0.3f, step, 1000), 0.3f);
+  for (int64_t step : {0, 1, 50, 999})
+    EXPECT_FLOAT_EQ(baton::scheduled_lr(s, 0.3f, step, 1000), 0.3f);
   // With a warm-up: linear ramp of base/W per step up to the base rate.
   s.warmup_steps = 4;
   for (int64_t step = 0; step < 4; ++step) {
@@ -374,7 +374,9 @@ TEST(Schedule, CosineWithLinearWarmup) {
   s.min_lr = 1e-4f;
   const float base = 1e-2f;
   const int64_t total = 110;  // 100 cosine steps after the warm-up
-  auto lr = [&](int64_t step) { return static_cast<double>(baton::scheduled_lr(s, base, step, total)); };
+  auto lr = [&](int64_t step) {
+    return static_cast<double>(baton::scheduled_lr(s, base, step, total));
+  };
   auto cosine = [&](int64_t step) {
     const double progress = std::min(1.0, static_cast<double>(step - 10) / 100.0);
     return 1e-4 + (1e-2 - 1e-4) * 0.5 * (1.0 + std::cos(kPi * progress));
@@ -408,7 +410,8 @@ TEST(Schedule, CosineWithLinearWarmup) {
 // ---------------------------------------------------------------- parsing
 
 TEST(ParseOptimizer, Defaults) {
-  const OptimizerOptions adam = baton::parse_optimizer(ConfigNode(nlohmann::json::object(), "run.json", "optimizer"));
+  const OptimizerOptions adam =
+      baton::parse_optimizer(ConfigNode(nlohmann::json::object(), "run.json", "optimizer"));
   EXPECT_EQ(adam.kind, OptimizerKind::kAdam);
   EXPECT_FLOAT_EQ(adam.lr, 1e-3f);
   EXPECT_FLOAT_EQ(adam.beta1, 0.9f);
@@ -425,15 +428,16 @@ TEST(ParseOptimizer, Defaults) {
   EXPECT_FALSE(sgd.nesterov);
   EXPECT_EQ(sgd.weight_decay, 0.0f);
 
-  const OptimizerOptions adamw =
-      baton::parse_optimizer(ConfigNode(nlohmann::json{{"type", "adamw"}}, "run.json", "optimizer"));
+  const OptimizerOptions adamw = baton::parse_optimizer(
+      ConfigNode(nlohmann::json{{"type", "adamw"}}, "run.json", "optimizer"));
   EXPECT_EQ(adamw.kind, OptimizerKind::kAdamW);
   EXPECT_FLOAT_EQ(adamw.weight_decay, 0.01f);
 }
 
 TEST(ParseOptimizer, ExplicitValues) {
-  const nlohmann::json j = {{"type", "sgd"},       {"lr", 0.2},          {"momentum", 0.8},
-                            {"nesterov", true},    {"weight_decay", 1e-4}, {"clip_global_norm", 5}};
+  const nlohmann::json j = {{"type", "sgd"},        {"lr", 0.2},
+                            {"momentum", 0.8},      {"nesterov", true},
+                            {"weight_decay", 1e-4}, {"clip_global_norm", 5}};
   const OptimizerOptions o = baton::parse_optimizer(ConfigNode(j, "run.json", "optimizer"));
   EXPECT_EQ(o.kind, OptimizerKind::kSgd);
   EXPECT_FLOAT_EQ(o.lr, 0.2f);

@@ -3,7 +3,6 @@
 #include <baton/dataset.h>
 #include <baton/error.h>
 #include <baton/pipeline.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -3,7 +3,6 @@
 // with a message naming it.
 #include <baton/error.h>
 #include <baton/registry.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>

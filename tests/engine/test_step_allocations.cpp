@@ -4,7 +4,6 @@
 #include <baton/registry.h>
 #include <baton/run_config.h>
 #include <baton/trainer.h>
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -39,8 +38,11 @@ int64_t allocations_for(int64_t steps, const nlohmann::json& model, const Regist
       {"model", model},
       {"data",
        {{"train",
-         {{"type", "synthetic_classification"}, {"features", 16}, {"classes", 4},
-          {"samples", 4096}, {"seed", 2}}},
+         {{"type", "synthetic_classification"},
+          {"features", 16},
+          {"classes", 4},
+          {"samples", 4096},
+          {"seed", 2}}},
         {"shuffle_buffer", 512},
         {"cache", true},
         {"prefetch", 2}}},
@@ -71,8 +73,8 @@ TEST(StepAllocations, MoreStepsDoNotAllocateMore) {
     allocations_for(10, model, registry);
     const int64_t short_run = allocations_for(10, model, registry);
     const int64_t long_run = allocations_for(100, model, registry);
-    EXPECT_EQ(long_run, short_run) << "norm " << norm << ": " << (long_run - short_run)
-                                   << " allocations in 90 extra steps";
+    EXPECT_EQ(long_run, short_run)
+        << "norm " << norm << ": " << (long_run - short_run) << " allocations in 90 extra steps";
   }
 }
 

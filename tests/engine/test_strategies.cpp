@@ -7,7 +7,6 @@
 #include <baton/run_config.h>
 #include <baton/strategy.h>
 #include <baton/trainer.h>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,8 +24,11 @@ class Strategies : public ::testing::Test {
             {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
             {"data",
              {{"train",
-               {{"type", "synthetic_classification"}, {"features", 12}, {"classes", 5},
-                {"samples", 300}, {"seed", 9}}},
+               {{"type", "synthetic_classification"},
+                {"features", 12},
+                {"classes", 5},
+                {"samples", 300},
+                {"seed", 9}}},
               {"shuffle_buffer", 1000}}},
             {"optimizer", optimizer},
             {"train", {{"epochs", 2}, {"global_batch_size", global_batch}, {"log_every_steps", 5}}},
@@ -35,10 +37,12 @@ class Strategies : public ::testing::Test {
   }
 
   // Trains and returns every replica's parameters, flattened.
-  std::vector<std::vector<float>> train(const nlohmann::json& d, std::vector<Event>* events = nullptr) {
+  std::vector<std::vector<float>> train(const nlohmann::json& d,
+                                        std::vector<Event>* events = nullptr) {
     RunConfig cfg = parse_run_config(d, "strategy.json");
     Telemetry t;
-    if (events) t.add(std::make_shared<CallbackSink>([events](const Event& e) { events->push_back(e); }));
+    if (events)
+      t.add(std::make_shared<CallbackSink>([events](const Event& e) { events->push_back(e); }));
     TrainOptions opt;
     opt.run_id = "eq";
     Trainer trainer(cfg, registry_, t, opt);
@@ -77,7 +81,8 @@ TEST_F(Strategies, ReplicasMatchOneDevice) {
     for (int64_t batch : {32, 30}) {
       const auto one = train(doc({{"type", "one_device"}}, opt, batch))[0];
       for (const Case& c : cases) {
-        nlohmann::json st = {{"type", c.type}, {"replicas", c.replicas},
+        nlohmann::json st = {{"type", c.type},
+                             {"replicas", c.replicas},
                              {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}}}};
         const auto many = train(doc(st, opt, batch));
         ASSERT_EQ(static_cast<int>(many.size()), c.replicas);
@@ -109,7 +114,8 @@ TEST_F(Strategies, MirroredEmitsLinkEvents) {
       EXPECT_GT(l->num_bytes, 0);
       EXPECT_NE(l->src, l->dst);
     }
-    if (auto* s = std::get_if<RunStartEvent>(&e)) start_names_comm = s->communication == "local/native";
+    if (auto* s = std::get_if<RunStartEvent>(&e))
+      start_names_comm = s->communication == "local/native";
   }
   EXPECT_GT(links, 0);
   EXPECT_TRUE(start_names_comm);

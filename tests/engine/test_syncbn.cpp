@@ -21,7 +21,6 @@
 #include <baton/run_config.h>
 #include <baton/tensor.h>
 #include <baton/trainer.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -339,14 +338,16 @@ TEST_P(SyncBatchNormGroup, MatchesOneBatchNormOverTheWholeBatch) {
       for (int64_t i = 0; i < shares[ru]; ++i) {
         for (int64_t c = 0; c < f; ++c) {
           const int64_t row = first[ru] + i;
-          EXPECT_PRED2(near, y_out[ru]->at(i, c), y_ref.at(row, c)) << "y rank " << r << " row " << i;
+          EXPECT_PRED2(near, y_out[ru]->at(i, c), y_ref.at(row, c))
+              << "y rank " << r << " row " << i;
           EXPECT_PRED2(near, dx_out[ru]->at(i, c), dx_ref.at(row, c))
               << "dx rank " << r << " row " << i;
         }
       }
       for (size_t k = 0; k < 2; ++k) {
         for (int64_t c = 0; c < f; ++c) {
-          g_sum[k * static_cast<size_t>(f) + static_cast<size_t>(c)] += layers[ru]->params()[k]->grad[c];
+          g_sum[k * static_cast<size_t>(f) + static_cast<size_t>(c)] +=
+              layers[ru]->params()[k]->grad[c];
         }
       }
       // Running statistics: the global ones, on every rank.
@@ -403,12 +404,12 @@ TEST_P(SyncBatchNormGroup, MatchesOneBatchNormOverTheWholeBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Splits, SyncBatchNormGroup,
-    ::testing::Values(Split{{4, 4}, CommAlgorithm::kNative},          // even
-                      Split{{3, 2}, CommAlgorithm::kNative},          // 5 rows over 2: 3 + 2
-                      Split{{5, 0}, CommAlgorithm::kNative},          // a rank with no rows
-                      Split{{3, 3, 2, 2}, CommAlgorithm::kNative},    // the remainder rule
-                      Split{{2, 0, 4, 1}, CommAlgorithm::kNative},    // uneven, one empty
-                      Split{{0, 0, 3, 0}, CommAlgorithm::kNative},    // one rank has every row
+    ::testing::Values(Split{{4, 4}, CommAlgorithm::kNative},        // even
+                      Split{{3, 2}, CommAlgorithm::kNative},        // 5 rows over 2: 3 + 2
+                      Split{{5, 0}, CommAlgorithm::kNative},        // a rank with no rows
+                      Split{{3, 3, 2, 2}, CommAlgorithm::kNative},  // the remainder rule
+                      Split{{2, 0, 4, 1}, CommAlgorithm::kNative},  // uneven, one empty
+                      Split{{0, 0, 3, 0}, CommAlgorithm::kNative},  // one rank has every row
                       Split{{3, 2}, CommAlgorithm::kRing},
                       Split{{2, 0, 4, 1}, CommAlgorithm::kRing}),
     [](const ::testing::TestParamInfo<Split>& info) { return split_name(info.param); });
@@ -455,18 +456,22 @@ class SyncBatchNormTrainer : public ::testing::Test {
   // test_strategies.cpp's run, with a norm after each hidden Linear.
   static nlohmann::json doc(const char* norm, const nlohmann::json& strategy,
                             const nlohmann::json& optimizer, int64_t global_batch) {
-    return {{"seed", 5},
-            {"model",
-             {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}, {"norm", norm}}},
-            {"data",
-             {{"train",
-               {{"type", "synthetic_classification"}, {"features", 12}, {"classes", 5},
-                {"samples", 300}, {"seed", 9}}},
-              {"shuffle_buffer", 1000}}},
-            {"optimizer", optimizer},
-            {"train", {{"epochs", 2}, {"global_batch_size", global_batch}, {"log_every_steps", 5}}},
-            {"strategy", strategy},
-            {"checkpoint", {{"every_epoch", false}}}};
+    return {
+        {"seed", 5},
+        {"model",
+         {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}, {"norm", norm}}},
+        {"data",
+         {{"train",
+           {{"type", "synthetic_classification"},
+            {"features", 12},
+            {"classes", 5},
+            {"samples", 300},
+            {"seed", 9}}},
+          {"shuffle_buffer", 1000}}},
+        {"optimizer", optimizer},
+        {"train", {{"epochs", 2}, {"global_batch_size", global_batch}, {"log_every_steps", 5}}},
+        {"strategy", strategy},
+        {"checkpoint", {{"every_epoch", false}}}};
   }
 
   // Every replica's parameters, then its buffers, flattened.
@@ -542,9 +547,10 @@ TEST_F(SyncBatchNormTrainer, MirroredMatchesOneDeviceBatchNorm) {
       EXPECT_EQ(one_sync.params[0], one.params[0]) << opt.dump() << " batch " << batch;
       EXPECT_EQ(one_sync.buffers[0], one.buffers[0]) << opt.dump() << " batch " << batch;
       for (const Case& c : cases) {
-        const nlohmann::json st = {{"type", "mirrored"},
-                                   {"replicas", c.replicas},
-                                   {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}}}};
+        const nlohmann::json st = {
+            {"type", "mirrored"},
+            {"replicas", c.replicas},
+            {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}}}};
         const Result many = train(doc("syncbatchnorm", st, opt, batch));
         ASSERT_EQ(static_cast<int>(many.params.size()), c.replicas);
         const std::string what = "mirrored x" + std::to_string(c.replicas) + " " + c.algorithm +

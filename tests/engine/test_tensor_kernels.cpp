@@ -4,7 +4,6 @@
 #include <baton/kernels.h>
 #include <baton/rng.h>
 #include <baton/tensor.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,16 +33,21 @@ std::vector<float> random_vec(Rng& rng, size_t n, float lo = -1.0f, float hi = 1
 // Scalar reference activations in double.
 double ref_act(double x, Activation a) {
   switch (a) {
-    case Activation::kRelu: return x > 0.0 ? x : 0.0;
-    case Activation::kTanh: return std::tanh(x);
-    case Activation::kGelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    default: return x;
+    case Activation::kRelu:
+      return x > 0.0 ? x : 0.0;
+    case Activation::kTanh:
+      return std::tanh(x);
+    case Activation::kGelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    default:
+      return x;
   }
 }
 
 double ref_act_grad(double x, Activation a) {
   switch (a) {
-    case Activation::kRelu: return x > 0.0 ? 1.0 : 0.0;
+    case Activation::kRelu:
+      return x > 0.0 ? 1.0 : 0.0;
     case Activation::kTanh: {
       const double t = std::tanh(x);
       return 1.0 - t * t;
@@ -53,12 +57,13 @@ double ref_act_grad(double x, Activation a) {
       const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * kPi);
       return cdf + x * pdf;
     }
-    default: return 1.0;
+    default:
+      return 1.0;
   }
 }
 
-void expect_close(double actual, double expected, double abs_tol, double rel_tol,
-                  const char* what, int64_t i) {
+void expect_close(double actual, double expected, double abs_tol, double rel_tol, const char* what,
+                  int64_t i) {
   EXPECT_NEAR(actual, expected, abs_tol + rel_tol * std::abs(expected)) << what << " at " << i;
 }
 
@@ -222,8 +227,8 @@ void check_gemm(const GemmCase& gc, uint64_t seed) {
   auto A = [&](int64_t i, int64_t p) { return at ? a[p * lda + i] : a[i * lda + p]; };
   auto B = [&](int64_t p, int64_t j) { return bt ? b[j * ldb + p] : b[p * ldb + j]; };
 
-  baton::cpu::gemm(gc.ta, gc.tb, gc.m, gc.n, gc.k, gc.alpha, a.data(), lda, b.data(), ldb,
-                   gc.beta, c.data(), ldc);
+  baton::cpu::gemm(gc.ta, gc.tb, gc.m, gc.n, gc.k, gc.alpha, a.data(), lda, b.data(), ldb, gc.beta,
+                   c.data(), ldc);
 
   for (int64_t i = 0; i < gc.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
@@ -239,9 +244,8 @@ void check_gemm(const GemmCase& gc, uint64_t seed) {
       }
       const double expected = gc.alpha * acc + gc.beta * static_cast<double>(c0[idx]);
       const double tol = 1e-5 + 1e-5 * (std::abs(gc.alpha) * mag + std::abs(gc.beta * c0[idx]));
-      ASSERT_NEAR(c[idx], expected, tol)
-          << "C(" << i << "," << j << ") ta=" << at << " tb=" << bt << " m=" << gc.m
-          << " n=" << gc.n << " k=" << gc.k;
+      ASSERT_NEAR(c[idx], expected, tol) << "C(" << i << "," << j << ") ta=" << at << " tb=" << bt
+                                         << " m=" << gc.m << " n=" << gc.n << " k=" << gc.k;
     }
   }
 }
@@ -252,8 +256,8 @@ TEST(Gemm, AllTransposeCombinationsOddSizes) {
   uint64_t seed = 11;
   for (Trans ta : {Trans::kNo, Trans::kYes}) {
     for (Trans tb : {Trans::kNo, Trans::kYes}) {
-      SCOPED_TRACE(testing::Message() << "ta=" << static_cast<int>(ta)
-                                      << " tb=" << static_cast<int>(tb));
+      SCOPED_TRACE(testing::Message()
+                   << "ta=" << static_cast<int>(ta) << " tb=" << static_cast<int>(tb));
       check_gemm({ta, tb, 7, 13, 5, 1.0f, 0.0f}, seed++);
       check_gemm({ta, tb, 13, 7, 5, 1.0f, 0.0f}, seed++);
       check_gemm({ta, tb, 1, 1, 1, 1.0f, 0.0f}, seed++);
@@ -312,8 +316,8 @@ TEST(Activations, BiasActivationMatchesScalarFormulas) {
       baton::cpu::bias_activation(y.data(), with_bias ? bias.data() : nullptr, rows, cols, act);
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
-          const double pre =
-              static_cast<double>(y0[r * cols + c]) + (with_bias ? static_cast<double>(bias[c]) : 0.0);
+          const double pre = static_cast<double>(y0[r * cols + c]) +
+                             (with_bias ? static_cast<double>(bias[c]) : 0.0);
           expect_close(y[r * cols + c], ref_act(pre, act), 1e-6, 1e-5, "y", r * cols + c);
         }
       }
@@ -391,8 +395,8 @@ TEST(Activations, BackwardBiasColumnSums) {
     std::vector<float> dbias0 = random_vec(rng, cols);
     std::vector<float> dbias = dbias0;
     std::vector<float> dpre(pre.size(), std::numeric_limits<float>::quiet_NaN());
-    baton::cpu::activation_backward_bias(y.data(), pre.data(), dy.data(), dpre.data(),
-                                         dbias.data(), rows, cols, act);
+    baton::cpu::activation_backward_bias(y.data(), pre.data(), dy.data(), dpre.data(), dbias.data(),
+                                         rows, cols, act);
     std::vector<double> sums(cols, 0.0);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
@@ -482,8 +486,8 @@ TEST(SoftmaxXent, MatchesNaiveDoubleImplementation) {
     SCOPED_TRACE(scale);
     std::vector<float> d(z.size(), std::numeric_limits<float>::quiet_NaN());
     int64_t correct = -1;
-    const double loss = baton::cpu::softmax_xent(z.data(), labels.data(), d.data(), rows, classes,
-                                                 scale, &correct);
+    const double loss =
+        baton::cpu::softmax_xent(z.data(), labels.data(), d.data(), rows, classes, scale, &correct);
     const XentRef ref = ref_xent(z, labels, rows, classes, scale);
     EXPECT_NEAR(loss, ref.loss, 1e-5 * (1.0 + std::abs(ref.loss)));
     EXPECT_EQ(correct, ref.correct);
@@ -522,9 +526,9 @@ TEST(SoftmaxXent, OutOfRangeLabelThrowsInputError) {
   for (int32_t bad : {-1, 3, 100}) {
     std::vector<int32_t> labels = {0, bad};
     int64_t correct = 0;
-    EXPECT_THROW(baton::cpu::softmax_xent(z.data(), labels.data(), d.data(), rows, classes, 1.0f,
-                                          &correct),
-                 baton::InputError)
+    EXPECT_THROW(
+        baton::cpu::softmax_xent(z.data(), labels.data(), d.data(), rows, classes, 1.0f, &correct),
+        baton::InputError)
         << "label " << bad;
   }
 }
@@ -580,9 +584,9 @@ TEST(OptimKernels, SgdUpdateMatchesReference) {
     double momentum, wd;
     bool nesterov;
   };
-  for (Variant var : {Variant{0.0, 0.0, false}, Variant{0.0, 0.1, false}, Variant{0.9, 0.0, false},
-                      Variant{0.9, 0.05, false}, Variant{0.8, 0.0, true},
-                      Variant{0.9, 0.01, true}}) {
+  for (Variant var :
+       {Variant{0.0, 0.0, false}, Variant{0.0, 0.1, false}, Variant{0.9, 0.0, false},
+        Variant{0.9, 0.05, false}, Variant{0.8, 0.0, true}, Variant{0.9, 0.01, true}}) {
     SCOPED_TRACE(testing::Message() << "momentum=" << var.momentum << " wd=" << var.wd
                                     << " nesterov=" << var.nesterov);
     Rng rng(900);

@@ -4,7 +4,6 @@
 #include <baton/registry.h>
 #include <baton/run_config.h>
 #include <baton/trainer.h>
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -40,8 +39,11 @@ class TrainerTest : public ::testing::Test {
         {"model", {{"type", "mlp"}, {"layers", {8, 16, 3}}, {"activation", "tanh"}}},
         {"data",
          {{"train",
-           {{"type", "synthetic_classification"}, {"features", 8}, {"classes", 3},
-            {"samples", 96}, {"seed", 11}}},
+           {{"type", "synthetic_classification"},
+            {"features", 8},
+            {"classes", 3},
+            {"samples", 96},
+            {"seed", 11}}},
           {"shuffle_buffer", 1000}}},
         {"optimizer", {{"type", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}}},
         {"train", {{"epochs", 2}, {"global_batch_size", 16}, {"log_every_steps", 1}}},
@@ -69,8 +71,8 @@ class TrainerTest : public ::testing::Test {
 // kernels or the update): make sure that was intended, then re-record.
 TEST_F(TrainerTest, GoldenFirstTenLosses) {
   const std::vector<double> golden = {
-      2.6163886561989784, 1.7473855391144753, 0.6036343537271023, 0.27893833350390196,
-      0.23530017212033272, 0.11811234650667757, 0.07025311354664154, 0.05951196086243726,
+      2.6163886561989784,   1.7473855391144753,  0.6036343537271023,  0.27893833350390196,
+      0.23530017212033272,  0.11811234650667757, 0.07025311354664154, 0.05951196086243726,
       0.029922660054580774, 0.013113125663949177};
   TrainSummary s = train(config(tiny()), {});
   ASSERT_GE(s.step_losses.size(), golden.size());

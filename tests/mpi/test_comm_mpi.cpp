@@ -6,10 +6,9 @@
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1
 #endif
-#include <mpi.h>
-
 #include <baton/comm_mpi.h>
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <chrono>
 #include <cmath>
@@ -41,7 +40,8 @@ void expect_values(const float* got, int64_t count, Want want, const std::string
   }
   if (bad > 0) {
     ADD_FAILURE() << "rank " << g_rank << ": " << what << ": " << bad << " of " << count
-                  << " wrong; first at " << first << ": got " << got[first] << ", want " << want(first);
+                  << " wrong; first at " << first << ": got " << got[first] << ", want "
+                  << want(first);
   }
 }
 
@@ -103,7 +103,8 @@ TEST_P(MpiComm, Describe) {
   MpiCommunicator comm = make();
   EXPECT_EQ(comm.rank(), g_rank);
   EXPECT_EQ(comm.size(), g_size);
-  EXPECT_EQ(comm.describe(), std::string("mpi/") + comm_algorithm_name(GetParam().options.algorithm));
+  EXPECT_EQ(comm.describe(),
+            std::string("mpi/") + comm_algorithm_name(GetParam().options.algorithm));
 }
 
 TEST_P(MpiComm, AllreduceSumMeanMaxMin) {
@@ -113,19 +114,23 @@ TEST_P(MpiComm, AllreduceSumMeanMaxMin) {
     const std::string at = " count " + std::to_string(count);
     auto v = ramp(count, g_rank);
     comm.allreduce(v.data(), count, ReduceOp::kSum);
-    expect_values(v.data(), count, [&](int64_t i) { return n * half(i) + n * (n - 1) / 2; }, "sum" + at);
+    expect_values(
+        v.data(), count, [&](int64_t i) { return n * half(i) + n * (n - 1) / 2; }, "sum" + at);
 
     v = ramp(count, g_rank);
     comm.allreduce(v.data(), count, ReduceOp::kMean);
-    expect_values(v.data(), count, [&](int64_t i) { return half(i) + (n - 1) / 2; }, "mean" + at);
+    expect_values(
+        v.data(), count, [&](int64_t i) { return half(i) + (n - 1) / 2; }, "mean" + at);
 
     v = ramp(count, g_rank);
     comm.allreduce(v.data(), count, ReduceOp::kMax);
-    expect_values(v.data(), count, [&](int64_t i) { return half(i) + (n - 1); }, "max" + at);
+    expect_values(
+        v.data(), count, [&](int64_t i) { return half(i) + (n - 1); }, "max" + at);
 
     v = ramp(count, g_rank);
     comm.allreduce(v.data(), count, ReduceOp::kMin);
-    expect_values(v.data(), count, [&](int64_t i) { return half(i); }, "min" + at);
+    expect_values(
+        v.data(), count, [&](int64_t i) { return half(i); }, "min" + at);
   }
 }
 
@@ -138,16 +143,22 @@ TEST_P(MpiComm, ReduceScatter) {
     // Rank r's block b holds r + b + i/2.
     std::vector<float> in(static_cast<size_t>(count * g_size));
     for (int b = 0; b < g_size; ++b) {
-      for (int64_t i = 0; i < count; ++i) in[static_cast<size_t>(b * count + i)] = static_cast<float>(g_rank + b) + half(i);
+      for (int64_t i = 0; i < count; ++i)
+        in[static_cast<size_t>(b * count + i)] = static_cast<float>(g_rank + b) + half(i);
     }
     std::vector<float> out(static_cast<size_t>(count), -7.0f);
     comm.reduce_scatter(in.data(), out.data(), count, ReduceOp::kSum);
-    expect_values(out.data(), count, [&](int64_t i) { return n * (n - 1) / 2 + n * q + n * half(i); },
-                  "reduce_scatter sum" + at);
+    expect_values(
+        out.data(), count, [&](int64_t i) { return n * (n - 1) / 2 + n * q + n * half(i); },
+        "reduce_scatter sum" + at);
     comm.reduce_scatter(in.data(), out.data(), count, ReduceOp::kMean);
-    expect_values(out.data(), count, [&](int64_t i) { return (n - 1) / 2 + q + half(i); }, "reduce_scatter mean" + at);
+    expect_values(
+        out.data(), count, [&](int64_t i) { return (n - 1) / 2 + q + half(i); },
+        "reduce_scatter mean" + at);
     comm.reduce_scatter(in.data(), out.data(), count, ReduceOp::kMax);
-    expect_values(out.data(), count, [&](int64_t i) { return (n - 1) + q + half(i); }, "reduce_scatter max" + at);
+    expect_values(
+        out.data(), count, [&](int64_t i) { return (n - 1) + q + half(i); },
+        "reduce_scatter max" + at);
   }
 }
 
@@ -158,16 +169,18 @@ TEST_P(MpiComm, Allgather) {
     const auto in = ramp(count, 2 * g_rank);
     std::vector<float> out(static_cast<size_t>(count * g_size), -7.0f);
     comm.allgather(in.data(), out.data(), count);
-    expect_values(out.data(), count * g_size,
-                  [&](int64_t j) { return 2.0 * static_cast<double>(j / count) + half(j % count); },
-                  "allgather" + at);
+    expect_values(
+        out.data(), count * g_size,
+        [&](int64_t j) { return 2.0 * static_cast<double>(j / count) + half(j % count); },
+        "allgather" + at);
     // In place: this rank's block of out is the input.
     std::vector<float> inplace(static_cast<size_t>(count * g_size), -7.0f);
     std::copy(in.begin(), in.end(), inplace.begin() + static_cast<std::ptrdiff_t>(g_rank * count));
     comm.allgather(inplace.data() + g_rank * count, inplace.data(), count);
-    expect_values(inplace.data(), count * g_size,
-                  [&](int64_t j) { return 2.0 * static_cast<double>(j / count) + half(j % count); },
-                  "allgather in place" + at);
+    expect_values(
+        inplace.data(), count * g_size,
+        [&](int64_t j) { return 2.0 * static_cast<double>(j / count) + half(j % count); },
+        "allgather in place" + at);
   }
 }
 
@@ -175,10 +188,12 @@ TEST_P(MpiComm, BroadcastFromEveryRoot) {
   MpiCommunicator comm = make();
   for (int64_t count : counts()) {
     for (int root = 0; root < g_size; ++root) {
-      std::vector<float> v = g_rank == root ? ramp(count, root) : std::vector<float>(static_cast<size_t>(count), -7.0f);
+      std::vector<float> v = g_rank == root ? ramp(count, root)
+                                            : std::vector<float>(static_cast<size_t>(count), -7.0f);
       comm.broadcast(v.data(), count, root);
-      expect_values(v.data(), count, [&](int64_t i) { return root + half(i); },
-                    "broadcast from " + std::to_string(root) + " count " + std::to_string(count));
+      expect_values(
+          v.data(), count, [&](int64_t i) { return root + half(i); },
+          "broadcast from " + std::to_string(root) + " count " + std::to_string(count));
     }
   }
 }
@@ -195,8 +210,9 @@ TEST_P(MpiComm, SendRecvTokenRing) {
       v = ramp(count, 0);
       comm.send(v.data(), count, next);
       comm.recv(v.data(), count, prev);
-      expect_values(v.data(), count, [&](int64_t i) { return half(i) + (g_size - 1); },
-                    "token ring count " + std::to_string(count));
+      expect_values(
+          v.data(), count, [&](int64_t i) { return half(i) + (g_size - 1); },
+          "token ring count " + std::to_string(count));
     } else {
       comm.recv(v.data(), count, prev);
       for (auto& x : v) x += 1.0f;
@@ -212,8 +228,9 @@ TEST_P(MpiComm, SendrecvRing) {
     const auto out = ramp(count, g_rank);
     std::vector<float> in(static_cast<size_t>(count), -7.0f);
     comm.sendrecv(out.data(), count, next, in.data(), count, prev);
-    expect_values(in.data(), count, [&](int64_t i) { return prev + half(i); },
-                  "sendrecv count " + std::to_string(count));
+    expect_values(
+        in.data(), count, [&](int64_t i) { return prev + half(i); },
+        "sendrecv count " + std::to_string(count));
   }
   // Unequal counts: rank r sends r + 5 floats (more than one piece when
   // pieces are 3 floats) and receives its predecessor's prev + 5.
@@ -221,7 +238,8 @@ TEST_P(MpiComm, SendrecvRing) {
   const auto out = ramp(send_count, g_rank);
   std::vector<float> in(static_cast<size_t>(recv_count), -7.0f);
   comm.sendrecv(out.data(), send_count, next, in.data(), recv_count, prev);
-  expect_values(in.data(), recv_count, [&](int64_t i) { return prev + half(i); }, "sendrecv unequal counts");
+  expect_values(
+      in.data(), recv_count, [&](int64_t i) { return prev + half(i); }, "sendrecv unequal counts");
   // Nothing one way: rank r sends nothing and receives nothing, in a ring.
   comm.sendrecv(nullptr, 0, next, nullptr, 0, prev);
 }
@@ -233,7 +251,8 @@ TEST_P(MpiComm, Barrier) {
   const auto t0 = std::chrono::steady_clock::now();
   if (g_rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   comm.barrier();
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(waited, 0.09) << "rank " << g_rank << " left the barrier early";
 }
 
@@ -266,7 +285,8 @@ TEST_P(MpiComm, LinkStatsRecorded) {
     EXPECT_EQ(links[0].num_bytes, (2 * (g_size - 1) * bytes + g_size / 2) / g_size);
   } else {
     // A real ring moves at least that much from every rank.
-    EXPECT_GE(total, 2 * (g_size - 1) * bytes / g_size - static_cast<int64_t>(sizeof(float)) * g_size);
+    EXPECT_GE(total,
+              2 * (g_size - 1) * bytes / g_size - static_cast<int64_t>(sizeof(float)) * g_size);
   }
 
   // The other collectives record estimated figures.
@@ -429,8 +449,8 @@ int main(int argc, char** argv) {
   baton::g_rank = mpi.world_rank();
   baton::g_size = mpi.world_size();
   if (baton::g_rank == 0) {
-    std::printf("MPI: %s; %d ranks; thread level %s\n", mpi.library_version().c_str(), baton::g_size,
-                baton::MpiRuntime::thread_level_name(mpi.thread_level()));
+    std::printf("MPI: %s; %d ranks; thread level %s\n", mpi.library_version().c_str(),
+                baton::g_size, baton::MpiRuntime::thread_level_name(mpi.thread_level()));
   } else {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
@@ -440,6 +460,7 @@ int main(int argc, char** argv) {
   // Every rank exits with the same status: failed if any rank failed.
   int any = mine;
   MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (baton::g_rank == 0 && any != 0 && mine == 0) std::printf("FAILED on another rank (see its output above)\n");
+  if (baton::g_rank == 0 && any != 0 && mine == 0)
+    std::printf("FAILED on another rank (see its output above)\n");
   return any;
 }

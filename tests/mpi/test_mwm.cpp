@@ -6,7 +6,6 @@
 #include <baton/registry.h>
 #include <baton/run_config.h>
 #include <baton/trainer.h>
-
 #include <gtest/gtest.h>
 
 #define OMPI_SKIP_MPICXX 1
@@ -22,8 +21,11 @@ nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimiz
           {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
           {"data",
            {{"train",
-             {{"type", "synthetic_classification"}, {"features", 12}, {"classes", 5},
-              {"samples", 300}, {"seed", 9}}},
+             {{"type", "synthetic_classification"},
+              {"features", 12},
+              {"classes", 5},
+              {"samples", 300},
+              {"seed", 9}}},
             {"shuffle_buffer", 1000}}},
           {"optimizer", optimizer},
           {"train", {{"epochs", 2}, {"global_batch_size", batch}, {"log_every_steps", 5}}},
@@ -58,10 +60,11 @@ TEST(MultiWorkerMirrored, RanksMatchOneDeviceAndEachOther) {
       for (const char* algorithm : {"native", "ring", "hierarchical"}) {
         TrainSummary one_s, many_s;
         const auto one = train(doc({{"type", "one_device"}}, opt, batch), registry, &one_s);
-        const auto many = train(doc({{"type", "multi_worker_mirrored"},
-                                     {"allreduce", {{"algorithm", algorithm}, {"bucket_mb", 0.0005}}}},
-                                    opt, batch),
-                                registry, &many_s);
+        const auto many =
+            train(doc({{"type", "multi_worker_mirrored"},
+                       {"allreduce", {{"algorithm", algorithm}, {"bucket_mb", 0.0005}}}},
+                      opt, batch),
+                  registry, &many_s);
         ASSERT_EQ(one.size(), many.size());
         EXPECT_EQ(one_s.steps, many_s.steps);
         double worst = 0;
@@ -72,11 +75,13 @@ TEST(MultiWorkerMirrored, RanksMatchOneDeviceAndEachOther) {
         // Every rank holds the same bits as rank 0.
         std::vector<float> root = many;
         MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
-        EXPECT_EQ(root, many) << "rank " << rank << " of " << size << " drifted (" << algorithm << ")";
+        EXPECT_EQ(root, many) << "rank " << rank << " of " << size << " drifted (" << algorithm
+                              << ")";
         // The step losses are the global batch's, the same on every rank.
         ASSERT_EQ(one_s.step_losses.size(), many_s.step_losses.size());
         for (size_t i = 0; i < one_s.step_losses.size(); ++i) {
-          EXPECT_NEAR(many_s.step_losses[i], one_s.step_losses[i], 1e-4 * (1 + one_s.step_losses[i]));
+          EXPECT_NEAR(many_s.step_losses[i], one_s.step_losses[i],
+                      1e-4 * (1 + one_s.step_losses[i]));
         }
       }
     }

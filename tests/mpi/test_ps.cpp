@@ -10,7 +10,6 @@
 #include <baton/registry.h>
 #include <baton/run_config.h>
 #include <baton/trainer.h>
-
 #include <gtest/gtest.h>
 
 #define OMPI_SKIP_MPICXX 1
@@ -39,8 +38,11 @@ nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimiz
           {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
           {"data",
            {{"train",
-             {{"type", "synthetic_classification"}, {"features", 12}, {"classes", 5},
-              {"samples", 300}, {"seed", 9}}},
+             {{"type", "synthetic_classification"},
+              {"features", 12},
+              {"classes", 5},
+              {"samples", 300},
+              {"seed", 9}}},
             {"shuffle_buffer", 1000}}},
           {"optimizer", optimizer},
           {"train", {{"epochs", 2}, {"global_batch_size", batch}, {"log_every_steps", 5}}},
@@ -69,9 +71,9 @@ TEST(ParameterServer, AsyncDigitsReaches90Percent) {
   registry.load_plugin_dir(BATON_PLUGIN_DIR);
   const int num_ps = world_size() >= 4 ? 2 : 1;
   ASSERT_GE(workers(num_ps), 1);
-  RunConfig cfg = load_run_config(std::string(BATON_SOURCE_DIR) +
-                                      "/resources/examples/parameter_server.json",
-                                  {"strategy.num_ps=" + std::to_string(num_ps)});
+  RunConfig cfg =
+      load_run_config(std::string(BATON_SOURCE_DIR) + "/resources/examples/parameter_server.json",
+                      {"strategy.num_ps=" + std::to_string(num_ps)});
   TrainSummary s;
   (void)train(cfg, registry, &s);
   EXPECT_EQ(s.status, "completed");
@@ -100,12 +102,12 @@ TEST(ParameterServer, SyncMatchesOneDevice) {
         const auto one =
             train(parse_run_config(doc({{"type", "one_device"}}, opt, batch), "ps.json"), registry,
                   &one_s);
-        const auto ps = train(parse_run_config(doc({{"type", "parameter_server"},
-                                                    {"num_ps", num_ps},
-                                                    {"mode", "sync"}},
-                                                   opt, batch),
-                                               "ps.json"),
-                              registry, &ps_s);
+        const auto ps =
+            train(parse_run_config(
+                      doc({{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "sync"}}, opt,
+                          batch),
+                      "ps.json"),
+                  registry, &ps_s);
         if (world_rank() >= workers(num_ps)) continue;  // a server: nothing trained here
         ASSERT_EQ(one.size(), ps.size());
         EXPECT_EQ(one_s.steps, ps_s.steps);
@@ -139,17 +141,17 @@ TEST(ParameterServer, NumPsLeavingNoWorkerIsAnInputError) {
     }
   }
   // Unknown keys (the allreduce block) and bad modes are refused by the parser.
-  EXPECT_THROW(parse_run_config(doc({{"type", "parameter_server"},
-                                     {"allreduce", {{"algorithm", "ring"}}}},
-                                    opt, 32),
-                                "ps.json"),
-               InputError);
+  EXPECT_THROW(
+      parse_run_config(
+          doc({{"type", "parameter_server"}, {"allreduce", {{"algorithm", "ring"}}}}, opt, 32),
+          "ps.json"),
+      InputError);
   EXPECT_THROW(parse_run_config(doc({{"type", "parameter_server"}, {"mode", "eventual"}}, opt, 32),
                                 "ps.json"),
                InputError);
-  EXPECT_THROW(parse_run_config(doc({{"type", "parameter_server"}, {"num_ps", 0}}, opt, 32),
-                                "ps.json"),
-               InputError);
+  EXPECT_THROW(
+      parse_run_config(doc({{"type", "parameter_server"}, {"num_ps", 0}}, opt, 32), "ps.json"),
+      InputError);
 }
 
 }  // namespace

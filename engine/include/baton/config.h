@@ -4,12 +4,11 @@
 //   run.json: optimizer.lr: expected a number > 0, got -1
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>

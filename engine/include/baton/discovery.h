@@ -9,9 +9,8 @@
 // topology) are RuntimeError.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,10 +54,10 @@ struct GpuLink {
 
 struct HostInfo {
   std::string hostname;
-  std::string cpu_model;     // "unknown" when hwloc and /proc/cpuinfo do not say
-  int packages = 0;          // sockets
-  int cores = 0;             // physical cores
-  int threads = 0;           // hardware threads (PUs)
+  std::string cpu_model;  // "unknown" when hwloc and /proc/cpuinfo do not say
+  int packages = 0;       // sockets
+  int cores = 0;          // physical cores
+  int threads = 0;        // hardware threads (PUs)
   int numa_nodes = 0;
   uint64_t memory_bytes = 0;  // RAM in all NUMA nodes
   // cpu:0 .. cpu:<cores-1>, one per physical core, then cuda:0 .. cuda:<n-1>.

@@ -87,10 +87,10 @@ class Linear final : public Layer {
   bool has_bias_;
   Param w_, b_;
   const Tensor* x_ = nullptr;
-  Tensor pre_;  // (batch, out) pre-activation, kept only for GELU
-  Tensor y_;    // (batch, out)
-  Tensor dpre_; // (batch, out)
-  Tensor dx_;   // (batch, in)
+  Tensor pre_;   // (batch, out) pre-activation, kept only for GELU
+  Tensor y_;     // (batch, out)
+  Tensor dpre_;  // (batch, out)
+  Tensor dx_;    // (batch, in)
 };
 
 class ActivationLayer final : public Layer {
@@ -185,9 +185,9 @@ class BatchNorm : public Layer {
   Param gain_, bias_;
   Tensor running_mean_, running_var_;
   Tensor mean_, rstd_, xhat_, y_, dx_;
-  Tensor stats_;           // (2F + 1): the collectives' buffer, planned
-  int64_t features_ = 0;   // F, from plan()
-  float global_rows_ = 0;  // rows of the (global) batch in the last training forward
+  Tensor stats_;              // (2F + 1): the collectives' buffer, planned
+  int64_t features_ = 0;      // F, from plan()
+  float global_rows_ = 0;     // rows of the (global) batch in the last training forward
   bool batch_stats_ = false;  // the last forward normalised with batch statistics
 };
 

@@ -11,9 +11,9 @@
 namespace baton {
 
 struct LossResult {
-  double loss_sum = 0.0;   // summed over the batch rows
-  int64_t correct = 0;     // correct argmax predictions (classification)
-  int64_t count = 0;       // rows
+  double loss_sum = 0.0;  // summed over the batch rows
+  int64_t correct = 0;    // correct argmax predictions (classification)
+  int64_t count = 0;      // rows
 };
 
 class Loss {

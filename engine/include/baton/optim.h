@@ -59,7 +59,7 @@ struct ScheduleOptions {
   int64_t warmup_steps = 0;
   int64_t step_size = 1000;  // step: multiply by gamma every step_size steps
   float gamma = 0.1f;
-  float min_lr = 0.0f;       // cosine floor
+  float min_lr = 0.0f;  // cosine floor
 };
 
 ScheduleOptions parse_schedule(const ConfigNode& node);

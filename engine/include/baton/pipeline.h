@@ -56,7 +56,7 @@ struct Batch {
   int64_t rows = 0;             // rows of this shard in this batch (may be 0)
   int64_t global_rows = 0;      // rows of the whole global batch
   int64_t epoch = 0;
-  int64_t index = 0;            // batch index within the epoch
+  int64_t index = 0;  // batch index within the epoch
 };
 
 class Pipeline {
@@ -105,11 +105,11 @@ class Pipeline {
   std::vector<Batch> slots_;
   std::vector<int64_t> order_;
   int64_t epoch_ = 0;
-  int64_t next_fill_ = 0;     // next batch index the worker fills
-  int64_t next_take_ = 0;     // next batch index the consumer takes
-  int64_t generation_ = 0;    // bumped by start_epoch; the worker drops stale work
+  int64_t next_fill_ = 0;   // next batch index the worker fills
+  int64_t next_take_ = 0;   // next batch index the consumer takes
+  int64_t generation_ = 0;  // bumped by start_epoch; the worker drops stale work
   bool stop_ = false;
-  bool started_ = false;      // an epoch has been started
+  bool started_ = false;  // an epoch has been started
   bool worker_busy_ = false;
   std::exception_ptr error_;  // a read that failed on the worker, rethrown by next()
   std::thread thread_;

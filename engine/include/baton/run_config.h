@@ -8,18 +8,17 @@
 #include <baton/optim.h>
 #include <baton/pipeline.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 namespace baton {
 
 struct DataConfig {
-  nlohmann::json train;                     // dataset object, {"type": ..., ...}
-  std::optional<nlohmann::json> validation; // a separate validation dataset, or
-  double validation_split = 0.0;            // a fraction of train held out
+  nlohmann::json train;                      // dataset object, {"type": ..., ...}
+  std::optional<nlohmann::json> validation;  // a separate validation dataset, or
+  double validation_split = 0.0;             // a fraction of train held out
   uint64_t split_seed = 0;
   bool standardize = false;  // per-feature, from training-split statistics
   int64_t shuffle_buffer = 0;

@@ -14,13 +14,12 @@
 // emitting thread (the UI hops to its own thread itself).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
 #include <vector>
