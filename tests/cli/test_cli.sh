@@ -178,29 +178,29 @@ check bench-no-subcommand 2 "" -- "$BATON" bench
 # The MPI backend under mpirun (the default backend inside an MPI job).
 if command -v mpirun >/dev/null 2>&1; then
   for algorithm in native ring; do
-    if OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    if ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
          mpirun -n 2 --oversubscribe --bind-to none "$BATON" bench allreduce --algorithm "$algorithm" \
          --min-bytes 4 --max-bytes 262144 --step-factor 16 --iters 3 --warmup 1 --json 2>"$WORK/bench_mpi.err" |
        bench_json_ok 2 "$algorithm" 4,64,1024,16384,262144
     then pass=$((pass + 1)); else echo "FAIL bench-mpi-$algorithm: bad document or #wrong != 0"; sed 's/^/    /' "$WORK/bench_mpi.err" | head -5; fail=$((fail + 1)); fi
   done
   check bench-mpi-ranks-flag 2 "--ranks: applies to the local backend only" -- \
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
     mpirun -n 2 --oversubscribe --bind-to none "$BATON" bench allreduce --ranks 4
   # parameter_server: 2 workers + 1 ps; the summary reports the staleness.
   PS="$SRC/resources/examples/parameter_server.json"
   check train-ps 0 "staleness +mean [0-9.]+, max [0-9]+" -- \
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
     mpirun -n 3 --oversubscribe --bind-to none "$BATON" train "$PS" --runs-dir "$RUNS" \
     --set train.epochs=3
   # num_ps defaults to TF_CONFIG's ps count: ps 1 (rank 3) serves.
   check train-ps-tf-config 0 "serving ps:1/cpu:0" -- \
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     TF_CONFIG='{"cluster": {"chief": ["a:1"], "worker": ["b:1"], "ps": ["c:1", "d:1"]}}' \
     timeout 120 mpirun -n 4 --oversubscribe --bind-to none -x TF_CONFIG "$BATON" train "$PS" \
     --runs-dir "$RUNS" --set strategy.num_ps=null --set train.epochs=1 --events -
   check train-ps-no-worker 2 "strategy.num_ps: 2 parameter server" -- \
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
     mpirun -n 2 --oversubscribe --bind-to none "$BATON" train "$PS" --runs-dir "$RUNS" \
     --set strategy.num_ps=2
 else
