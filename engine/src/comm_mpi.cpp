@@ -97,6 +97,16 @@ bool MpiRuntime::is_initialized() {
   return initialized != 0 && finalized == 0;
 }
 
+MpiRuntime::ThreadLevel MpiRuntime::current_thread_level() {
+  if (!is_initialized()) return ThreadLevel::kSingle;
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_MULTIPLE) return ThreadLevel::kMultiple;
+  if (provided >= MPI_THREAD_SERIALIZED) return ThreadLevel::kSerialized;
+  if (provided >= MPI_THREAD_FUNNELED) return ThreadLevel::kFunneled;
+  return ThreadLevel::kSingle;
+}
+
 MpiRuntime::MpiRuntime() { init(nullptr, nullptr); }
 MpiRuntime::MpiRuntime(int* argc, char*** argv) { init(argc, argv); }
 

@@ -56,12 +56,15 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     if (!multi) {
       const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
       s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
+    } else {
+      s.replicas = static_cast<int>(node.integer_or("replicas_per_worker", 1, 1, 1024));
     }
     ConfigNode ar = node.child_or_empty("allreduce");
     s.backend = multi ? ar.choice_or("backend", "mpi", {"mpi"})
                       : ar.choice_or("backend", "local", {"local"});
     s.algorithm = ar.choice_or("algorithm", "native", {"native", "ring", "hierarchical"});
     s.bucket_bytes = static_cast<int64_t>(ar.positive_or("bucket_mb", 25.0) * (1 << 20));
+    s.overlap = ar.boolean_or("overlap", true);
     s.timeout_ms = static_cast<int64_t>(ar.positive_or("timeout_s", 300.0) * 1000.0);
     ar.finish();
   }

@@ -12,15 +12,17 @@
 
 namespace baton {
 
-MirroredStrategy::MirroredStrategy(int replicas, const CommOptions& comm, int64_t bucket_bytes)
-    : replicas_(replicas), buckets_(std::make_unique<GradientBuckets>(bucket_bytes)) {
+MirroredStrategy::MirroredStrategy(int replicas, const CommOptions& comm, GradientOptions grads)
+    : replicas_(replicas), grads_(grads) {
   if (replicas < 1) throw InputError("mirrored: replicas must be >= 1");
   group_ = std::make_unique<LocalGroup>(replicas, comm);
   pool_ = std::make_unique<ReplicaPool>(replicas, [this] { group_->abort(); });
-  flat_.resize(replicas);
 }
 
-MirroredStrategy::~MirroredStrategy() = default;
+MirroredStrategy::~MirroredStrategy() {
+  // The communication threads first: they use the group.
+  reducer_.reset();
+}
 
 std::vector<std::string> MirroredStrategy::devices() const {
   std::vector<std::string> d;
@@ -36,12 +38,27 @@ void MirroredStrategy::run(const std::function<void(const ReplicaContext&)>& ste
   pool_->run([&](int r) { step_fn(ReplicaContext{r, replicas_}); });
 }
 
+void MirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                                      bool overlap_allowed) {
+  std::vector<Communicator*> comms;
+  for (int r = 0; r < replicas_; ++r) comms.push_back(&group_->rank(r));
+  reducer_ = std::make_unique<GradientReducer>(grads_.bucket_bytes,
+                                               grads_.overlap && overlap_allowed && replicas_ > 1,
+                                               [this] { group_->abort(); });
+  reducer_->bind(per_replica, std::move(comms));
+}
+
+bool MirroredStrategy::overlaps_backward() const { return reducer_ && reducer_->overlap(); }
+
+void MirroredStrategy::gradients_ready(int r, size_t from) { reducer_->ready(r, from); }
+
 void MirroredStrategy::reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) {
-  if (!buckets_->planned()) {
-    const int64_t largest = buckets_->plan(per_replica[0]);
-    for (auto& f : flat_) f.assign(static_cast<size_t>(largest), 0.0f);
+  if (!reducer_) bind_gradients(per_replica, false);
+  if (reducer_->overlap()) {
+    for (int r = 0; r < replicas_; ++r) reducer_->wait(r);
+  } else {
+    pool_->run([&](int r) { reducer_->reduce(r); });
   }
-  pool_->run([&](int r) { buckets_->allreduce(per_replica[r], group_->rank(r), flat_[r].data()); });
 }
 
 void MirroredStrategy::apply_updates(const PerReplica<std::vector<Param*>>& /*per_replica*/,
@@ -59,8 +76,8 @@ std::vector<LinkSample> MirroredStrategy::drain_links() {
 }
 
 CentralStorageStrategy::CentralStorageStrategy(int replicas, const CommOptions& comm,
-                                               int64_t bucket_bytes)
-    : MirroredStrategy(replicas, comm, bucket_bytes) {}
+                                               GradientOptions grads)
+    : MirroredStrategy(replicas, comm, grads) {}
 
 void CentralStorageStrategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                                            const std::function<void(int)>& apply) {

@@ -1,51 +1,120 @@
-// MultiWorkerMirroredStrategy: one replica per process, gradients allreduced
-// over a communicator that spans the processes (MPI).
+// MultiWorkerMirroredStrategy: one process per MPI rank, one or more
+// replicas (threads) per process, gradients allreduced over a communicator
+// that spans the processes (MPI), nested inside a LocalGroup when a process
+// holds several replicas.
 #include <baton/comm.h>
+#include <baton/comm_nested.h>
 #include <baton/error.h>
 #include <baton/strategy.h>
 
 #include "gradient_buckets.h"
+#include "replica_pool.h"
 
 namespace baton {
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm,
-                                                         int64_t bucket_bytes)
-    : comm_(std::move(comm)), buckets_(std::make_unique<GradientBuckets>(bucket_bytes)) {}
+                                                         int local_replicas,
+                                                         GradientOptions grads,
+                                                         const CommOptions& local)
+    : local_(local_replicas), grads_(grads) {
+  if (local_replicas < 1) throw InputError("multi_worker_mirrored: replicas_per_worker must be >= 1");
+  if (local_ == 1) {
+    comm_ = std::move(comm);
+    return;
+  }
+  // Inside a process the replicas share memory: the native local
+  // collectives, whatever algorithm the processes use between them.
+  CommOptions inner = local;
+  inner.algorithm = CommAlgorithm::kNative;
+  nested_ = std::make_unique<NestedGroup>(std::move(comm), local_, inner);
+  pool_ = std::make_unique<ReplicaPool>(local_, [this] { nested_->abort(); });
+}
 
-MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
+  // The communication threads first: they use the communicators.
+  reducer_.reset();
+}
 
-int MultiWorkerMirroredStrategy::num_replicas() const { return comm_->size(); }
+Communicator& MultiWorkerMirroredStrategy::outer() const {
+  return nested_ ? nested_->outer() : *comm_;
+}
 
-int MultiWorkerMirroredStrategy::first_replica() const { return comm_->rank(); }
+Communicator& MultiWorkerMirroredStrategy::handle(int r) const {
+  return nested_ ? nested_->rank(r) : *comm_;
+}
+
+int MultiWorkerMirroredStrategy::num_replicas() const { return outer().size() * local_; }
+
+int MultiWorkerMirroredStrategy::first_replica() const { return outer().rank() * local_; }
+
+bool MultiWorkerMirroredStrategy::is_chief() const { return outer().rank() == 0; }
 
 std::vector<std::string> MultiWorkerMirroredStrategy::devices() const {
-  return {"worker:" + std::to_string(comm_->rank()) + "/cpu:0"};
+  std::vector<std::string> d;
+  for (int r = 0; r < local_; ++r) {
+    d.push_back("worker:" + std::to_string(outer().rank()) + "/cpu:" + std::to_string(r));
+  }
+  return d;
 }
 
 void MultiWorkerMirroredStrategy::run(const std::function<void(const ReplicaContext&)>& step_fn) {
-  step_fn(ReplicaContext{0, comm_->size()});
+  if (!pool_) {
+    step_fn(ReplicaContext{0, num_replicas()});
+    return;
+  }
+  pool_->run([&](int r) { step_fn(ReplicaContext{r, num_replicas()}); });
 }
 
 double MultiWorkerMirroredStrategy::reduce(ReduceOp op, const PerReplica<double>& values) const {
   // This process's share first, then across the processes.
-  float v =
-      static_cast<float>(Strategy::reduce(op == ReduceOp::kMean ? ReduceOp::kSum : op, values));
-  comm_->allreduce(&v, 1, op == ReduceOp::kMean ? ReduceOp::kSum : op);
+  const ReduceOp inner = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  auto v = static_cast<float>(Strategy::reduce(inner, values));
+  outer().allreduce(&v, 1, inner);
   return op == ReduceOp::kMean ? v / num_replicas() : v;
 }
 
+void MultiWorkerMirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                                                 bool overlap_allowed) {
+  std::vector<Communicator*> comms;
+  for (int r = 0; r < local_; ++r) comms.push_back(&handle(r));
+  std::function<void()> on_failure;
+  if (nested_) on_failure = [this] { nested_->abort(); };
+  reducer_ = std::make_unique<GradientReducer>(
+      grads_.bucket_bytes, grads_.overlap && overlap_allowed && num_replicas() > 1, on_failure);
+  reducer_->bind(per_replica, std::move(comms));
+}
+
+bool MultiWorkerMirroredStrategy::overlaps_backward() const {
+  return reducer_ && reducer_->overlap();
+}
+
+void MultiWorkerMirroredStrategy::gradients_ready(int r, size_t from) { reducer_->ready(r, from); }
+
 void MultiWorkerMirroredStrategy::reduce_gradients(
     const PerReplica<std::vector<Param*>>& per_replica) {
-  if (!buckets_->planned()) flat_.assign(static_cast<size_t>(buckets_->plan(per_replica[0])), 0.0f);
-  buckets_->allreduce(per_replica[0], *comm_, flat_.data());
+  if (!reducer_) bind_gradients(per_replica, false);
+  if (reducer_->overlap()) {
+    for (int r = 0; r < local_; ++r) reducer_->wait(r);
+  } else if (pool_) {
+    pool_->run([&](int r) { reducer_->reduce(r); });
+  } else {
+    reducer_->reduce(0);
+  }
 }
 
-Communicator* MultiWorkerMirroredStrategy::replica_communicator(int /*r*/) { return comm_.get(); }
+void MultiWorkerMirroredStrategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                                                const std::function<void(int)>& apply) {
+  if (!pool_) {
+    Strategy::apply_updates(per_replica, apply);
+    return;
+  }
+  pool_->run([&](int r) { apply(r); });
+}
 
 std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() {
-  return comm_->links().drain();
+  return nested_ ? nested_->drain_links() : comm_->links().drain();
 }
 
-std::string MultiWorkerMirroredStrategy::communication() const { return comm_->describe(); }
+std::string MultiWorkerMirroredStrategy::communication() const { return handle(0).describe(); }
 
 }  // namespace baton

@@ -27,6 +27,7 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
   CommOptions comm;
   comm.algorithm = parse_comm_algorithm(s.algorithm);
   comm.timeout_ms = s.timeout_ms;
+  GradientOptions grads{s.bucket_bytes, s.overlap};
   if (s.type == "multi_worker_mirrored") {
 #ifdef BATON_HAVE_MPI
     if (!MpiRuntime::is_initialized()) {
@@ -35,8 +36,18 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
                        "rank: start it with mpirun, e.g. mpirun -n 2 baton train " +
                        file);
     }
+    // Another thread than the main one calls MPI when replicas are threads or
+    // buckets are reduced during backward: that needs MPI_THREAD_SERIALIZED.
+    const bool threads_ok =
+        MpiRuntime::current_thread_level() >= MpiRuntime::ThreadLevel::kSerialized;
+    if (!threads_ok && s.replicas > 1) {
+      throw InputError(file +
+                       ": strategy.replicas_per_worker: several replicas per worker need an MPI "
+                       "with MPI_THREAD_SERIALIZED support; this one has less (use 1)");
+    }
+    grads.overlap = grads.overlap && threads_ok;
     return std::make_unique<MultiWorkerMirroredStrategy>(std::make_unique<MpiCommunicator>(comm),
-                                                         s.bucket_bytes);
+                                                         s.replicas, grads, comm);
 #else
     throw InputError(file +
                      ": strategy.type: multi_worker_mirrored needs MPI, and this build "
@@ -56,17 +67,23 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
     return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", file);
   }
   if (s.type == "central_storage") {
-    return std::make_unique<CentralStorageStrategy>(s.replicas, comm, s.bucket_bytes);
+    return std::make_unique<CentralStorageStrategy>(s.replicas, comm, grads);
   }
-  return std::make_unique<MirroredStrategy>(s.replicas, comm, s.bucket_bytes);
+  return std::make_unique<MirroredStrategy>(s.replicas, comm, grads);
 }
 
 }  // namespace
 
 struct Trainer::Replica {
+  int index = 0;  // local replica index
   std::unique_ptr<Sequential> model;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<Param*> params;
+  // layer_first_param[i]: the index in `params` of layer i's first
+  // parameter; with gradient overlap, backward reports each finished layer
+  // through on_layer_done (built once: the step does not allocate).
+  std::vector<size_t> layer_first_param;
+  std::function<void(size_t)> on_layer_done;
   Tensor doutput;  // (shard batch, outputs)
   LossResult last;
 };
@@ -137,6 +154,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
       registry.model(cfg_.model.at("type").get<std::string>(), model_node);
   for (int r = 0; r < strategy_->local_replicas(); ++r) {
     auto rep = std::make_unique<Replica>();
+    rep->index = r;
     ConfigNode node(cfg_.model, cfg_.file, "model");
     rep->model = factory(node, shape);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);
@@ -154,6 +172,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     replicas_.push_back(std::move(rep));
   }
   model_description_ = replicas_[0]->model->describe();
+  bind_gradients();
 
   if (val_) {
     PipelineOptions vo;
@@ -271,13 +290,40 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
   return path;
 }
 
+void Trainer::bind_gradients() {
+  // A layer that communicates during backward (SyncBatchNorm) shares the
+  // replica's communicator with the bucket reduction: no overlap then.
+  bool layer_communicates = false;
+  for (size_t i = 0; i < replicas_[0]->model->size(); ++i) {
+    layer_communicates = layer_communicates || replicas_[0]->model->layer(i).communicates();
+  }
+  PerReplica<std::vector<Param*>> all;
+  for (auto& rep : replicas_) all.push_back(rep->params);
+  strategy_->bind_gradients(all, !layer_communicates);
+  if (cfg_.strategy.overlap && layer_communicates && strategy_->num_replicas() > 1) {
+    overlap_note_ = "gradient overlap is off: a layer communicates during backward (syncbatchnorm)";
+  }
+  if (!strategy_->overlaps_backward()) return;
+  for (auto& rep : replicas_) {
+    size_t first = 0;
+    for (size_t i = 0; i < rep->model->size(); ++i) {
+      rep->layer_first_param.push_back(first);
+      first += rep->model->layer(i).params().size();
+    }
+    Replica* rp = rep.get();
+    rep->on_layer_done = [this, rp](size_t layer) {
+      strategy_->gradients_ready(rp->index, rp->layer_first_param[layer]);
+    };
+  }
+}
+
 void Trainer::replica_step(int r, const StepInputs& in) {
   Replica& rep = *replicas_[r];
   const Batch& b = *(*in.batches)[r];
   const Tensor& out = rep.model->forward(b.x, in.ctx);
   rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
                             rep.doutput, in.grad_scale);
-  rep.model->backward(rep.doutput);
+  rep.model->backward(rep.doutput, rep.on_layer_done);
   (*in.loss_parts)[r] = rep.last.loss_sum;
   (*in.correct_parts)[r] = static_cast<double>(rep.last.correct);
 }
@@ -362,6 +408,7 @@ TrainSummary Trainer::run() {
   start.start_step = step;
   start.config = cfg_.raw;
   emit(start);
+  if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);
 
   sum.step_losses.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - step)));
   const int nrep = strategy_->local_replicas();

@@ -103,6 +103,63 @@ TEST_F(Strategies, ReplicasMatchOneDevice) {
   }
 }
 
+// Overlapping the bucket allreduces with backward runs the same collectives
+// on the same buffers in the same order as reducing after backward: the
+// parameters must come out bit for bit the same. Tiny buckets (one per
+// parameter) make many collectives overlap.
+TEST_F(Strategies, OverlapGivesTheSameBitsAsReducingAfterBackward) {
+  const Case cases[] = {{"mirrored", 2, "native"}, {"mirrored", 3, "ring"},
+                        {"central_storage", 2, "native"}};
+  for (const Case& c : cases) {
+    std::vector<std::vector<float>> result[2];
+    for (bool overlap : {false, true}) {
+      nlohmann::json st = {
+          {"type", c.type},
+          {"replicas", c.replicas},
+          {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}, {"overlap", overlap}}}};
+      RunConfig cfg = parse_run_config(doc(st, {{"type", "adam"}, {"lr", 0.01}}, 30), "s.json");
+      Telemetry t;
+      TrainOptions opt;
+      opt.run_id = "overlap";
+      Trainer trainer(cfg, registry_, t, opt);
+      EXPECT_EQ(trainer.strategy().overlaps_backward(), overlap) << c.type;
+      EXPECT_EQ(trainer.run().status, "completed");
+      for (int r = 0; r < c.replicas; ++r) {
+        std::vector<float> flat;
+        for (Param* p : trainer.model(r).params()) {
+          flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+        }
+        result[overlap].push_back(std::move(flat));
+      }
+    }
+    EXPECT_EQ(result[1], result[0]) << c.type << " x" << c.replicas << " " << c.algorithm;
+  }
+}
+
+// SyncBatchNorm communicates during backward on the replica's communicator:
+// the strategy then reduces after backward, and the run says why.
+TEST_F(Strategies, SyncBatchNormTurnsOverlapOff) {
+  nlohmann::json d = doc({{"type", "mirrored"}, {"replicas", 2}}, {{"type", "sgd"}, {"lr", 0.1}}, 32);
+  d["model"]["norm"] = "syncbatchnorm";
+  d["train"]["epochs"] = 1;
+  RunConfig cfg = parse_run_config(d, "s.json");
+  std::vector<Event> events;
+  Telemetry t;
+  t.add(std::make_shared<CallbackSink>([&events](const Event& e) { events.push_back(e); }));
+  TrainOptions opt;
+  opt.run_id = "syncbn";
+  Trainer trainer(cfg, registry_, t, opt);
+  EXPECT_FALSE(trainer.strategy().overlaps_backward());
+  EXPECT_EQ(trainer.run().status, "completed");
+  bool said = false;
+  for (const auto& e : events) {
+    if (auto* l = std::get_if<LogEvent>(&e)) {
+      said = said || l->message.find("gradient overlap is off") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(said);
+}
+
 TEST_F(Strategies, MirroredEmitsLinkEvents) {
   std::vector<Event> events;
   train(doc({{"type", "mirrored"}, {"replicas", 2}}, {{"type", "sgd"}, {"lr", 0.1}}, 32), &events);

@@ -88,5 +88,58 @@ TEST(MultiWorkerMirrored, RanksMatchOneDeviceAndEachOther) {
   }
 }
 
+// Several replicas (threads) per rank: the replicas of the whole job, in
+// threads and processes, still equal one device; every replica on every
+// rank holds the same bits; and overlap changes no bit.
+TEST(MultiWorkerMirrored, ReplicasPerWorkerMatchOneDevice) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  TrainSummary one_s;
+  const auto one = train(doc({{"type", "one_device"}}, adam, 30), registry, &one_s);
+  for (int k : {2, 3}) {
+    for (const char* algorithm : {"native", "ring"}) {
+      std::vector<std::vector<float>> per_overlap[2];
+      for (bool overlap : {false, true}) {
+        nlohmann::json st = {
+            {"type", "multi_worker_mirrored"},
+            {"replicas_per_worker", k},
+            {"allreduce",
+             {{"algorithm", algorithm}, {"bucket_mb", 0.0005}, {"overlap", overlap}}}};
+        RunConfig cfg = parse_run_config(doc(st, adam, 30), "mwm.json");
+        Telemetry t;
+        TrainOptions opt;
+        opt.run_id = "mwm-k";
+        Trainer trainer(cfg, registry, t, opt);
+        ASSERT_EQ(trainer.strategy().num_replicas(), size * k);
+        ASSERT_EQ(trainer.strategy().local_replicas(), k);
+        EXPECT_EQ(trainer.strategy().overlaps_backward(), overlap);
+        const TrainSummary s = trainer.run();
+        EXPECT_EQ(s.steps, one_s.steps);
+        for (int r = 0; r < k; ++r) {
+          std::vector<float> flat;
+          for (Param* p : trainer.model(r).params()) {
+            flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+          }
+          per_overlap[overlap].push_back(std::move(flat));
+        }
+        const auto& mine = per_overlap[overlap][0];
+        double worst = 0;
+        for (size_t i = 0; i < one.size(); ++i) {
+          worst = std::max(worst, std::fabs(mine[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+        }
+        EXPECT_LE(worst, 1.0) << "k " << k << " " << algorithm << " overlap " << overlap;
+        for (int r = 1; r < k; ++r) EXPECT_EQ(per_overlap[overlap][r], mine) << "local " << r;
+        std::vector<float> root = mine;
+        MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+        EXPECT_EQ(root, mine) << "k " << k << " " << algorithm << ": drifted from rank 0";
+      }
+      EXPECT_EQ(per_overlap[1], per_overlap[0]) << "k " << k << " " << algorithm;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace baton

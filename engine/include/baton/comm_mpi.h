@@ -85,6 +85,9 @@ class MpiRuntime {
   // Whether MPI is initialised (and not finalised) in this process, by an
   // MpiRuntime or anyone else. Always false in builds without MPI.
   static bool is_initialized();
+  // The thread support of the running MPI (MPI_Query_thread); kSingle when
+  // MPI is not initialised.
+  static ThreadLevel current_thread_level();
 
   // Whether this object called MPI_Init_thread (and so will finalise).
   bool owns_mpi() const { return owns_; }

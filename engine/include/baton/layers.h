@@ -59,6 +59,8 @@ class Layer {
   // set once, before training, by the strategy. Layers that share
   // statistics across replicas (SyncBatchNorm) keep it.
   virtual void attach(Communicator* /*comm*/) {}
+  // Whether the layer uses the attached communicator (in forward/backward).
+  virtual bool communicates() const { return false; }
 
   void set_index(size_t i) { index_ = i; }
   size_t index() const { return index_; }
@@ -177,6 +179,7 @@ class BatchNorm : public Layer {
   void attach(Communicator* comm) override {
     comm_ = stats_scope_ == BatchStats::kGlobal ? comm : nullptr;
   }
+  bool communicates() const override { return comm_ != nullptr; }
 
  private:
   float momentum_, eps_;

@@ -31,10 +31,13 @@ struct DataConfig {
 struct StrategyConfig {
   std::string type = "one_device";
   std::string device = "cpu:0";  // one_device
-  int replicas = 1;              // mirrored, central_storage
+  // mirrored, central_storage: replicas in this process;
+  // multi_worker_mirrored: replicas per worker process (replicas_per_worker)
+  int replicas = 1;
   std::string backend = "local";
   std::string algorithm = "native";
   int64_t bucket_bytes = 25 << 20;
+  bool overlap = true;  // allreduce buckets while backward goes on
   int64_t timeout_ms = 300000;
   // parameter_server: servers (0 = TF_CONFIG's ps count when set, else 1)
   // and "async" | "sync".

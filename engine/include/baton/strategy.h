@@ -18,8 +18,9 @@
 namespace baton {
 class Communicator;
 class LocalGroup;
+class NestedGroup;
 class ReplicaPool;
-class GradientBuckets;
+class GradientReducer;
 struct CommOptions;
 struct LinkSample;
 }  // namespace baton
@@ -44,6 +45,15 @@ struct StalenessStats {
     sum += static_cast<double>(s);
     if (s > max) max = s;
   }
+};
+
+// How gradients are combined: in buckets of at most bucket_bytes (last
+// layers first), and, with overlap, each bucket's allreduce starting as soon
+// as its gradients are final, while backward goes on (PyTorch DDP's
+// default).
+struct GradientOptions {
+  int64_t bucket_bytes = int64_t{25} << 20;
+  bool overlap = true;
 };
 
 struct ReplicaContext {
@@ -89,6 +99,19 @@ class Strategy {
   // per_replica[r] lists replica r's parameters in the same order.
   virtual void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) = 0;
 
+  // Gradient reduction overlapping backward. The trainer calls
+  // bind_gradients once, after building the replicas, with every local
+  // replica's parameters (`overlap_allowed` is false when a layer itself
+  // communicates during backward, as SyncBatchNorm does: one thread at a
+  // time may use a communicator). Then, where overlaps_backward(), backward
+  // calls gradients_ready(r, from) on replica r's thread as soon as
+  // parameters [from, n) of replica r hold final gradients, and
+  // reduce_gradients finishes what those calls started.
+  virtual void bind_gradients(const PerReplica<std::vector<Param*>>& /*per_replica*/,
+                              bool /*overlap_allowed*/) {}
+  virtual bool overlaps_backward() const { return false; }
+  virtual void gradients_ready(int /*r*/, size_t /*from*/) {}
+
   // Applies the optimizer after reduce_gradients; apply(r) updates replica
   // r's copy. The default applies every replica's update in turn.
   virtual void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
@@ -127,16 +150,21 @@ class Strategy {
 
 // One replica per local device, each on its own thread with one BLAS
 // thread; gradients are allreduced over the local communicator in buckets
-// (the last layers' first, as they finish first) and every replica applies
-// the same update to its own copy, so the copies stay identical.
+// (the last layers' first, as they finish first; overlapping backward unless
+// GradientOptions::overlap is off) and every replica applies the same update
+// to its own copy, so the copies stay identical.
 class MirroredStrategy : public Strategy {
  public:
-  MirroredStrategy(int replicas, const CommOptions& comm, int64_t bucket_bytes);
+  MirroredStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
   ~MirroredStrategy() override;
   std::string name() const override { return "mirrored"; }
   int num_replicas() const override { return replicas_; }
   std::vector<std::string> devices() const override;
   void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
+  void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                      bool overlap_allowed) override;
+  bool overlaps_backward() const override;
+  void gradients_ready(int r, size_t from) override;
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
@@ -150,10 +178,10 @@ class MirroredStrategy : public Strategy {
 
  private:
   int replicas_;
-  std::unique_ptr<GradientBuckets> buckets_;
+  GradientOptions grads_;
   std::unique_ptr<LocalGroup> group_;
   std::unique_ptr<ReplicaPool> pool_;
-  std::vector<std::vector<float>> flat_;  // per replica, the largest bucket
+  std::unique_ptr<GradientReducer> reducer_;  // after group_: its threads use the group
 };
 
 // One copy of the parameters in host memory: replicas compute gradients,
@@ -161,36 +189,54 @@ class MirroredStrategy : public Strategy {
 // and the replicas read the new values.
 class CentralStorageStrategy final : public MirroredStrategy {
  public:
-  CentralStorageStrategy(int replicas, const CommOptions& comm, int64_t bucket_bytes);
+  CentralStorageStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
   std::string name() const override { return "central_storage"; }
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
 };
 
-// One process per MPI rank (started by mpirun ... baton train CONFIG), one
-// replica each; gradients allreduced over the MPI communicator in buckets.
-// Rank 0 is the chief: it alone writes checkpoints and run records.
+// One process per MPI rank (started by mpirun ... baton train CONFIG), each
+// with `local_replicas` replicas (threads, one BLAS thread each, as
+// Mirrored); gradients allreduced in buckets (overlapping backward unless
+// GradientOptions::overlap is off) over the MPI communicator, or, with
+// several local replicas, over a NestedGroup: inside the process first, then
+// across processes. Global replica index = rank * local_replicas + local
+// index. Rank 0 is the chief: it alone writes checkpoints and run records.
 class MultiWorkerMirroredStrategy final : public Strategy {
  public:
-  MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm, int64_t bucket_bytes);
+  // `comm` spans the processes; `local` configures the in-process group.
+  MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm, int local_replicas,
+                              GradientOptions grads, const CommOptions& local);
   ~MultiWorkerMirroredStrategy() override;
   std::string name() const override { return "multi_worker_mirrored"; }
   int num_replicas() const override;
-  int local_replicas() const override { return 1; }
+  int local_replicas() const override { return local_; }
   int first_replica() const override;
-  bool is_chief() const override { return first_replica() == 0; }
+  bool is_chief() const override;
   std::vector<std::string> devices() const override;
   void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
   double reduce(ReduceOp op, const PerReplica<double>& values) const override;
+  void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                      bool overlap_allowed) override;
+  bool overlaps_backward() const override;
+  void gradients_ready(int r, size_t from) override;
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
-  Communicator* replica_communicator(int r) override;
+  void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                     const std::function<void(int)>& apply) override;
+  Communicator* replica_communicator(int r) override { return &handle(r); }
   std::vector<LinkSample> drain_links() override;
   std::string communication() const override;
 
  private:
-  std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<GradientBuckets> buckets_;
-  std::vector<float> flat_;
+  Communicator& outer() const;
+  Communicator& handle(int r) const;
+
+  int local_ = 1;
+  GradientOptions grads_;
+  std::unique_ptr<Communicator> comm_;  // local_ == 1
+  std::unique_ptr<NestedGroup> nested_;  // local_ > 1
+  std::unique_ptr<ReplicaPool> pool_;    // local_ > 1
+  std::unique_ptr<GradientReducer> reducer_;
 };
 
 // tf.distribute's ParameterServerStrategy over MPI: the last `num_ps` ranks

@@ -97,6 +97,9 @@ class Trainer {
     bool need_norm;
     double* grad_norm;  // written by replica 0
   };
+  // Plans the strategy's gradient reduction and, with overlap, the
+  // backward hooks.
+  void bind_gradients();
   // Clipping and the optimizer step of replica r.
   void replica_update(int r, const UpdateInputs& in);
   void emit(const Event& e) const { telemetry_.emit(e); }
@@ -116,6 +119,7 @@ class Trainer {
   std::unique_ptr<Pipeline> val_pipeline_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::string model_description_;
+  std::string overlap_note_;  // logged at the start when overlap was turned off
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
 };
