@@ -1,0 +1,33 @@
+// The main window: three views, switched by the side bar and by Ctrl+1/2/3.
+#include <QListWidget>
+#include <QSignalSpy>
+#include <QtTest>
+
+#include "ui/main_window.h"
+
+namespace baton::ui {
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void switches_views() {
+    StudioContext ctx;
+    ctx.plugin_dir = QStringLiteral(BATON_PLUGIN_DIR);
+    ctx.baton_exe = QStringLiteral(BATON_CLI);
+    ctx.examples_dir = QStringLiteral(BATON_SOURCE_DIR "/resources/examples");
+    MainWindow w(ctx);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.show_view(MainWindow::View::kHistory);
+    QCOMPARE(w.current_view(), MainWindow::View::kHistory);
+    QTest::keyClick(&w, Qt::Key_1, Qt::ControlModifier);
+    QCOMPARE(w.current_view(), MainWindow::View::kCluster);
+    QTest::keyClick(&w, Qt::Key_2, Qt::ControlModifier);
+    QCOMPARE(w.current_view(), MainWindow::View::kTrain);
+  }
+};
+
+}  // namespace baton::ui
+
+QTEST_MAIN(baton::ui::MainWindowTest)
+#include "test_main_window.moc"

@@ -1,0 +1,18 @@
+// What the studio's views share, passed explicitly (no global state): where
+// the plugins, the CLI (for mpirun launches), the examples and the history
+// database are.
+#pragma once
+
+#include <QString>
+
+namespace baton::ui {
+
+struct StudioContext {
+  QString plugin_dir;    // model and dataset plugins
+  QString baton_exe;     // the `baton` CLI, started under mpirun for multi-process runs
+  QString examples_dir;  // resources/examples (the default run config)
+  QString history_db;    // the run store; "" = the default ($XDG_DATA_HOME/baton/runs.db)
+  QString runs_dir;      // run directories; "" = the CLI's default
+};
+
+}  // namespace baton::ui
