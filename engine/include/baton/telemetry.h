@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
@@ -99,6 +100,12 @@ using Event = std::variant<RunStartEvent, StepEvent, EpochEvent, LogEvent, Check
                            RunEndEvent, LinkEvent>;
 
 nlohmann::json to_json(const Event& event);
+// Reads an event back from to_json's form (possibly written by another
+// process: a rank under mpirun). Fields it does not know are ignored, and
+// fields left out take their defaults; std::nullopt for a type it does not
+// know or a newer schema ("v" > kTelemetrySchemaVersion). RuntimeError
+// naming the field when a known field has the wrong JSON type.
+std::optional<Event> event_from_json(const nlohmann::json& j);
 const char* event_type(const Event& event);
 const char* log_level_name(LogLevel level);
 
