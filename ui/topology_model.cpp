@@ -6,12 +6,12 @@ TopologyModel::TopologyModel(QObject* parent) : QObject(parent) {}
 
 void TopologyModel::set_strategy(const QString& s) {
   strategy_ = s;
-  emit changed();
+  Q_EMIT changed();
 }
 
 void TopologyModel::set_replica_count(int n) {
   replicas_ = n;
-  emit changed();
+  Q_EMIT changed();
 }
 
 bool TopologyModel::multi_process() const {
