@@ -87,6 +87,8 @@ class LaunchedRun final : public RunController {
   // The mpirun argument list (tests check it).
   QStringList arguments() const;
   QString program() const { return program_; }
+  // The launcher to start instead of "mpirun" (tests: one that is missing).
+  void set_program(const QString& program) { program_ = program; }
 
  private:
   void read_stdout();
