@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName(QStringLiteral("Baton"));
   QCoreApplication::setApplicationName(QStringLiteral("baton-studio"));
-  QApplication::setWindowIcon(QIcon(QStringLiteral(":/baton/icons/baton.svg")));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/baton/icons/baton.png")));
 
   QCommandLineParser cli;
   cli.setApplicationDescription(

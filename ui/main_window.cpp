@@ -26,7 +26,7 @@ namespace baton::ui {
 MainWindow::MainWindow(StudioContext ctx, QWidget* parent)
     : QMainWindow(parent), ctx_(std::move(ctx)) {
   setWindowTitle(tr("Baton Studio"));
-  setWindowIcon(QIcon(QStringLiteral(":/baton/icons/baton.svg")));
+  setWindowIcon(QIcon(QStringLiteral(":/baton/icons/baton.png")));
   topology_ = new TopologyModel(this);
 
   nav_ = new QListWidget;
