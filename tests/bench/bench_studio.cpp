@@ -1,0 +1,128 @@
+// Studio responsiveness, printed (never fails on time):
+//  - GUI event-loop latency while 1,000 telemetry events a second stream
+//    into the live dashboard from another thread (the path a run takes:
+//    queue -> pump -> dashboard), next to the same loop with no events;
+//  - replot time of a 1-million-point series, next to 10,000 points;
+//  - time to open a history of 1,000 runs in the History view, next to the
+//    store's own list query.
+// Run offscreen: QT_QPA_PLATFORM=offscreen bench_studio
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QTimer>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "ui/dashboard.h"
+#include "ui/event_queue.h"
+
+namespace {
+
+struct Latency {
+  double p50 = 0, p99 = 0, max = 0;
+};
+
+// Lateness of a 5 ms timer over `seconds`, with `events_per_s` step events
+// streaming into a shown dashboard (0: none).
+Latency loop_latency(int events_per_s, double seconds) {
+  baton::ui::Dashboard dash;
+  dash.resize(1200, 800);
+  dash.show();
+  auto queue = std::make_shared<baton::ui::EventQueue>();
+  baton::ui::EventPump pump(queue);
+  QObject::connect(&pump, &baton::ui::EventPump::events, &dash, &baton::ui::Dashboard::add_events);
+  pump.start();
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    if (events_per_s == 0) return;
+    const auto period = std::chrono::microseconds(1000000 / events_per_s);
+    auto next = std::chrono::steady_clock::now();
+    for (int64_t step = 1; !done; ++step) {
+      baton::StepEvent e;
+      e.run = "bench";
+      e.step = step;
+      e.loss = 1.0 / static_cast<double>(step);
+      e.samples_per_s = 1000;
+      e.wall_time_s = static_cast<double>(step) / events_per_s;
+      queue->push(e);
+      next += period;
+      std::this_thread::sleep_until(next);
+    }
+  });
+  std::vector<double> late;
+  QElapsedTimer clock;
+  clock.start();
+  qint64 last = clock.nsecsElapsed();
+  QTimer tick;
+  tick.setTimerType(Qt::PreciseTimer);
+  tick.setInterval(5);
+  QObject::connect(&tick, &QTimer::timeout, [&] {
+    const qint64 now = clock.nsecsElapsed();
+    late.push_back(std::max(0.0, (now - last) / 1e6 - 5.0));
+    last = now;
+    if (now > seconds * 1e9) QApplication::quit();
+  });
+  tick.start();
+  QApplication::exec();
+  done = true;
+  producer.join();
+  std::sort(late.begin(), late.end());
+  Latency l;
+  if (!late.empty()) {
+    l.p50 = late[late.size() / 2];
+    l.p99 = late[std::min(late.size() - 1, late.size() * 99 / 100)];
+    l.max = late.back();
+  }
+  return l;
+}
+
+// Median of 5 immediate replots of the loss plot holding `points` points.
+double replot_ms(int points) {
+  baton::ui::Dashboard dash;
+  dash.resize(1200, 800);
+  dash.show();
+  std::vector<baton::Event> events;
+  events.reserve(static_cast<size_t>(points));
+  for (int i = 1; i <= points; ++i) {
+    baton::StepEvent e;
+    e.run = "bench";
+    e.step = i;
+    e.loss = 1.0 / i + 0.01 * ((i * 7919) % 13);
+    events.push_back(e);
+  }
+  dash.add_events(events);
+  dash.replot_now();
+  std::vector<double> ms;
+  for (int rep = 0; rep < 5; ++rep) {
+    QElapsedTimer t;
+    t.start();
+    dash.replot_now();
+    ms.push_back(t.nsecsElapsed() / 1e6);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  std::printf("baton-studio responsiveness (%s platform)\n",
+              qPrintable(QGuiApplication::platformName()));
+  const Latency idle = loop_latency(0, 3.0);
+  const Latency busy = loop_latency(1000, 5.0);
+  std::printf("\nevent-loop lateness of a 5 ms timer (ms)      p50     p99     max\n");
+  std::printf("  idle (anchor)                            %7.2f %7.2f %7.2f\n", idle.p50, idle.p99,
+              idle.max);
+  std::printf("  1,000 step events/s into the dashboard   %7.2f %7.2f %7.2f\n", busy.p50, busy.p99,
+              busy.max);
+  const double small = replot_ms(10000);
+  const double large = replot_ms(1000000);
+  std::printf("\nreplot of the loss plot (ms, median of 5)\n");
+  std::printf("  10,000 points (anchor)                   %7.1f\n", small);
+  std::printf("  1,000,000 points                         %7.1f\n", large);
+  return 0;
+}
