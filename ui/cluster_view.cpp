@@ -188,7 +188,7 @@ void ClusterView::probe_this_host() {
     for (const TopologyHost& h : model_.hosts()) {
       if (!h.local) continue;
       push_host_edit(*undo_stack_, model_, h.id, tr("probe this host"), [&](TopologyHost& x) {
-        x.info = *r.host;
+        x.info = from_host_info(*r.host);
         x.probed = true;
       });
     }

@@ -156,7 +156,7 @@ bool ClusterView::add_probed_hosts(const QByteArray& json, const QStringList& re
     layout.set_state(s);
     const auto& list = doc["hosts"];
     for (size_t i = 0; i < list.size(); ++i) {
-      const HostInfo info = host_info_from_json(list[i]);
+      const TopologyHostInfo info = from_host_info(host_info_from_json(list[i]));
       // Ranks follow the -H list: answer i is about requested name i.
       const QString name = i < static_cast<size_t>(requested.size())
                                ? requested[static_cast<int>(i)]

@@ -9,6 +9,7 @@
 // Read strictly: an unknown key or a wrong value is an InputError naming the
 // file and the key path.
 #include <baton/config.h>
+#include <baton/discovery.h>
 #include <baton/error.h>
 
 #include <QFile>
@@ -44,7 +45,7 @@ nlohmann::json TopologyModel::to_json() const {
                      {"probed", h.probed},
                      {"x", h.pos.x()},
                      {"y", h.pos.y()},
-                     {"probe", baton::to_json(h.info)}});
+                     {"probe", baton::to_json(to_host_info(h.info))}});
   }
   return {{"format", "baton-topology"},
           {"version", kFormatVersion},
@@ -93,7 +94,7 @@ void TopologyModel::load_json(const nlohmann::json& doc, const std::string& sour
     if (!node.has("probe")) node.fail("probe", "the host's probe document (baton probe --json)");
     node.accept("probe");
     try {
-      h.info = host_info_from_json(list[i]["probe"]);
+      h.info = from_host_info(host_info_from_json(list[i]["probe"]));
     } catch (const RuntimeError& e) {
       throw InputError(source + ": " + where + ".probe: " + e.what());
     }

@@ -43,7 +43,8 @@ QString role_name(TaskRole r) { return QString::fromLatin1(baton::to_string(r));
 
 // ---- DeviceItem ----
 
-DeviceItem::DeviceItem(int host_id, const Device& device, int replica_rank, QGraphicsItem* parent)
+DeviceItem::DeviceItem(int host_id, const TopologyDevice& device, int replica_rank,
+                       QGraphicsItem* parent)
     : QGraphicsItem(parent),
       host_id_(host_id),
       name_(QString::fromStdString(device.name)),
@@ -113,7 +114,7 @@ HostItem::HostItem(const TopologyHost& host, const std::vector<Replica>& replica
                         static_cast<double>(problems_.size()) * kLine;
   rect_ = QRectF(0, 0, width, height);
   for (int i = 0; i < n; ++i) {
-    const Device& d = host.info.devices[static_cast<size_t>(i)];
+    const TopologyDevice& d = host.info.devices[static_cast<size_t>(i)];
     int rank = -1;
     for (size_t r = 0; r < replicas.size(); ++r) {
       if (replicas[r].host_id == host.id && replicas[r].device.toStdString() == d.name) {

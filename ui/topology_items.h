@@ -18,7 +18,7 @@ namespace baton::ui {
 class DeviceItem : public QGraphicsItem {
  public:
   static constexpr double kWidth = 68, kHeight = 30;
-  DeviceItem(int host_id, const Device& device, int replica_rank, QGraphicsItem* parent);
+  DeviceItem(int host_id, const TopologyDevice& device, int replica_rank, QGraphicsItem* parent);
   QRectF boundingRect() const override;
   void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
   int host_id() const { return host_id_; }

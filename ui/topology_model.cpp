@@ -19,8 +19,8 @@ const QString kMultiWorker = QStringLiteral("multi_worker_mirrored");
 const QString kParameterServer = QStringLiteral("parameter_server");
 const QString kTpu = QStringLiteral("tpu");
 
-Device cpu_device(int index, int numa_node = -1) {
-  Device d;
+TopologyDevice cpu_device(int index, int numa_node = -1) {
+  TopologyDevice d;
   d.name = "cpu:" + std::to_string(index);
   d.kind = "cpu";
   d.index = index;
@@ -28,8 +28,8 @@ Device cpu_device(int index, int numa_node = -1) {
   return d;
 }
 
-Device cuda_device(int index) {
-  Device d;
+TopologyDevice cuda_device(int index) {
+  TopologyDevice d;
   d.name = "cuda:" + std::to_string(index);
   d.kind = "cuda";
   d.index = index;
@@ -37,7 +37,7 @@ Device cuda_device(int index) {
 }
 
 // Position of `name` among the host's cuda devices (the gpu_links index).
-int cuda_position(const HostInfo& info, const std::string& name) {
+int cuda_position(const TopologyHostInfo& info, const std::string& name) {
   int k = 0;
   for (const auto& d : info.devices) {
     if (d.kind != "cuda") continue;
@@ -56,10 +56,14 @@ LinkClass class_of_gpu_link(const std::string& type) {
 
 }  // namespace
 
-bool TopologyHost::operator==(const TopologyHost& o) const {
-  // HostInfo has no operator==: its probe document stands for it.
-  return id == o.id && name == o.name && port == o.port && role == o.role && probed == o.probed &&
-         local == o.local && pos == o.pos && baton::to_json(info) == baton::to_json(o.info);
+int TopologyHostInfo::cpu_count() const {
+  return static_cast<int>(
+      std::count_if(devices.begin(), devices.end(), [](const auto& d) { return d.kind == "cpu"; }));
+}
+
+int TopologyHostInfo::gpu_count() const {
+  return static_cast<int>(std::count_if(devices.begin(), devices.end(),
+                                        [](const auto& d) { return d.kind == "cuda"; }));
 }
 
 QString to_string(LinkClass c) {
@@ -83,7 +87,7 @@ QString to_string(LinkClass c) {
 TopologyModel::TopologyModel(QObject* parent) : QObject(parent) {
   // No probe yet: this machine as Qt counts its threads. The probe's
   // physical cores replace it (set_local_host) as soon as it is back.
-  HostInfo info;
+  TopologyHostInfo info;
   info.hostname = "localhost";
   info.cpu_model = "unknown";
   info.cores = info.threads = std::max(1, QThread::idealThreadCount());
@@ -215,8 +219,8 @@ QString TopologyModel::add_device_to(TopologyHost& h, const QString& kind) {
   auto& devs = h.info.devices;
   if (kind == QLatin1String("cpu")) {
     // cpu devices first, cuda after, as the probe lists them.
-    auto at =
-        std::find_if(devs.begin(), devs.end(), [](const Device& d) { return d.kind != "cpu"; });
+    auto at = std::find_if(devs.begin(), devs.end(),
+                           [](const TopologyDevice& d) { return d.kind != "cpu"; });
     devs.insert(at, cpu_device(next));
     h.info.cores = std::max(h.info.cores, h.info.cpu_count());
   } else {
@@ -225,8 +229,8 @@ QString TopologyModel::add_device_to(TopologyHost& h, const QString& kind) {
     auto& links = h.info.gpu_links;
     const auto n = static_cast<size_t>(h.info.gpu_count());
     for (auto& row : links) row.resize(n);
-    links.resize(n, std::vector<GpuLink>(n));
-    links[n - 1][n - 1] = GpuLink{"X", 0, true};
+    links.resize(n, std::vector<TopologyGpuLink>(n));
+    links[n - 1][n - 1] = TopologyGpuLink{"X", 0, true};
     h.info.gpu_note.clear();
   }
   return QStringLiteral("%1:%2").arg(kind).arg(next);
@@ -235,7 +239,8 @@ QString TopologyModel::add_device_to(TopologyHost& h, const QString& kind) {
 bool TopologyModel::remove_device_from(TopologyHost& h, const QString& device) {
   const std::string name = device.toStdString();
   auto& devs = h.info.devices;
-  auto it = std::find_if(devs.begin(), devs.end(), [&](const Device& d) { return d.name == name; });
+  auto it = std::find_if(devs.begin(), devs.end(),
+                         [&](const TopologyDevice& d) { return d.name == name; });
   if (it == devs.end()) return false;
   const int k = cuda_position(h.info, name);
   if (k >= 0 && static_cast<size_t>(k) < h.info.gpu_links.size()) {
@@ -261,8 +266,8 @@ TopologyHost TopologyModel::make_host(const QString& name, int cpus, int gpus,
   for (int i = 0; i < cpus; ++i) h.info.devices.push_back(cpu_device(i));
   for (int i = 0; i < gpus; ++i) h.info.devices.push_back(cuda_device(i));
   if (gpus > 0) {
-    h.info.gpu_links.assign(static_cast<size_t>(gpus), std::vector<GpuLink>(gpus));
-    for (int i = 0; i < gpus; ++i) h.info.gpu_links[i][i] = GpuLink{"X", 0, true};
+    h.info.gpu_links.assign(static_cast<size_t>(gpus), std::vector<TopologyGpuLink>(gpus));
+    for (int i = 0; i < gpus; ++i) h.info.gpu_links[i][i] = TopologyGpuLink{"X", 0, true};
   } else {
     h.info.gpu_note = "not probed";
   }
@@ -276,7 +281,9 @@ TopologyHost TopologyModel::make_host(const QString& name, int cpus, int gpus,
   return h;
 }
 
-void TopologyModel::set_local_host(const HostInfo& info) {
+void TopologyModel::set_local_host(const HostInfo& info) { set_local_host(from_host_info(info)); }
+
+void TopologyModel::set_local_host(const TopologyHostInfo& info) {
   TopologyHost h;
   h.id = next_id_++;
   const QString hostname = QString::fromStdString(info.hostname);
@@ -311,8 +318,8 @@ bool TopologyModel::multi_process() const {
   return state_.strategy == kMultiWorker || state_.strategy == kParameterServer;
 }
 
-std::vector<const Device*> TopologyModel::replica_devices(const TopologyHost& h) {
-  std::vector<const Device*> cuda, cpu;
+std::vector<const TopologyDevice*> TopologyModel::replica_devices(const TopologyHost& h) {
+  std::vector<const TopologyDevice*> cuda, cpu;
   for (const auto& d : h.info.devices) (d.kind == "cuda" ? cuda : cpu).push_back(&d);
   return cuda.empty() ? cpu : cuda;
 }
@@ -366,14 +373,14 @@ std::vector<Replica> TopologyModel::replicas() const {
     size_t take = devs.size();
     if (state_.strategy == kOneDevice || state_.strategy == kParameterServer) take = 1;
     if (state_.strategy == kMultiWorker) take = std::min(devs.size(), static_cast<size_t>(k));
-    std::vector<const Device*> chosen(devs.begin(), devs.begin() + static_cast<long>(take));
+    std::vector<const TopologyDevice*> chosen(devs.begin(), devs.begin() + static_cast<long>(take));
     if (state_.strategy == kOneDevice) {
       // The engine's one_device runs on cpu:0.
-      for (const Device* d : devs) {
+      for (const TopologyDevice* d : devs) {
         if (d->name == "cpu:0") chosen = {d};
       }
     }
-    for (const Device* d : chosen) {
+    for (const TopologyDevice* d : chosen) {
       out.push_back({h.id, QString::fromStdString(d->name), static_cast<int>(rank)});
     }
   }
@@ -416,8 +423,8 @@ TopologyLink TopologyModel::link_between(int src, int dst) const {
     return link;
   }
   const TopologyHost* h = host(a.host_id);
-  const Device* da = nullptr;
-  const Device* db = nullptr;
+  const TopologyDevice* da = nullptr;
+  const TopologyDevice* db = nullptr;
   for (const auto& d : h->info.devices) {
     if (QString::fromStdString(d.name) == a.device) da = &d;
     if (QString::fromStdString(d.name) == b.device) db = &d;

@@ -14,8 +14,6 @@
 // QUndoCommands in topology_commands.h, which call these setters.
 #pragma once
 
-#include <baton/discovery.h>
-
 #include <QObject>
 #include <QPointF>
 #include <QStringList>
@@ -27,7 +25,49 @@
 
 #include "ui/engine_cluster.h"
 
+namespace baton {
+struct HostInfo;  // baton/discovery.h
+}
+
 namespace baton::ui {
+
+// What the topology keeps of a probe: baton::HostInfo with its own device
+// type. (The engine's discovery `Device` struct and tensor.h's `Device` enum
+// share a name, so a file cannot include both headers; this header stays
+// free of discovery.h so that the Train view can include it beside the run
+// config.)
+struct TopologyDevice {
+  std::string name;    // "cpu:<i>" or "cuda:<i>"
+  std::string kind;    // "cpu" or "cuda"
+  int index = 0;       // i in the name
+  int numa_node = -1;  // -1 when unknown
+  std::string model;   // a GPU's model name
+  bool operator==(const TopologyDevice&) const = default;
+};
+
+struct TopologyGpuLink {
+  std::string type;  // nvidia-smi topo -m: "X", "NV<n>", "PIX", "PXB", "PHB", "NODE", "SYS", ""
+  int nvlinks = 0;
+  bool p2p = false;
+  bool operator==(const TopologyGpuLink&) const = default;
+};
+
+struct TopologyHostInfo {
+  std::string hostname;
+  std::string cpu_model = "unknown";
+  int packages = 0, cores = 0, threads = 0, numa_nodes = 0;
+  uint64_t memory_bytes = 0;
+  std::vector<TopologyDevice> devices;  // cpu:* first, then cuda:*
+  std::string gpu_note;
+  std::vector<std::vector<TopologyGpuLink>> gpu_links;  // over the cuda devices
+  int cpu_count() const;
+  int gpu_count() const;
+  bool operator==(const TopologyHostInfo&) const = default;
+};
+
+// Conversions to and from the engine's probe (topology_probe.cpp).
+TopologyHostInfo from_host_info(const HostInfo& info);
+HostInfo to_host_info(const TopologyHostInfo& info);
 
 // One task box on the canvas: a machine (or one task on it) and its devices.
 struct TopologyHost {
@@ -35,11 +75,11 @@ struct TopologyHost {
   QString name;     // host name or address, as mpirun and TF_CONFIG use it
   int port = 2222;  // the TF_CONFIG task port
   TaskRole role = TaskRole::kWorker;
-  HostInfo info;        // devices and GPU links (a probe's, or typed in)
-  bool probed = false;  // info came from a probe, not from the user
-  bool local = false;   // the machine the studio runs on
-  QPointF pos;          // top-left on the canvas
-  bool operator==(const TopologyHost& o) const;
+  TopologyHostInfo info;  // devices and GPU links (a probe's, or typed in)
+  bool probed = false;    // info came from a probe, not from the user
+  bool local = false;     // the machine the studio runs on
+  QPointF pos;            // top-left on the canvas
+  bool operator==(const TopologyHost&) const = default;
 };
 
 // How two replicas talk, in the words of `nvidia-smi topo -m` and the
@@ -128,6 +168,7 @@ class TopologyModel : public QObject {
   // This host, with all its devices, alone under mirrored: the first-start
   // default. Emits reset().
   void set_local_host(const HostInfo& info);
+  void set_local_host(const TopologyHostInfo& info);
   // True until anything but set_local_host changed the model.
   bool pristine() const { return pristine_; }
 
@@ -185,7 +226,7 @@ class TopologyModel : public QObject {
                                                  const std::string& source) const;
 
   // The devices a host's replicas run on (cuda when it has any, else cpu).
-  static std::vector<const Device*> replica_devices(const TopologyHost& h);
+  static std::vector<const TopologyDevice*> replica_devices(const TopologyHost& h);
 
  signals:
   // Anything changed.
