@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include "ui/topology_commands.h"
+#include "ui/topology_items.h"
 #include "ui/topology_model.h"
 
 namespace baton::ui {
@@ -103,6 +104,16 @@ ClusterPanel::ClusterPanel(TopologyModel& model, QUndoStack& undo, QWidget* pare
   ring_ = new QListWidget;
   ring_->setObjectName(QStringLiteral("ringOrder"));
   col->addWidget(ring_, 1);
+  QString legend = tr("Links: ");
+  for (LinkClass c : {LinkClass::kNvLink, LinkClass::kPcie, LinkClass::kCrossNuma,
+                      LinkClass::kNetwork, LinkClass::kSharedMemory}) {
+    legend += QStringLiteral("<span style=\"color:%1\">\u25a0</span> %2 &nbsp;")
+                  .arg(LinkItem::class_colour(c).name(), to_string(c).toHtmlEscaped());
+  }
+  legend += tr("<br>Live: red (slow) to green (fast), thicker when faster.");
+  auto* legend_label = new QLabel(legend);
+  legend_label->setWordWrap(true);
+  col->addWidget(legend_label);
   col->addWidget(new QLabel(tr("Problems")));
   problems_ = new QListWidget;
   problems_->setObjectName(QStringLiteral("problems"));

@@ -123,8 +123,13 @@ void ClusterView::build_toolbar(QVBoxLayout* col) {
   bar->addAction(tr("Open..."), this, &ClusterView::open_topology);
   bar->addAction(tr("Save..."), this, &ClusterView::save_topology);
   bar->addSeparator();
-  bar->addAction(undo_);
-  bar->addAction(redo_);
+  // Short words on the bar (the menu's actions say what they undo).
+  QAction* undo = bar->addAction(tr("Undo"), undo_stack_, &QUndoStack::undo);
+  QAction* redo = bar->addAction(tr("Redo"), undo_stack_, &QUndoStack::redo);
+  undo->setEnabled(false);
+  redo->setEnabled(false);
+  connect(undo_stack_, &QUndoStack::canUndoChanged, undo, &QAction::setEnabled);
+  connect(undo_stack_, &QUndoStack::canRedoChanged, redo, &QAction::setEnabled);
   bar->addSeparator();
   bar->addAction(tr("Add host..."), this, &ClusterView::add_host);
   QMenu* import = new QMenu(this);

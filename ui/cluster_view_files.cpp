@@ -191,7 +191,7 @@ bool ClusterView::open_topology_file(const QString& path) {
   try {
     TopologyModel scratch;  // read fully first: the model changes only when it all reads
     scratch.load_file(path);
-    undo_stack_->push(new SetTopologyCommand(model_, scratch.state(), tr("open %1").arg(path)));
+    undo_stack_->push(new SetTopologyCommand(model_, scratch.state(), tr("open topology")));
     show_message(tr("Opened %1").arg(path), false);
     return true;
   } catch (const std::exception& e) {

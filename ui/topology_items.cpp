@@ -39,6 +39,24 @@ QPointF exit_point(const QRectF& r, const QLineF& line) {
 
 QString role_name(TaskRole r) { return QString::fromLatin1(baton::to_string(r)); }
 
+// A link's words on a plate of the base colour, readable over lines.
+class LinkLabel : public QGraphicsSimpleTextItem {
+ public:
+  using QGraphicsSimpleTextItem::QGraphicsSimpleTextItem;
+  QRectF boundingRect() const override {
+    return QGraphicsSimpleTextItem::boundingRect().adjusted(-3, -1, 3, 1);
+  }
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override {
+    if (text().isEmpty()) return;
+    QColor plate = palette_of(this).color(QPalette::Base);
+    plate.setAlpha(225);
+    p->setPen(Qt::NoPen);
+    p->setBrush(plate);
+    p->drawRoundedRect(boundingRect(), 3, 3);
+    QGraphicsSimpleTextItem::paint(p, option, widget);
+  }
+};
+
 }  // namespace
 
 // ---- DeviceItem ----
@@ -109,7 +127,7 @@ HostItem::HostItem(const TopologyHost& host, const std::vector<Replica>& replica
   const auto n = static_cast<int>(host.info.devices.size());
   const int cols = std::clamp(n, 1, kColumns);
   const int rows = (n + cols - 1) / cols;
-  const double width = std::max(240.0, cols * (DeviceItem::kWidth + kGap) - kGap + 2 * kPad);
+  const double width = std::max(300.0, cols * (DeviceItem::kWidth + kGap) - kGap + 2 * kPad);
   const double height = kHeader + rows * (DeviceItem::kHeight + kGap) + kPad +
                         static_cast<double>(problems_.size()) * kLine;
   rect_ = QRectF(0, 0, width, height);
@@ -163,8 +181,9 @@ void HostItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidge
   f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.9));
   p->setFont(f);
   p->setPen(pal.color(QPalette::PlaceholderText));
-  p->drawText(QRectF(kPad, 26, rect_.width() - 2 * kPad, 18), Qt::AlignLeft | Qt::AlignVCenter,
-              summary_);
+  const QRectF summary_box(kPad, 26, rect_.width() - 2 * kPad, 18);
+  p->drawText(summary_box, Qt::AlignLeft | Qt::AlignVCenter,
+              QFontMetricsF(f).elidedText(summary_, Qt::ElideRight, summary_box.width()));
 
   // Validation messages, next to what they are about.
   p->setPen(problem_colour());
@@ -222,7 +241,7 @@ LinkItem::LinkItem(const TopologyLink& link, QGraphicsItem* a, QGraphicsItem* b,
   if (link.cls == LinkClass::kUnknown) pen.setStyle(Qt::DotLine);
   pen.setCapStyle(Qt::RoundCap);
   setPen(pen);
-  label_ = new QGraphicsSimpleTextItem(this);
+  label_ = new LinkLabel(this);
   QFont f = label_->font();
   f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.8));
   label_->setFont(f);
@@ -241,7 +260,11 @@ void LinkItem::update_geometry() {
   const QPointF p2 = exit_point(eb->sceneBoundingRect(), QLineF(cb, ca));
   setLine(QLineF(p1, p2));
   const QRectF lr = label_->boundingRect();
-  label_->setPos(QLineF(p1, p2).center() - QPointF(lr.width() / 2, lr.height() + 1));
+  // Between hosts the two directions of a ring often run side by side: one
+  // label above its line, the other below.
+  const bool below = between_hosts_ && link_.src > link_.dst;
+  label_->setPos(QLineF(p1, p2).center() -
+                 QPointF(lr.width() / 2, below ? -3.0 : lr.height() + 3.0));
 }
 
 void LinkItem::update_label() {
@@ -249,8 +272,11 @@ void LinkItem::update_label() {
   const bool quiet = link_.cls == LinkClass::kSharedMemory;  // many, short: no words
   if (!quiet) {
     text = to_string(link_.cls);
-    if (!link_.detail.isEmpty() && link_.cls != LinkClass::kCrossNuma)
+    if (link_.cls == LinkClass::kNvLink && link_.detail.size() > 2) {
+      text += QStringLiteral(" \u00d7") + link_.detail.mid(2);  // NV4: four NVLinks
+    } else if (!link_.detail.isEmpty() && link_.cls != LinkClass::kCrossNuma) {
       text += QStringLiteral(" ") + link_.detail;
+    }
   }
   if (gbps_ >= 0) {
     text += (text.isEmpty() ? QString() : QStringLiteral(" \u00b7 ")) +

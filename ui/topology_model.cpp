@@ -10,7 +10,7 @@
 namespace baton::ui {
 namespace {
 
-constexpr double kHostPitch = 360.0;  // canvas x distance between new hosts
+constexpr double kHostPitch = 440.0;  // canvas x distance between new hosts
 
 const QString kOneDevice = QStringLiteral("one_device");
 const QString kMirrored = QStringLiteral("mirrored");
