@@ -218,7 +218,6 @@ CREATE TABLE events (
   data        TEXT NOT NULL DEFAULT '{}',
   PRIMARY KEY (run, step, seq)
 ) WITHOUT ROWID;
-PRAGMA application_id = 1111577934;
 )sql";
 
 // Version 2: tags (their own table, so a tag filter is an index lookup),
@@ -335,7 +334,10 @@ void migrate(const Db& db, int target) {
                      std::to_string(version) + ")");
   }
   if (version >= target) return;
-  for (int64_t v = version; v < target; ++v) db.exec(kMigrations[v]);
+  for (int64_t v = version; v < target; ++v) {
+    db.exec(kMigrations[v]);
+    if (v == 0) db.exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
+  }
   db.exec(("PRAGMA user_version = " + std::to_string(target)).c_str());
   tx.commit();
 }
