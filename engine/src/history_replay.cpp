@@ -56,7 +56,9 @@ RunStartEvent start_event(const RunRecord& r, const nlohmann::json& info) {
   e.global_batch = get<int64_t>(info, "global_batch", 0);
   e.parameters = get<int64_t>(info, "parameters", 0);
   e.start_step = get<int64_t>(info, "start_step", 0);
-  e.config = r.config;
+  // A resumed run's row holds the newest config; each attempt's own is in
+  // its start info.
+  e.config = info.contains("config") ? info["config"] : r.config;
   return e;
 }
 

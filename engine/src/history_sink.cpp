@@ -174,11 +174,18 @@ class HistoryWriter {
       run_ = find.col_int(0);
       wall_offset_ = std::max(0.0, unix_s - find.col_double(1));
       fresh_ = false;
-      Stmt upd(db_,
-               "UPDATE runs SET status = 'running', end_time = NULL, error = '', config = ?2, "
-               "start_info = ?3, owner_host = ?4, owner_pid = ?5, owner_start = ?6 WHERE id = ?1");
-      upd.bind(1, run_).bind(2, dump(e.config)).bind(3, dump(info));
-      upd.bind(4, me_.host).bind(5, me_.pid).bind(6, me_.start).run();
+      // The row keeps the first attempt's start_info (with its config, for
+      // replay) and takes the newest config; the restart event keeps this
+      // attempt's.
+      Stmt upd(db_, R"sql(
+        UPDATE runs SET status = 'running', end_time = NULL, error = '',
+          start_info = CASE WHEN json_type(start_info, '$.config') IS NULL
+                            THEN json_set(start_info, '$.config', json(config))
+                            ELSE start_info END,
+          config = ?2, owner_host = ?3, owner_pid = ?4, owner_start = ?5
+        WHERE id = ?1)sql");
+      upd.bind(1, run_).bind(2, dump(e.config));
+      upd.bind(3, me_.host).bind(4, me_.pid).bind(5, me_.start).run();
       Stmt seq(db_, R"sql(
         SELECT max(seq), max(step) FROM (
           SELECT seq, step FROM metric_samples WHERE run = ?1
@@ -190,6 +197,7 @@ class HistoryWriter {
       last_step_ = e.start_step;
       nlohmann::json data = info;
       data["offset_s"] = wall_offset_;
+      data["config"] = e.config;
       event(e.start_step, wall_offset_, "restart", "info",
             "resumed from step " + std::to_string(e.start_step), dump(data));
     } else {
