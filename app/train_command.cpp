@@ -154,16 +154,19 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
     telemetry.add(std::make_shared<ProgressPrinter>(human, ::isatty(::fileno(human)) == 1));
   }
 
+  // A history database that is not Baton's (or is from a newer Baton)
+  // fails the command before anything else is built or written.
+  const std::string db_path = a.db.empty() ? default_history_db_path() : a.db;
+  if (chief && !a.no_db) HistoryStore check(db_path);
+
   // Building the trainer validates the model and data against the plugins:
   // a bad config fails here, before anything is written.
   Trainer trainer(cfg, registry, telemetry, opt);
   const std::vector<std::string> hosts = job_hosts(place);
   if (!chief) return trainer.run().status == "completed" ? 0 : 1;
   // The chief alone records the run in the history (as it alone writes the
-  // run directory). Opened before anything is written, so a database that
-  // is not Baton's fails the command with nothing left behind.
+  // run directory).
   std::shared_ptr<HistorySink> history;
-  const std::string db_path = a.db.empty() ? default_history_db_path() : a.db;
   if (!a.no_db) {
     HistoryRunInfo info;
     info.hosts = hosts;

@@ -364,6 +364,17 @@ Db open_history_db(const std::string& path, OpenMode mode) {
   // (the writer holds it for one batch: milliseconds).
   sqlite3_busy_timeout(db.get(), 10000);
   db.exec("PRAGMA foreign_keys = ON");
+  // Statement journals and sorters in memory: on disk, every statement of
+  // the writer's batches spilled its journal to a temporary file, millions
+  // of write() calls for a long run.
+  db.exec("PRAGMA temp_store = MEMORY");
+  if (db.scalar_int("PRAGMA user_version") == 0 &&
+      db.scalar_int("SELECT count(*) FROM sqlite_schema") == 0) {
+    // A new database. Large pages: the samples are written and read in long
+    // runs, and every page is one write() on commit and checkpoint; 4 KiB
+    // pages made the writer spend most of its time in system calls.
+    db.exec("PRAGMA page_size = 32768");
+  }
   if (db.scalar_int("PRAGMA user_version") < kSchemaVersion) migrate(db, kSchemaVersion);
   {
     Stmt st(db, "PRAGMA journal_mode = WAL");
