@@ -12,6 +12,7 @@
 #include <string>
 
 #include "bench_command.h"
+#include "history_command.h"
 #include "probe_command.h"
 #include "train_command.h"
 
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   baton::cli::add_probe_command(app, probe);
   baton::cli::BenchArgs bench;
   baton::cli::add_bench_command(app, bench);
+  baton::cli::HistoryArgs history;
+  baton::cli::add_history_command(app, history);
 
   try {
     app.parse(argc, argv);
@@ -53,6 +56,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return baton::cli::run_train(train, self_exe(argv[0]));
     if (app.got_subcommand("probe")) return baton::cli::run_probe(probe, self_exe(argv[0]));
     if (app.got_subcommand("bench")) return baton::cli::run_bench(bench);
+    if (app.got_subcommand("history")) return baton::cli::run_history(history);
   } catch (const baton::InputError& e) {
     std::fprintf(stderr, "baton: error: %s\n", e.what());
     return 2;

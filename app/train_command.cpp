@@ -4,6 +4,8 @@
 #include <baton/comm.h>
 #include <baton/comm_mpi.h>
 #include <baton/error.h>
+#include <baton/history.h>
+#include <baton/history_sink.h>
 #include <baton/registry.h>
 #include <baton/run_config.h>
 #include <baton/run_dir.h>
@@ -19,8 +21,10 @@
 #include <mpi.h>
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace baton::cli {
@@ -40,6 +44,11 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   train->add_option("--set", a.overrides, "Override a config value: key.path=value (repeatable)")
       ->take_all();
   train->add_flag("-q,--quiet", a.quiet, "Print only the summary");
+  CLI::Option* db = train->add_option("--db", a.db,
+                                      "Record the run in this history database (default: "
+                                      "$XDG_DATA_HOME/baton/runs.db)");
+  train->add_flag("--no-db", a.no_db, "Do not record the run in the history database")
+      ->excludes(db);
 }
 
 namespace {
@@ -88,6 +97,26 @@ std::string agree_on_run_id([[maybe_unused]] const JobPlace& place, std::string 
   return id;
 }
 
+// The host of every rank, in rank order without repeats (a collective:
+// every rank calls it).
+std::vector<std::string> job_hosts([[maybe_unused]] const JobPlace& place) {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) std::strcpy(name, "unknown");
+  std::vector<std::string> hosts{name};
+#ifdef BATON_HAVE_MPI
+  if (place.size > 1) {
+    std::vector<char> all(static_cast<size_t>(place.size) * sizeof(name));
+    MPI_Allgather(name, sizeof(name), MPI_CHAR, all.data(), sizeof(name), MPI_CHAR, MPI_COMM_WORLD);
+    hosts.clear();
+    for (int r = 0; r < place.size; ++r) {
+      std::string h(all.data() + static_cast<size_t>(r) * sizeof(name));
+      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+    }
+  }
+#endif
+  return hosts;
+}
+
 int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
@@ -125,10 +154,32 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
     telemetry.add(std::make_shared<ProgressPrinter>(human, ::isatty(::fileno(human)) == 1));
   }
 
+  // A history database that is not Baton's (or is from a newer Baton)
+  // fails the command before anything else is built or written.
+  const std::string db_path = a.db.empty() ? default_history_db_path() : a.db;
+  if (chief && !a.no_db) HistoryStore check(db_path);
+
   // Building the trainer validates the model and data against the plugins:
   // a bad config fails here, before anything is written.
   Trainer trainer(cfg, registry, telemetry, opt);
+  const std::vector<std::string> hosts = job_hosts(place);
   if (!chief) return trainer.run().status == "completed" ? 0 : 1;
+  // The chief alone records the run in the history (as it alone writes the
+  // run directory).
+  std::shared_ptr<HistorySink> history;
+  if (!a.no_db) {
+    HistoryRunInfo info;
+    info.hosts = hosts;
+    info.topology = {{"world_size", place.size},
+                     {"replicas", trainer.strategy().num_replicas()},
+                     {"communication", trainer.strategy().communication()},
+                     {"hosts", hosts}};
+    if (const char* tf = std::getenv("TF_CONFIG"); tf != nullptr && *tf != '\0') {
+      info.topology["tf_config"] = nlohmann::json::parse(tf, nullptr, false);
+    }
+    history = std::make_shared<HistorySink>(db_path, info);
+    telemetry.add(history);
+  }
   const RunDir dir = create_run_dir(root, run_id);
   telemetry.add(std::make_shared<JsonLinesSink>(dir.events()));
   write_file_atomic(dir.config(), cfg.raw.dump(2) + "\n");
@@ -138,6 +189,17 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   }
 
   TrainSummary s = trainer.run();
+  std::string history_line = "off (--no-db)";
+  if (history) {
+    try {
+      history->close();
+      history_line = "run " + std::to_string(history->run_row_id()) + " in " + db_path;
+    } catch (const std::exception& e) {
+      // The training itself succeeded: its exit code stands.
+      std::fprintf(stderr, "baton: warning: the run was not fully recorded: %s\n", e.what());
+      history_line = "incomplete (see the warning above)";
+    }
+  }
 
   nlohmann::json js = {{"run", dir.id},
                        {"status", s.status},
@@ -174,6 +236,7 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   std::fprintf(human, "  events        %s\n", dir.events().c_str());
   std::fprintf(human, "  checkpoints   %s\n", opt.checkpoint_dir.c_str());
   std::fprintf(human, "  summary       %s\n", dir.summary().c_str());
+  std::fprintf(human, "history         %s\n", history_line.c_str());
   return s.status == "completed" ? 0 : 1;
 }
 

@@ -18,6 +18,8 @@ struct TrainArgs {
   long long seed = -1;
   std::vector<std::string> overrides;
   bool quiet = false;
+  std::string db;      // history database (default: default_history_db_path())
+  bool no_db = false;  // do not record the run in the history
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

@@ -8,6 +8,9 @@ fail=0
 pass=0
 rm -rf "$WORK" && mkdir -p "$WORK"
 RUNS="$WORK/runs"
+# `baton train` records every run in the history database under
+# $XDG_DATA_HOME: never the real home's.
+export XDG_DATA_HOME="$WORK/xdg"
 # OpenMPI dlcloses its components at MPI_Finalize: in the sanitizer build
 # their allocations show up as leaks in "unknown modules" that no
 # suppression can name. So leak checks are off under mpirun (only there).
@@ -230,6 +233,94 @@ else
 fi
 check mwm-without-mpirun 2 "start it with mpirun" -- \
   "$BATON" train "$SRC/resources/examples/multi_worker_mirrored.json" --runs-dir "$RUNS"
+
+# Run history: train records into the database; list/show/export/diff/
+# tag/note/delete; --no-db; bad input is exit 2 and leaves files alone.
+H="$WORK/history.db"
+check hist-train-1 0 "history +run 1 in $H" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/hruns" --db "$H" --set train.epochs=2 -q
+check hist-train-2 0 "history +run 2 in $H" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/hruns" --db "$H" --set train.epochs=3 --set optimizer.lr=0.01 -q
+count_runs() { "$BATON" history list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+default_before=$(count_runs)
+check hist-no-db 0 "history +off" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/hruns" --no-db --set train.epochs=1 -q
+[ "$default_before" -gt 0 ] && [ "$(count_runs)" = "$default_before" ] && pass=$((pass + 1)) \
+  || { echo "FAIL hist-no-db-recorded: $default_before -> $(count_runs)"; fail=$((fail + 1)); }
+check hist-no-db-flags 2 "excludes" -- "$BATON" train "$EX" --no-db --db "$H"
+check hist-list 0 "^ +2 +digits-mlp-.* completed +one_device" -- "$BATON" history list --db "$H"
+if "$BATON" history list --db "$H" --json | python3 -c '
+import json, sys
+runs = json.load(sys.stdin)
+assert [r["id"] for r in runs] == [2, 1], [r["id"] for r in runs]   # newest first; --no-db added none
+assert all(r["status"] == "completed" and r["strategy"] == "one_device" for r in runs)
+assert runs[1]["final_metrics"]["step"] == 46 and runs[0]["final_metrics"]["step"] == 69
+'
+then pass=$((pass + 1)); else echo "FAIL hist-list-json"; fail=$((fail + 1)); fi
+check hist-limit 0 "" -- "$BATON" history list --db "$H" --limit 1
+[ "$("$BATON" history list --db "$H" --limit 1 --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 1 ] \
+  && pass=$((pass + 1)) || { echo "FAIL hist-limit-count"; fail=$((fail + 1)); }
+check hist-show 0 "val_accuracy +0 +2 " -- "$BATON" history show 1 --db "$H"
+check hist-show-config 0 '"lr": 0.01' -- "$BATON" history show 2 --db "$H"
+check hist-diff 0 "~ optimizer.lr: 0.002 -> 0.01" -- "$BATON" history diff 1 2 --db "$H"
+check hist-diff-epochs 0 "~ train.epochs: 2 -> 3" -- "$BATON" history diff 1 2 --db "$H"
+check hist-tag 0 "tagged baseline" -- "$BATON" history tag 1 baseline --db "$H"
+check hist-note 0 "note set" -- "$BATON" history note 1 "first try" --db "$H"
+check hist-filter-tag 0 "baseline" -- "$BATON" history list --db "$H" --filter tag=baseline
+[ "$("$BATON" history list --db "$H" --filter tag=baseline --filter status=completed --json | python3 -c 'import json,sys; print([r["id"] for r in json.load(sys.stdin)])')" = "[1]" ] \
+  && pass=$((pass + 1)) || { echo "FAIL hist-filter-count"; fail=$((fail + 1)); }
+check hist-show-note 0 "notes +first try" -- "$BATON" history show 1 --db "$H"
+# CSV export: one line per sample; its loss values are the event stream's.
+"$BATON" history export 1 --db "$H" --format csv --out "$WORK/run1.csv"
+run1_dir=$(ls -d "$WORK"/hruns/digits-mlp-* | head -1)
+if python3 - "$WORK/run1.csv" "$run1_dir/events.jsonl" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert rows and list(rows[0].keys()) == ["step", "wall_time_s", "rank", "metric", "value"], rows[:1]
+csv_loss = {int(r["step"]): float(r["value"]) for r in rows if r["metric"] == "loss"}
+ev = [json.loads(l) for l in open(sys.argv[2])]
+ev_loss = {e["step"]: e["loss"] for e in ev if e["type"] == "step"}
+assert csv_loss == ev_loss, (sorted(csv_loss.items())[:3], sorted(ev_loss.items())[:3])
+epochs = [e for e in ev if e["type"] == "epoch"]
+assert [float(r["value"]) for r in rows if r["metric"] == "val_loss"] == [e["val_loss"] for e in epochs]
+assert len(rows) == 10 * len(ev_loss) + 6 * len(epochs), len(rows)
+PY
+then pass=$((pass + 1)); else echo "FAIL hist-export-csv: differs from the event stream"; fail=$((fail + 1)); fi
+if "$BATON" history export 2 --db "$H" --format json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["run"]["id"] == 2 and d["run"]["config"]["optimizer"]["lr"] == 0.01
+assert len(d["metrics"]) > 0 and any(e["kind"] == "checkpoint" for e in d["events"])
+'
+then pass=$((pass + 1)); else echo "FAIL hist-export-json"; fail=$((fail + 1)); fi
+# Default location: $XDG_DATA_HOME/baton/runs.db (earlier trains recorded there).
+check hist-default-db 0 "digits-mlp" -- "$BATON" history list
+[ -s "$XDG_DATA_HOME/baton/runs.db" ] && pass=$((pass + 1)) || { echo "FAIL hist-default-path"; fail=$((fail + 1)); }
+# Bad input: exit 2, naming the problem.
+check hist-unknown-id 2 "run \"99\": no such run" -- "$BATON" history show 99 --db "$H"
+check hist-bad-filter 2 "unknown key \"colour\"" -- "$BATON" history list --db "$H" --filter colour=red
+check hist-bad-status 2 "status=done: expected one of" -- "$BATON" history list --db "$H" --filter status=done
+check hist-bad-format 2 "xml" -- "$BATON" history export 1 --db "$H" --format xml
+check hist-bad-tag 2 "without spaces or commas" -- "$BATON" history tag 1 "two words" --db "$H"
+check hist-missing-db 2 "no such history database" -- "$BATON" history show 1 --db "$WORK/none.db"
+echo "plain text, not a database" > "$WORK/notes.txt"
+before=$(sha256sum "$WORK/notes.txt")
+check hist-not-a-db 2 "not a Baton history database" -- "$BATON" history list --db "$WORK/notes.txt"
+check hist-train-not-a-db 2 "not a Baton history database" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/hruns2" --db "$WORK/notes.txt" --set train.epochs=1 -q
+[ "$before" = "$(sha256sum "$WORK/notes.txt")" ] && [ ! -e "$WORK/hruns2" ] && [ ! -e "$WORK/notes.txt-wal" ] \
+  && pass=$((pass + 1)) || { echo "FAIL hist-not-a-db-untouched"; fail=$((fail + 1)); }
+check hist-delete 0 "deleted run 1" -- "$BATON" history delete 1 --db "$H"
+check hist-deleted 2 "no such run" -- "$BATON" history show 1 --db "$H"
+check hist-help 0 "export" -- "$BATON" history --help
+# Under mpirun only the chief records: one run, not one per rank.
+if command -v mpirun >/dev/null; then
+  check hist-mwm 0 "completed" -- env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    timeout 120 mpirun -n 2 --oversubscribe "$BATON" train "$SRC/resources/examples/multi_worker_mirrored.json" \
+    --runs-dir "$WORK/hruns" --db "$WORK/mwm.db" --set train.epochs=1 -q
+  [ "$("$BATON" history list --db "$WORK/mwm.db" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(len(r), r[0]["strategy"], r[0]["topology"] if "topology" in r[0] else "")')" = "1 multi_worker_mirrored " ] \
+    && pass=$((pass + 1)) || { echo "FAIL hist-mwm-one-run"; fail=$((fail + 1)); }
+fi
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

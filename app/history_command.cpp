@@ -1,0 +1,305 @@
+#include "history_command.h"
+
+#include <baton/error.h>
+#include <baton/history.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+
+namespace baton::cli {
+
+void add_history_command(CLI::App& app, HistoryArgs& a) {
+  CLI::App* h = app.add_subcommand("history", "List, show, compare and export recorded runs");
+  h->require_subcommand(1);
+  auto db = [&](CLI::App* c) {
+    c->add_option("--db", a.db,
+                  "History database (default: $XDG_DATA_HOME/baton/runs.db, "
+                  "~/.local/share/baton/runs.db)");
+  };
+  a.list = h->add_subcommand("list", "List recorded runs, newest first");
+  db(a.list);
+  a.list->add_flag("--json", a.json, "Print a JSON array");
+  a.list
+      ->add_option("--filter", a.filters,
+                   "Only runs with status=S, strategy=S or tag=T (repeatable: all must match)")
+      ->take_all();
+  a.list->add_option("--limit", a.limit, "At most N runs")->check(CLI::NonNegativeNumber);
+
+  a.show = h->add_subcommand("show", "A run's config, summary and last/min/max per metric");
+  db(a.show);
+  a.show->add_option("id", a.id, "Run: its number, its run id, or a unique prefix")->required();
+  a.show->add_flag("--json", a.json, "Print JSON");
+
+  a.export_ = h->add_subcommand("export", "Write a run's samples as CSV or JSON");
+  db(a.export_);
+  a.export_->add_option("id", a.id, "Run: its number, its run id, or a unique prefix")->required();
+  a.export_->add_option("--format", a.format, "csv (step,wall_time_s,rank,metric,value) or json")
+      ->required()
+      ->check(CLI::IsMember({"csv", "json"}));
+  a.export_->add_option("--out", a.out, "Write to FILE (default: stdout)");
+
+  a.diff = h->add_subcommand("diff", "Config differences between two runs, key by key");
+  db(a.diff);
+  a.diff->add_option("id1", a.id, "First run")->required();
+  a.diff->add_option("id2", a.id2, "Second run")->required();
+
+  a.tag = h->add_subcommand("tag", "Tag a run");
+  db(a.tag);
+  a.tag->add_option("id", a.id, "Run")->required();
+  a.tag->add_option("tag", a.text, "Tag (a word: no spaces or commas)")->required();
+
+  a.note = h->add_subcommand("note", "Set a run's note");
+  db(a.note);
+  a.note->add_option("id", a.id, "Run")->required();
+  a.note->add_option("text", a.text, "The note (replaces the previous one)")->required();
+
+  a.remove = h->add_subcommand("delete", "Delete a run and everything recorded for it");
+  db(a.remove);
+  a.remove->add_option("id", a.id, "Run")->required();
+}
+
+namespace {
+
+std::string local_time(double unix_s) {
+  if (unix_s <= 0) return "-";
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string duration(const RunRecord& r) {
+  if (r.end_time <= 0) return "-";
+  char buf[32];
+  const double s = r.end_time - r.start_time;
+  if (s < 120) {
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  } else if (s < 7200) {
+    std::snprintf(buf, sizeof buf, "%.1fm", s / 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fh", s / 3600);
+  }
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string fmt(double v) {
+  if (std::isnan(v)) return "nan";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+nlohmann::json run_json(const RunRecord& r) {
+  return {{"id", r.id},
+          {"uid", r.uid},
+          {"name", r.name},
+          {"status", r.status},
+          {"start_time", r.start_time},
+          {"end_time", r.end_time > 0 ? nlohmann::json(r.end_time) : nullptr},
+          {"strategy", r.strategy},
+          {"replicas", r.replicas},
+          {"hosts", r.hosts},
+          {"tags", r.tags},
+          {"notes", r.notes},
+          {"error", r.error},
+          {"final_metrics", r.final_metrics}};
+}
+
+nlohmann::json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+int list(const HistoryArgs& a, const std::string& path) {
+  RunFilter filter;
+  for (const auto& f : a.filters) filter.add(f);  // checked before the file is opened
+  filter.limit = a.limit;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    if (a.json) {
+      std::printf("[]\n");
+    } else {
+      std::printf("no runs recorded yet (no history database at %s)\n", path.c_str());
+    }
+    return 0;
+  }
+  const HistoryStore store(path, HistoryStore::Open::kExisting);
+  const auto runs = store.list_runs(filter);
+  if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& r : runs) arr.push_back(run_json(r));
+    std::printf("%s\n", arr.dump(2).c_str());
+    return 0;
+  }
+  if (runs.empty()) {
+    std::printf("no runs%s in %s\n", a.filters.empty() ? "" : " match", path.c_str());
+    return 0;
+  }
+  size_t w = 3;
+  for (const auto& r : runs) w = std::max(w, r.uid.size());
+  std::printf("%5s  %-*s  %-11s  %-21s  %4s  %-19s  %8s  %10s  %s\n", "ID", static_cast<int>(w),
+              "RUN", "STATUS", "STRATEGY", "REPL", "STARTED", "DURATION", "LOSS", "TAGS");
+  for (const auto& r : runs) {
+    const auto loss = r.final_metrics.find("train_loss");
+    const std::string l =
+        loss != r.final_metrics.end() && loss->is_number() ? fmt(loss->get<double>()) : "-";
+    std::printf("%5lld  %-*s  %-11s  %-21s  %4d  %-19s  %8s  %10s  %s\n",
+                static_cast<long long>(r.id), static_cast<int>(w), r.uid.c_str(), r.status.c_str(),
+                r.strategy.c_str(), r.replicas, local_time(r.start_time).c_str(),
+                duration(r).c_str(), l.c_str(), join(r.tags, ",").c_str());
+  }
+  return 0;
+}
+
+int show(const HistoryArgs& a, const HistoryStore& store) {
+  const RunRecord r = store.run(store.resolve(a.id));
+  const auto metrics = store.metric_summary(r.id);
+  if (a.json) {
+    nlohmann::json j = run_json(r);
+    j["config"] = r.config;
+    j["topology"] = r.topology;
+    j["start_info"] = r.start_info;
+    nlohmann::json m = nlohmann::json::array();
+    for (const auto& s : metrics) {
+      m.push_back({{"metric", s.metric},
+                   {"rank", s.rank},
+                   {"count", s.count},
+                   {"last_step", s.last_step},
+                   {"last", number_or_null(s.last)},
+                   {"min", number_or_null(s.min)},
+                   {"max", number_or_null(s.max)}});
+    }
+    j["metrics"] = m;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("run         %lld  %s\n", static_cast<long long>(r.id), r.uid.c_str());
+  std::printf("name        %s\n", r.name.c_str());
+  std::printf("status      %s\n", r.status.c_str());
+  std::printf("strategy    %s, %d replica(s)\n", r.strategy.c_str(), r.replicas);
+  std::printf("hosts       %s\n", join(r.hosts, ", ").c_str());
+  std::printf("started     %s\n", local_time(r.start_time).c_str());
+  std::printf("ended       %s (%s)\n", local_time(r.end_time).c_str(), duration(r).c_str());
+  if (!r.tags.empty()) std::printf("tags        %s\n", join(r.tags, ", ").c_str());
+  if (!r.notes.empty()) std::printf("notes       %s\n", r.notes.c_str());
+  if (!r.error.empty()) std::printf("error       %s\n", r.error.c_str());
+  if (!r.final_metrics.empty()) {
+    std::printf("final      ");
+    for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) {
+      std::printf(" %s %s", it.key().c_str(),
+                  it->is_number() ? fmt(it->get<double>()).c_str() : it->dump().c_str());
+    }
+    std::printf("\n");
+  }
+  if (!metrics.empty()) {
+    std::printf("\n%-20s %4s %8s %14s %12s %12s %12s\n", "metric", "rank", "samples", "last",
+                "(at step)", "min", "max");
+    for (const auto& s : metrics) {
+      std::printf("%-20s %4d %8lld %14s %12lld %12s %12s\n", s.metric.c_str(), s.rank,
+                  static_cast<long long>(s.count), fmt(s.last).c_str(),
+                  static_cast<long long>(s.last_step), fmt(s.min).c_str(), fmt(s.max).c_str());
+    }
+  }
+  std::printf("\nconfig\n%s\n", r.config.dump(2).c_str());
+  return 0;
+}
+
+int export_run(const HistoryArgs& a, const HistoryStore& store) {
+  const int64_t id = store.resolve(a.id);
+  std::FILE* out = stdout;
+  std::string tmp;
+  if (!a.out.empty()) {
+    // Written beside the target and renamed, so a failed export leaves no
+    // half file under the asked-for name.
+    tmp = a.out + ".part";
+    out = std::fopen(tmp.c_str(), "w");
+    if (!out) {
+      throw InputError("--out " + a.out + ": cannot open for writing (" + std::strerror(errno) +
+                       ")");
+    }
+  }
+  try {
+    if (a.format == "csv") {
+      export_run_csv(store, id, out);
+    } else {
+      export_run_json(store, id, out);
+    }
+  } catch (...) {
+    if (out != stdout) {
+      std::fclose(out);
+      std::remove(tmp.c_str());
+    }
+    throw;
+  }
+  if (out != stdout) {
+    const bool ok = std::fclose(out) == 0;
+    if (!ok || std::rename(tmp.c_str(), a.out.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      throw RuntimeError("--out " + a.out + ": cannot write (" + std::strerror(errno) + ")");
+    }
+  } else {
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int diff(const HistoryArgs& a, const HistoryStore& store) {
+  const RunRecord r1 = store.run(store.resolve(a.id));
+  const RunRecord r2 = store.run(store.resolve(a.id2));
+  std::printf("--- %lld %s\n+++ %lld %s\n", static_cast<long long>(r1.id), r1.uid.c_str(),
+              static_cast<long long>(r2.id), r2.uid.c_str());
+  const auto changes = diff_configs(r1.config, r2.config);
+  if (changes.empty()) std::printf("the configs are identical\n");
+  for (const auto& c : changes) {
+    switch (c.kind) {
+      case ConfigChange::Kind::kAdded:
+        std::printf("+ %s: %s\n", c.key.c_str(), c.after.dump().c_str());
+        break;
+      case ConfigChange::Kind::kRemoved:
+        std::printf("- %s: %s\n", c.key.c_str(), c.before.dump().c_str());
+        break;
+      default:
+        std::printf("~ %s: %s -> %s\n", c.key.c_str(), c.before.dump().c_str(),
+                    c.after.dump().c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_history(const HistoryArgs& a) {
+  const std::string path = a.db.empty() ? default_history_db_path() : a.db;
+  if (a.list->parsed()) return list(a, path);
+  HistoryStore store(path, HistoryStore::Open::kExisting);
+  if (a.show->parsed()) return show(a, store);
+  if (a.export_->parsed()) return export_run(a, store);
+  if (a.diff->parsed()) return diff(a, store);
+  const int64_t id = store.resolve(a.id);
+  if (a.tag->parsed()) {
+    store.add_tag(id, a.text);
+    std::printf("run %lld: tagged %s\n", static_cast<long long>(id), a.text.c_str());
+  } else if (a.note->parsed()) {
+    store.set_note(id, a.text);
+    std::printf("run %lld: note set\n", static_cast<long long>(id));
+  } else if (a.remove->parsed()) {
+    const RunRecord r = store.run(id);
+    store.remove_run(id);
+    std::printf("deleted run %lld (%s)\n", static_cast<long long>(id), r.uid.c_str());
+  }
+  return 0;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,138 @@
+// Private to the engine: a thin RAII layer over the sqlite3 C API, the
+// schema and its migrations, and the checks made when a history database is
+// opened. Public entry points are in baton/history*.h.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace baton::history_detail {
+
+// 'BATN': marks a file as a Baton run history (PRAGMA application_id).
+inline constexpr int32_t kApplicationId = 0x4241544e;
+// The schema this build writes; older files are migrated, newer refused.
+inline constexpr int kSchemaVersion = 2;
+
+// One connection. Throws RuntimeError naming the file on any failure.
+class Db {
+ public:
+  Db() = default;
+  Db(const std::string& path, int flags);
+  ~Db();
+  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
+  Db& operator=(Db&& o) noexcept;
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  sqlite3* get() const { return db_; }
+  const std::string& path() const { return path_; }
+  // Runs one or more statements that return no rows.
+  void exec(const char* sql) const;
+  // The single integer a query like "PRAGMA user_version" returns.
+  int64_t scalar_int(const char* sql) const;
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+// A prepared statement. bind_* take 1-based indexes, col_* 0-based.
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(const Db& db, std::string_view sql);
+  ~Stmt();
+  Stmt(Stmt&& o) noexcept : st_(o.st_), db_(o.db_) { o.st_ = nullptr; }
+  Stmt& operator=(Stmt&& o) noexcept;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, int64_t v);
+  Stmt& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
+  // NaN has no SQLite representation: it is stored as NULL.
+  Stmt& bind(int i, double v);
+  Stmt& bind(int i, std::string_view v);
+  Stmt& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
+  Stmt& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
+  Stmt& bind_null(int i);
+  // true while there is a row; false when done. Throws on error.
+  bool step();
+  // Runs a statement that returns no rows, then resets it for reuse.
+  void run();
+  void reset();
+
+  int64_t col_int(int i) const { return sqlite3_column_int64(st_, i); }
+  // NULL reads back as NaN (see bind(double)).
+  double col_double(int i) const;
+  std::string col_text(int i) const;
+  bool col_is_null(int i) const { return sqlite3_column_type(st_, i) == SQLITE_NULL; }
+
+ private:
+  sqlite3_stmt* st_ = nullptr;
+  const Db* db_ = nullptr;
+};
+
+// RAII transaction: BEGIN IMMEDIATE (the write lock taken up front, so two
+// writers wait on the busy timeout instead of deadlocking on an upgrade);
+// rolls back unless commit() was called.
+class Transaction {
+ public:
+  explicit Transaction(const Db& db);
+  ~Transaction();
+  void commit();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+ private:
+  const Db& db_;
+  bool open_ = false;
+};
+
+enum class OpenMode : int { kUnset = 0, kCreate = 1, kExisting = 2 };
+
+// Opens the history database at `path` for reading and writing:
+//  - refuses (InputError, the file untouched) a file that is not SQLite, a
+//    SQLite database of another application, or one from a newer Baton;
+//  - creates it (and its directory) when absent and mode is kCreate;
+//  - sets WAL, synchronous=NORMAL, the busy timeout and foreign keys;
+//  - migrates an older schema to kSchemaVersion in one transaction;
+//  - marks runs whose recording process died as interrupted.
+Db open_history_db(const std::string& path, OpenMode mode);
+
+// Applies the migrations from the database's user_version up to `target`.
+void migrate(const Db& db, int target);
+
+// The interrupted rule (see history.h): returns how many runs were marked.
+int mark_dead_runs_interrupted(const Db& db);
+
+// This process's identity for the runs.owner_* columns.
+struct ProcessIdentity {
+  std::string host;
+  int64_t pid = 0;
+  std::string start;  // "<boot id>/<start time in clock ticks>"
+};
+ProcessIdentity this_process();
+// Whether the process (pid, start) recorded on this host is still running.
+bool process_alive(int64_t pid, const std::string& start);
+
+double unix_now();
+
+// Rollup levels 1..kRollupLevels: blocks of 1 << kRollupShift[level - 1]
+// steps (must match migration 2).
+inline constexpr int kRollupLevels = 4;
+inline constexpr int kRollupShift[kRollupLevels] = {6, 10, 14, 18};
+
+// Metric catalogue: the names a step or epoch event is stored under.
+inline constexpr const char* kStepMetrics[] = {
+    "loss",         "accuracy", "lr",         "grad_norm", "samples_per_s",
+    "step_time_ms", "data_ms",  "compute_ms", "comm_ms",   "optimizer_ms"};
+inline constexpr const char* kEpochMetrics[] = {
+    "train_loss",   "train_accuracy",      "val_loss",
+    "val_accuracy", "epoch_samples_per_s", "epoch_time_s"};
+
+}  // namespace baton::history_detail

@@ -1,0 +1,173 @@
+// The run history's speed: ingest of a 1-million-sample run through the
+// HistorySink (the path a training run takes), listing 1,000 runs, and a
+// downsampled 1-million-point series. Prints figures next to the goals;
+// never fails on a time.
+//
+//   bench_history [DIR]   (default: a temporary directory, removed after)
+#include <baton/history.h>
+#include <baton/history_sink.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  std::string dir;
+  bool owned = false;
+  if (argc > 1) {
+    dir = argv[1];
+    fs::create_directories(dir);
+  } else {
+    std::string tmpl = (fs::temp_directory_path() / "baton-bench-history-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) return 1;
+    dir = tmpl;
+    owned = true;
+  }
+  const std::string db = dir + "/runs.db";
+  fs::remove(db);
+  fs::remove(db + "-wal");
+  fs::remove(db + "-shm");
+
+  // 1. Ingest: 100,000 step events x 10 metrics = 1,000,000 samples, timed
+  // from the first emit to the end of the final commit.
+  constexpr int64_t kSteps = 100000;
+  double ingest_s = 0;
+  {
+    baton::HistorySink sink(db);
+    baton::RunStartEvent start;
+    start.run = "bench-ingest";
+    start.name = "bench-ingest";
+    const auto t0 = Clock::now();
+    sink.emit(start);
+    for (int64_t s = 1; s <= kSteps; ++s) {
+      baton::StepEvent e;
+      e.run = "bench-ingest";
+      e.step = s;
+      e.loss = 1.0 / std::sqrt(static_cast<double>(s));
+      e.accuracy = 0.5;
+      e.lr = 1e-3;
+      e.grad_norm = 1.0;
+      e.samples_per_s = 1e5;
+      e.step_time_ms = 0.2;
+      e.wall_time_s = 0.0002 * static_cast<double>(s);
+      sink.emit(e);
+    }
+    sink.flush();
+    ingest_s = since(t0);
+    sink.close();
+  }
+  const double samples = static_cast<double>(kSteps) * 10;
+
+  // 2. List 1,000 runs (999 more, short, with final metrics and a tag).
+  {
+    baton::HistoryRunInfo info;
+    info.tags = {"bench"};
+    baton::HistorySink sink(db, info);
+    for (int i = 0; i < 999; ++i) {
+      const std::string id = "bench-run-" + std::to_string(i);
+      baton::RunStartEvent start;
+      start.run = id;
+      start.name = "bench-run";
+      start.strategy = i % 2 ? "mirrored" : "one_device";
+      start.config = {{"seed", i}, {"optimizer", {{"lr", 0.001 * (i % 7 + 1)}}}};
+      sink.emit(start);
+      baton::StepEvent e;
+      e.run = id;
+      e.step = 1;
+      sink.emit(e);
+      baton::RunEndEvent end;
+      end.run = id;
+      end.status = "completed";
+      end.train_loss = 0.1;
+      sink.emit(end);
+    }
+    sink.close();
+  }
+  std::vector<double> list_ms;
+  size_t listed = 0;
+  {
+    baton::HistoryStore store(db, baton::HistoryStore::Open::kExisting);
+    for (int rep = 0; rep < 7; ++rep) {
+      const auto t0 = Clock::now();
+      listed = store.list_runs().size();
+      list_ms.push_back(since(t0) * 1e3);
+    }
+  }
+
+  // 3. A downsampled series of 1,000,000 points (one metric, one sample a
+  // step), into 1,000 and 2,000 buckets, from a fresh connection each time
+  // (what a plot opening a run pays).
+  {
+    baton::HistorySink sink(db);
+    baton::RunStartEvent start;
+    start.run = "bench-series";
+    sink.emit(start);
+    // A million step events (10 M samples in all); "loss" is the
+    // 1-million-point series that is plotted.
+    for (int64_t s = 1; s <= 1000000; ++s) {
+      baton::StepEvent e;
+      e.run = "bench-series";
+      e.step = s;
+      e.loss = std::sin(static_cast<double>(s) * 1e-4) + (s == 777777 ? 50.0 : 0.0);
+      sink.emit(e);
+    }
+    sink.close();
+  }
+  std::vector<double> ds1000, ds2000, ds_zoom;
+  size_t buckets = 0;
+  double spike = 0;
+  for (int rep = 0; rep < 7; ++rep) {
+    baton::HistoryStore store(db, baton::HistoryStore::Open::kExisting);
+    const int64_t run = store.resolve("bench-series");
+    auto t0 = Clock::now();
+    const auto b = store.downsample(run, "loss", 1, 1000000, 1000);
+    ds1000.push_back(since(t0) * 1e3);
+    buckets = b.size();
+    for (const auto& x : b) spike = std::max(spike, x.max);
+    t0 = Clock::now();
+    store.downsample(run, "loss", 1, 1000000, 2000);
+    ds2000.push_back(since(t0) * 1e3);
+    t0 = Clock::now();
+    store.downsample(run, "loss", 333333, 433333, 1500);  // a zoomed-in window
+    ds_zoom.push_back(since(t0) * 1e3);
+  }
+
+  std::printf("# Baton run history benchmark (%s)\n", db.c_str());
+  std::printf("%-46s %14s %16s\n", "measure", "result", "goal");
+  std::printf("%-46s %10.0f /s %16s\n", "ingest, 1,000,000 metric samples (HistorySink)",
+              samples / ingest_s, ">= 500000 /s");
+  std::printf("%-46s %11.2f ms %16s\n",
+              ("list " + std::to_string(listed) + " runs (median of 7)").c_str(), median(list_ms),
+              "< 100 ms");
+  std::printf("%-46s %11.2f ms %16s\n", "downsample 1 M points -> 1000 buckets (median)",
+              median(ds1000), "< 50 ms");
+  std::printf("%-46s %11.2f ms %16s\n", "downsample 1 M points -> 2000 buckets (median)",
+              median(ds2000), "< 50 ms");
+  std::printf("%-46s %11.2f ms %16s\n", "downsample 100 k-step window -> 1500 (median)",
+              median(ds_zoom), "< 50 ms");
+  std::printf("(ingest took %.2f s; %zu buckets; spike of 50 kept: %s; database %.1f MB)\n",
+              ingest_s, buckets, spike > 50.0 ? "yes" : "NO",
+              static_cast<double>(fs::file_size(db)) / 1e6);
+  if (owned) fs::remove_all(dir);
+  return 0;
+}
