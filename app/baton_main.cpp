@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("train")) return baton::cli::run_train(train, self_exe(argv[0]));
     if (app.got_subcommand("probe")) return baton::cli::run_probe(probe, self_exe(argv[0]));
-    if (app.got_subcommand("bench")) return baton::cli::run_bench(bench);
+    if (app.got_subcommand("bench")) return baton::cli::run_bench(bench, self_exe(argv[0]));
   } catch (const baton::InputError& e) {
     std::fprintf(stderr, "baton: error: %s\n", e.what());
     return 2;
