@@ -3,7 +3,6 @@
 #include <baton/comm.h>
 #include <baton/comm_mpi.h>
 #include <baton/comm_nccl.h>
-#include <baton/discovery.h>
 #include <baton/error.h>
 #include <unistd.h>
 
@@ -446,7 +445,7 @@ int64_t bench_nccl(const Plan& plan, Reporter& reporter) {
   });
 }
 
-Plan make_plan(const BenchArgs& args, const std::string& exe_path) {
+Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
   const BenchAllreduceArgs& a = args.allreduce;
   Plan p;
   const std::string backend = !a.backend.empty()         ? a.backend
@@ -504,7 +503,7 @@ Plan make_plan(const BenchArgs& args, const std::string& exe_path) {
           "--ranks: not with --backend nccl under mpirun (the ranks are mpirun's -n, one GPU "
           "each)");
     }
-    p.cuda_library = default_cuda_library(exe_path);
+    p.cuda_library = cuda_library;
   }
   if (p.backend == CommBackend::kMpi) {
     if (!MpiRuntime::available()) {
@@ -584,10 +583,10 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
   args.allreduce_app = ar;
 }
 
-int run_bench(const BenchArgs& args, const std::string& exe_path) {
+int run_bench(const BenchArgs& args, const std::string& cuda_library) {
   if (args.allreduce_app == nullptr || !args.allreduce_app->parsed())
     return 2;  // CLI11 requires one
-  const Plan plan = make_plan(args, exe_path);
+  const Plan plan = make_plan(args, cuda_library);
   // Only rank 0 prints: the MPI backend's rank 0, or, for the local backend
   // started under mpirun anyway, the first process.
   Reporter reporter(plan);

@@ -33,8 +33,8 @@ void add_bench_command(CLI::App& app, BenchArgs& args);
 // Returns the process exit code (1 when the check found wrong values);
 // throws InputError (a bad flag value, a backend this build lacks) and
 // RuntimeError / CommError (a failed collective; for nccl also no CUDA
-// library, driver or GPU on this machine) upward. exe_path locates the CUDA
-// backend library (<exe dir>/../lib/baton/baton_cuda.so).
-int run_bench(const BenchArgs& args, const std::string& exe_path);
+// library, driver or GPU on this machine) upward. cuda_library: the CUDA
+// backend library the nccl backend loads (default_cuda_library()).
+int run_bench(const BenchArgs& args, const std::string& cuda_library);
 
 }  // namespace baton::cli

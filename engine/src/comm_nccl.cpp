@@ -117,7 +117,12 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclLibrary> lib, Communicato
     throw CommError("nccl: rank " + std::to_string(r) + ": ncclCommInitRank on GPU " +
                     std::to_string(local_rank) + " failed: " + api.last_error());
   }
-  init_handle_info();
+  try {
+    init_handle_info();
+  } catch (...) {
+    api.destroy(handle_);  // no destructor runs for a constructor that throws
+    throw;
+  }
 }
 
 void NcclCommunicator::init_handle_info() {

@@ -11,6 +11,7 @@
 #include <baton/comm_nccl.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -319,7 +320,11 @@ TEST_P(NcclGpu, LinkStatsAreRecorded) {
 INSTANTIATE_TEST_SUITE_P(Gpus, NcclGpu,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
                                             ::testing::Values(CommAlgorithm::kNative,
-                                                              CommAlgorithm::kRing)));
+                                                              CommAlgorithm::kRing)),
+                         [](const auto& info) {  // "2gpus_ring"
+                           return std::to_string(std::get<0>(info.param)) + "gpus_" +
+                                  comm_algorithm_name(std::get<1>(info.param));
+                         });
 
 // ncclCommInitRank with the unique id sent over a bootstrap communicator
 // (threads here; MPI ranks in tests/mpi/test_comm_nccl_mpi.cpp), on every
