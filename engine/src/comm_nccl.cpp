@@ -394,7 +394,13 @@ NcclGroup::NcclGroup(std::shared_ptr<NcclLibrary> lib, int size, CommOptions opt
   }
 }
 
-NcclGroup::~NcclGroup() = default;
+NcclGroup::~NcclGroup() {
+  // A failed group is torn down with ncclCommAbort on every rank: a plain
+  // ncclCommDestroy could wait for work a failed peer will never finish.
+  if (cancelled(cancel_.get())) {
+    for (auto& r : ranks_) r->lib_->api().abort(r->handle_);
+  }
+}
 
 void NcclGroup::abort() { std::atomic_ref<int>(*cancel_).store(1, std::memory_order_release); }
 

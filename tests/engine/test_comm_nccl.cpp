@@ -9,8 +9,10 @@
 //    Skipped, with the reason, without the library or a GPU; sizes above
 //    the number of GPUs are skipped (NCCL runs one rank per GPU).
 #include <baton/comm_nccl.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -18,6 +20,8 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include "nccl_abi.h"  // engine/cuda: the library's C interface
 
 namespace baton {
 namespace {
@@ -369,6 +373,52 @@ TEST(NcclGpuInitRank, OverAThreadBootstrap) {
   }
 }
 
+// The device kernels the ring algorithm uses, called through the C
+// interface on one GPU (the ring itself needs two GPUs to run at all).
+TEST(NcclGpuKernels, ReduceIntoAndScale) {
+  REQUIRE_GPUS(1);
+  void* so = dlopen(kLibrary.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(so, nullptr) << dlerror();
+  auto sym = [&](const char* name) { return dlsym(so, name); };
+  auto init_all = reinterpret_cast<decltype(&baton_nccl_init_all)>(sym("baton_nccl_init_all"));
+  auto destroy = reinterpret_cast<decltype(&baton_nccl_destroy)>(sym("baton_nccl_destroy"));
+  auto reduce_into =
+      reinterpret_cast<decltype(&baton_nccl_reduce_into)>(sym("baton_nccl_reduce_into"));
+  auto scale = reinterpret_cast<decltype(&baton_nccl_scale)>(sym("baton_nccl_scale"));
+  auto sync = reinterpret_cast<decltype(&baton_nccl_synchronize)>(sym("baton_nccl_synchronize"));
+  auto memcpy_ = reinterpret_cast<decltype(&baton_nccl_memcpy)>(sym("baton_nccl_memcpy"));
+  auto last_error =
+      reinterpret_cast<decltype(&baton_nccl_last_error)>(sym("baton_nccl_last_error"));
+  BatonNcclComm* comm = nullptr;
+  const int device = 0;
+  ASSERT_EQ(init_all(&comm, 1, &device), BATON_NCCL_OK) << last_error();
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
+    for (int op = 1; op <= 4; ++op) {
+      std::vector<float> y(count), x(count), got(count);
+      for (int64_t i = 0; i < count; ++i) {
+        y[i] = value(0, i);
+        x[i] = value(0, (i * 7) % 64);  // differs from y: max and min both pick
+      }
+      DeviceBuffer dy(gpus().lib, device, count), dx(gpus().lib, device, count);
+      ASSERT_EQ(memcpy_(comm, dy.data(), y.data(), count * 4), BATON_NCCL_OK) << last_error();
+      ASSERT_EQ(memcpy_(comm, dx.data(), x.data(), count * 4), BATON_NCCL_OK) << last_error();
+      ASSERT_EQ(reduce_into(comm, dy.data(), dx.data(), count, op, nullptr), BATON_NCCL_OK);
+      ASSERT_EQ(scale(comm, dy.data(), count, 0.5f, nullptr), BATON_NCCL_OK);
+      ASSERT_EQ(sync(comm, nullptr, 10000, nullptr), BATON_NCCL_OK) << last_error();
+      ASSERT_EQ(memcpy_(comm, got.data(), dy.data(), count * 4), BATON_NCCL_OK) << last_error();
+      for (int64_t i = 0; i < count; ++i) {
+        // Sum and mean add (the ring scales a mean once, at the end).
+        const float r = op == 3   ? std::max(y[i], x[i])
+                        : op == 4 ? std::min(y[i], x[i])
+                                  : y[i] + x[i];
+        ASSERT_EQ(got[i], r * 0.5f) << "op " << op << " count " << count << " i " << i;
+      }
+    }
+  }
+  EXPECT_EQ(reduce_into(comm, nullptr, nullptr, 1, 9, nullptr), BATON_NCCL_BAD_ARGUMENT);
+  EXPECT_EQ(destroy(comm), BATON_NCCL_OK);
+}
+
 TEST(NcclGpuErrors, BadArgumentsAreCommErrors) {
   REQUIRE_GPUS(1);
   NcclGroup g(gpus().lib, 1);
@@ -386,6 +436,12 @@ TEST(NcclGpuErrors, AMissingPeerTimesOutAndAborts) {
   o.timeout_ms = 300;
   NcclGroup g(gpus().lib, 2, o);
   DeviceBuffer d = g.rank(0).alloc(16);
+  // Both ranks once first: NCCL connects peers on their first collective,
+  // inside the call, where no timeout could end the wait.
+  on_ranks(g, [&](NcclCommunicator& c) {
+    DeviceBuffer w = c.alloc(16);
+    c.allreduce(w.data(), 16, ReduceOp::kSum);
+  });
   // Rank 1 never joins.
   const std::string what = error_of([&] { g.rank(0).allreduce(d.data(), 16, ReduceOp::kSum); });
   EXPECT_NE(what.find("timed out"), std::string::npos) << what;
@@ -402,6 +458,8 @@ TEST(NcclGpuErrors, AbortWakesAWaitingRank) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(on_ranks(g,
                         [&](NcclCommunicator& c) {
+                          DeviceBuffer w = c.alloc(16);  // connect first (as above)
+                          c.allreduce(w.data(), 16, ReduceOp::kSum);
                           if (c.rank() == 1) {
                             std::this_thread::sleep_for(std::chrono::milliseconds(200));
                             throw RuntimeError("replica 1 failed");

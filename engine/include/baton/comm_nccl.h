@@ -207,7 +207,8 @@ class NcclGroup {
   NcclCommunicator& rank(int r) { return *ranks_.at(static_cast<size_t>(r)); }
   // Marks the group failed: every rank waiting in (or entering) a
   // collective aborts its NCCL communicator and throws CommError, instead of
-  // waiting for a peer that will not come. Safe from any thread.
+  // waiting for a peer that will not come, and the destructor aborts the
+  // communicators rather than destroying them. Safe from any thread.
   void abort();
 
  private:
