@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(host, &host_size);
   MPI_Comm_rank(host, &local_rank);
   MPI_Comm_free(&host);
-  if (why.empty()) {
+  if (why.empty() && lib != nullptr) {
     const int gpus = lib->device_count(&why);
     if (gpus > 0 && gpus < host_size) {
       why = std::to_string(host_size) + " ranks on this host need " + std::to_string(host_size) +
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     baton::NcclCommunicator ring_comm(lib, boot, local_rank, ring);
     baton::g_native = &native_comm;
     baton::g_ring = &ring_comm;
-    if (rank == 0) {
+    if (rank == 0 && lib != nullptr) {
       std::printf("NCCL %s over MPI: %d ranks, rank 0 on GPU %d\n", lib->nccl_version().c_str(),
                   native_comm.size(), native_comm.device());
     }
