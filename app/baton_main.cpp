@@ -1,6 +1,7 @@
 // baton: the headless command line. Wiring only: each command parses its
 // arguments and calls the engine. Exit codes: 0 success, 2 bad input (the
 // message names the file, key or line), 1 runtime failure.
+#include <baton/discovery.h>
 #include <baton/error.h>
 #include <baton/kernels.h>
 #include <baton_build_info.h>
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("train")) return baton::cli::run_train(train, self_exe(argv[0]));
     if (app.got_subcommand("probe")) return baton::cli::run_probe(probe, self_exe(argv[0]));
-    if (app.got_subcommand("bench")) return baton::cli::run_bench(bench);
+    if (app.got_subcommand("bench"))
+      return baton::cli::run_bench(bench, baton::default_cuda_library(self_exe(argv[0])));
     if (app.got_subcommand("history")) return baton::cli::run_history(history);
   } catch (const baton::InputError& e) {
     std::fprintf(stderr, "baton: error: %s\n", e.what());

@@ -2,6 +2,7 @@
 
 #include <baton/comm.h>
 #include <baton/comm_mpi.h>
+#include <baton/comm_nccl.h>
 #include <baton/error.h>
 #include <unistd.h>
 
@@ -26,7 +27,8 @@ using Clock = std::chrono::steady_clock;
 struct Plan {
   CommBackend backend = CommBackend::kLocal;
   CommAlgorithm algorithm = CommAlgorithm::kNative;
-  int local_ranks = 2;
+  int local_ranks = 2;          // local; nccl alone: 0 means every GPU
+  std::string cuda_library;     // nccl
   std::vector<int64_t> counts;  // floats per size, ascending
   int64_t min_bytes = 0, max_bytes = 0;
   double step_factor = 2;
@@ -107,7 +109,8 @@ class Reporter {
     if (plan_.json) return;
     std::printf("# baton bench allreduce: %s, %d rank%s", comm.c_str(), ranks,
                 ranks == 1 ? "" : "s");
-    if (plan_.backend == CommBackend::kLocal) {
+    if (plan_.backend == CommBackend::kLocal ||
+        (plan_.backend == CommBackend::kNccl && !MpiRuntime::in_mpi_job())) {
       std::printf(" (threads of pid %d on %s)\n", static_cast<int>(::getpid()),
                   host_name().c_str());
     } else {
@@ -218,6 +221,57 @@ int64_t count_wrong(const float* data, int64_t count, int n) {
   return wrong;
 }
 
+// Where a rank's buffers live: host memory (local, mpi) or the rank's GPU
+// (nccl, whose collectives take device pointers). The benchmark fills and
+// checks its buffers through host copies either way.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  // A buffer of `count` floats that lives as long as this object.
+  virtual float* alloc(int64_t count) = 0;
+  virtual void copy(float* dst, const float* src, int64_t count) = 0;  // both buffers here
+  virtual void upload(float* dst, const float* host, int64_t count) = 0;
+  virtual void download(float* host, const float* src, int64_t count) = 0;
+};
+
+class HostMemory final : public Memory {
+ public:
+  float* alloc(int64_t count) override {
+    buffers_.emplace_back(static_cast<size_t>(count));
+    return buffers_.back().data();
+  }
+  void copy(float* dst, const float* src, int64_t count) override {
+    if (count > 0) std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+  }
+  void upload(float* dst, const float* host, int64_t count) override { copy(dst, host, count); }
+  void download(float* host, const float* src, int64_t count) override { copy(host, src, count); }
+
+ private:
+  std::vector<std::vector<float>> buffers_;
+};
+
+class DeviceMemory final : public Memory {
+ public:
+  explicit DeviceMemory(NcclCommunicator& comm) : comm_(comm) {}
+  float* alloc(int64_t count) override {
+    buffers_.push_back(comm_.alloc(count));
+    return buffers_.back().data();
+  }
+  void copy(float* dst, const float* src, int64_t count) override {
+    comm_.copy_on_device(dst, src, count);
+  }
+  void upload(float* dst, const float* host, int64_t count) override {
+    comm_.copy_to_device(dst, host, count);
+  }
+  void download(float* host, const float* src, int64_t count) override {
+    comm_.copy_to_host(host, src, count);
+  }
+
+ private:
+  NcclCommunicator& comm_;
+  std::vector<DeviceBuffer> buffers_;
+};
+
 // Warm-up, then `iters` timed calls between a barrier and this rank's
 // return from the last one; the mean per call in microseconds.
 template <class Op>
@@ -230,20 +284,25 @@ double time_op(Communicator& comm, const Plan& plan, Op op) {
 }
 
 // One rank's whole benchmark; every rank returns the total of wrong values.
-int64_t bench_rank(Communicator& comm, const Plan& plan, Reporter* reporter) {
+int64_t bench_rank(Communicator& comm, Memory& mem, const Plan& plan, Reporter* reporter) {
   const int n = comm.size(), rank = comm.rank();
   const int64_t max_count = plan.counts.back();
-  std::vector<float> in, out, inplace;
+  std::vector<float> host_in, host_check;
+  float *in = nullptr, *out = nullptr, *inplace = nullptr, *stats_buf = nullptr;
   try {
-    in.resize(static_cast<size_t>(max_count));
-    out.resize(static_cast<size_t>(max_count));
-    inplace.resize(static_cast<size_t>(max_count));
+    host_in.resize(static_cast<size_t>(max_count));
+    host_check.resize(static_cast<size_t>(max_count));
+    in = mem.alloc(max_count);
+    out = mem.alloc(max_count);
+    inplace = mem.alloc(max_count);
+    stats_buf = mem.alloc(2 + 2 * kParts);
   } catch (const std::bad_alloc&) {
     throw RuntimeError("bench allreduce: cannot allocate 3 buffers of " +
                        std::to_string(max_count * 4) + " bytes for rank " + std::to_string(rank) +
                        " (lower --max-bytes)");
   }
-  for (int64_t i = 0; i < max_count; ++i) in[static_cast<size_t>(i)] = input_value(rank, i);
+  for (int64_t i = 0; i < max_count; ++i) host_in[static_cast<size_t>(i)] = input_value(rank, i);
+  mem.upload(in, host_in.data(), max_count);
   if (reporter != nullptr) reporter->begin(comm.describe(), n);
 
   int64_t total_wrong = 0;
@@ -255,19 +314,21 @@ int64_t bench_rank(Communicator& comm, const Plan& plan, Reporter* reporter) {
     // write another). Each call starts from the untouched input, so the
     // last timed call's output is checked.
     const double oop_us = time_op(comm, plan, [&] {
-      std::memcpy(out.data(), in.data(), bytes);
-      comm.allreduce(out.data(), count, ReduceOp::kSum);
+      mem.copy(out, in, count);
+      comm.allreduce(out, count, ReduceOp::kSum);
     });
-    const int64_t oop_wrong = count_wrong(out.data(), count, n);
+    mem.download(host_check.data(), out, count);
+    const int64_t oop_wrong = count_wrong(host_check.data(), count, n);
     // In-place: the timed calls keep reducing their own result (the values
     // grow, possibly to inf, which costs nothing extra), so the check is one
     // more call on a fresh copy of the input, untimed.
-    std::memcpy(inplace.data(), in.data(), bytes);
+    mem.copy(inplace, in, count);
     const double ip_us =
-        time_op(comm, plan, [&] { comm.allreduce(inplace.data(), count, ReduceOp::kSum); });
-    std::memcpy(inplace.data(), in.data(), bytes);
-    comm.allreduce(inplace.data(), count, ReduceOp::kSum);
-    const int64_t ip_wrong = count_wrong(inplace.data(), count, n);
+        time_op(comm, plan, [&] { comm.allreduce(inplace, count, ReduceOp::kSum); });
+    mem.copy(inplace, in, count);
+    comm.allreduce(inplace, count, ReduceOp::kSum);
+    mem.download(host_check.data(), inplace, count);
+    const int64_t ip_wrong = count_wrong(host_check.data(), count, n);
 
     // Combine over the ranks: the mean time, the summed counts.
     float stats[2 + 2 * kParts];
@@ -275,7 +336,9 @@ int64_t bench_rank(Communicator& comm, const Plan& plan, Reporter* reporter) {
     stats[1] = static_cast<float>(ip_us);
     put_count(stats + 2, oop_wrong);
     put_count(stats + 2 + kParts, ip_wrong);
-    comm.allreduce(stats, 2 + 2 * kParts, ReduceOp::kSum);
+    mem.upload(stats_buf, stats, 2 + 2 * kParts);
+    comm.allreduce(stats_buf, 2 + 2 * kParts, ReduceOp::kSum);
+    mem.download(stats, stats_buf, 2 + 2 * kParts);
     Row row;
     row.bytes = static_cast<int64_t>(bytes);
     row.count = count;
@@ -299,17 +362,18 @@ int env_rank() {
   return 0;
 }
 
-// The local backend: one thread per rank over a LocalGroup. A rank that
-// fails aborts the group so the others stop at once; its error is rethrown.
-int64_t bench_local(const Plan& plan, Reporter& reporter) {
-  LocalGroup group(plan.local_ranks, CommOptions{.algorithm = plan.algorithm});
+// One thread per rank of a group (LocalGroup or NcclGroup); the first
+// process's rank 0 reports. A rank that fails aborts the group so the others
+// stop at once; its error is rethrown.
+template <class Group, class Body>
+int64_t bench_threads(Group& group, int ranks, Reporter& reporter, Body run_rank) {
   std::mutex mu;
   std::exception_ptr first_error;
   int64_t wrong = 0;
   auto body = [&](int r) {
     try {
       const bool prints = r == 0 && env_rank() == 0;
-      const int64_t w = bench_rank(group.rank(r), plan, prints ? &reporter : nullptr);
+      const int64_t w = run_rank(r, prints ? &reporter : nullptr);
       if (r == 0) wrong = w;
     } catch (...) {
       {
@@ -321,7 +385,7 @@ int64_t bench_local(const Plan& plan, Reporter& reporter) {
   };
   std::vector<std::thread> threads;
   try {
-    for (int r = 1; r < plan.local_ranks; ++r) threads.emplace_back(body, r);
+    for (int r = 1; r < ranks; ++r) threads.emplace_back(body, r);
   } catch (...) {
     group.abort();
     for (auto& t : threads) t.join();
@@ -333,20 +397,55 @@ int64_t bench_local(const Plan& plan, Reporter& reporter) {
   return wrong;
 }
 
+// The local backend: one thread per rank over a LocalGroup.
+int64_t bench_local(const Plan& plan, Reporter& reporter) {
+  LocalGroup group(plan.local_ranks, CommOptions{.algorithm = plan.algorithm});
+  return bench_threads(group, plan.local_ranks, reporter, [&](int r, Reporter* rep) {
+    HostMemory mem;
+    return bench_rank(group.rank(r), mem, plan, rep);
+  });
+}
+
 int64_t bench_mpi(const Plan& plan, Reporter& reporter) {
 #ifdef BATON_HAVE_MPI
   MpiRuntime mpi;
   // The communicator goes before the runtime finalises MPI.
   MpiCommunicator comm(CommOptions{.algorithm = plan.algorithm});
-  return bench_rank(comm, plan, comm.rank() == 0 ? &reporter : nullptr);
+  HostMemory mem;
+  return bench_rank(comm, mem, plan, comm.rank() == 0 ? &reporter : nullptr);
 #else
   (void)plan;
   (void)reporter;
-  return 0;  // unreachable: run_bench refuses the mpi backend without MPI
+  return 0;    // unreachable: run_bench refuses the mpi backend without MPI
 #endif
 }
 
-Plan make_plan(const BenchArgs& args) {
+// The nccl backend. Under mpirun: one rank per process, on GPU `host rank`,
+// the NCCL id sent over MPI. Alone: one thread per GPU of this process
+// (--ranks of them, or every GPU), ncclCommInitAll.
+int64_t bench_nccl(const Plan& plan, Reporter& reporter) {
+  auto lib = NcclLibrary::load(plan.cuda_library);
+  const CommOptions options{.algorithm = plan.algorithm};
+  if (MpiRuntime::in_mpi_job()) {
+#ifdef BATON_HAVE_MPI
+    MpiRuntime mpi;
+    MpiCommunicator boot;
+    NcclCommunicator comm(lib, boot, boot.host_rank(), options);
+    DeviceMemory mem(comm);
+    return bench_rank(comm, mem, plan, comm.rank() == 0 ? &reporter : nullptr);
+#else
+    return 0;  // unreachable: make_plan refuses nccl under mpirun without MPI
+#endif
+  }
+  const int ranks = plan.local_ranks > 0 ? plan.local_ranks : lib->require_devices();
+  NcclGroup group(lib, ranks, options);
+  return bench_threads(group, ranks, reporter, [&](int r, Reporter* rep) {
+    DeviceMemory mem(group.rank(r));
+    return bench_rank(group.rank(r), mem, plan, rep);
+  });
+}
+
+Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
   const BenchAllreduceArgs& a = args.allreduce;
   Plan p;
   const std::string backend = !a.backend.empty()         ? a.backend
@@ -382,9 +481,29 @@ Plan make_plan(const BenchArgs& args) {
   if (a.warmup < 0)
     throw InputError("--warmup: expected an integer >= 0, got " + std::to_string(a.warmup));
 
+  const bool ranks_given = args.ranks_opt != nullptr && args.ranks_opt->count() > 0;
   if (p.backend == CommBackend::kNccl) {
-    throw InputError(
-        "--backend nccl: the NCCL backend is not available in this build yet (use local or mpi)");
+    // What this build lacks is bad input (exit 2); what this machine lacks
+    // (the library, a driver, GPUs) is found when the run starts (exit 1).
+    if (const std::string why = nccl_build_unavailable_reason(); !why.empty()) {
+      throw InputError("--backend nccl: " + why);
+    }
+    if (p.algorithm == CommAlgorithm::kHierarchical) {
+      throw InputError(
+          "--algorithm hierarchical: not available with --backend nccl (NCCL's own collectives "
+          "already follow the NVLink/PCIe/network hierarchy); use native or ring");
+    }
+    if (MpiRuntime::in_mpi_job() && !MpiRuntime::available()) {
+      throw InputError(
+          "--backend nccl under mpirun: this build has no MPI backend to send NCCL's id over "
+          "(configure with BATON_WITH_MPI=ON), or run without mpirun (one process, every GPU)");
+    }
+    if (MpiRuntime::in_mpi_job() && ranks_given) {
+      throw InputError(
+          "--ranks: not with --backend nccl under mpirun (the ranks are mpirun's -n, one GPU "
+          "each)");
+    }
+    p.cuda_library = cuda_library;
   }
   if (p.backend == CommBackend::kMpi) {
     if (!MpiRuntime::available()) {
@@ -392,12 +511,13 @@ Plan make_plan(const BenchArgs& args) {
           "--backend mpi: this build has no MPI backend (configure with BATON_WITH_MPI=ON "
           "and Open MPI installed)");
     }
-    if (args.ranks_opt != nullptr && args.ranks_opt->count() > 0) {
+    if (ranks_given) {
       throw InputError(
           "--ranks: applies to the local backend only (with mpi the ranks are mpirun's -n)");
     }
   }
-  p.local_ranks = a.ranks;
+  // nccl alone: every GPU unless --ranks says how many.
+  p.local_ranks = p.backend == CommBackend::kNccl && !ranks_given ? 0 : a.ranks;
   p.min_bytes = a.min_bytes;
   p.max_bytes = a.max_bytes;
   p.step_factor = a.step_factor;
@@ -431,11 +551,17 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
       "Run alone (local backend: --ranks threads) or under mpirun (mpi backend):\n"
       "  baton bench allreduce --ranks 4 --algorithm ring\n"
       "  mpirun -n 2 baton bench allreduce --min-bytes 1M --max-bytes 64M\n"
-      "Exit codes: 0 all values right, 1 a wrong value or a failed collective, 2 bad flags.");
+      "nccl (GPU buffers; needs a build with CUDA and NCCL): alone, one thread per GPU (every\n"
+      "GPU, or --ranks of them), or under mpirun, one GPU per rank:\n"
+      "  baton bench allreduce --backend nccl --min-bytes 1M --max-bytes 64M\n"
+      "  mpirun -n 2 baton bench allreduce --backend nccl\n"
+      "Exit codes: 0 all values right, 1 a wrong value, a failed collective, or no GPU/driver,\n"
+      "2 bad flags or a backend this build lacks.");
   ar->add_option("--backend", a.backend,
                  "local|mpi|nccl (default: mpi inside an MPI job, local otherwise)");
   ar->add_option("--algorithm", a.algorithm, "native|ring|hierarchical")->capture_default_str();
-  args.ranks_opt = ar->add_option("--ranks", a.ranks, "Number of ranks (local backend only)")
+  args.ranks_opt = ar->add_option("--ranks", a.ranks,
+                                  "Number of ranks (local: threads; nccl alone: GPUs, default all)")
                        ->capture_default_str();
   // Sizes take binary suffixes, as in nccl-tests: 4K, 1M, 64MiB.
   ar->add_option("--min-bytes", a.min_bytes,
@@ -457,15 +583,16 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
   args.allreduce_app = ar;
 }
 
-int run_bench(const BenchArgs& args) {
+int run_bench(const BenchArgs& args, const std::string& cuda_library) {
   if (args.allreduce_app == nullptr || !args.allreduce_app->parsed())
     return 2;  // CLI11 requires one
-  const Plan plan = make_plan(args);
+  const Plan plan = make_plan(args, cuda_library);
   // Only rank 0 prints: the MPI backend's rank 0, or, for the local backend
   // started under mpirun anyway, the first process.
   Reporter reporter(plan);
-  const int64_t wrong =
-      plan.backend == CommBackend::kMpi ? bench_mpi(plan, reporter) : bench_local(plan, reporter);
+  const int64_t wrong = plan.backend == CommBackend::kMpi    ? bench_mpi(plan, reporter)
+                        : plan.backend == CommBackend::kNccl ? bench_nccl(plan, reporter)
+                                                             : bench_local(plan, reporter);
   if (wrong != 0) {
     if (env_rank() == 0) {
       std::fprintf(stderr, "baton: failed: bench allreduce: %lld wrong values\n",

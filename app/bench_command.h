@@ -1,7 +1,8 @@
 // `baton bench allreduce`: allreduce bandwidth over a range of sizes, in the
 // style of nccl-tests' all_reduce_perf, on the local backend (threads of
-// this process) or the MPI one (under mpirun), with the results checked in
-// the same run.
+// this process), the MPI one (under mpirun) or NCCL (GPU buffers: one thread
+// per GPU, or one GPU per mpirun rank), with the results checked in the
+// same run.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,7 +14,7 @@ namespace baton::cli {
 struct BenchAllreduceArgs {
   std::string backend;  // empty: mpi inside an MPI job, else local
   std::string algorithm = "native";
-  int ranks = 2;  // local only
+  int ranks = 2;  // local; nccl alone (default there: every GPU)
   int64_t min_bytes = 1024;
   int64_t max_bytes = 16 << 20;
   double step_factor = 2.0;
@@ -31,7 +32,9 @@ struct BenchArgs {
 void add_bench_command(CLI::App& app, BenchArgs& args);
 // Returns the process exit code (1 when the check found wrong values);
 // throws InputError (a bad flag value, a backend this build lacks) and
-// RuntimeError / CommError (a failed collective) upward.
-int run_bench(const BenchArgs& args);
+// RuntimeError / CommError (a failed collective; for nccl also no CUDA
+// library, driver or GPU on this machine) upward. cuda_library: the CUDA
+// backend library the nccl backend loads (default_cuda_library()).
+int run_bench(const BenchArgs& args, const std::string& cuda_library);
 
 }  // namespace baton::cli

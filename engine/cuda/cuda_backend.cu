@@ -1,7 +1,8 @@
-// The CUDA backend library, loaded by the engine with dlopen. For now it
-// answers how many devices there are and what they are (for discovery), and
-// runs the fused bias + activation kernel, the first of the kernels checked
-// against the CPU reference.
+// The CUDA backend library, loaded by the engine with dlopen. It answers how
+// many devices there are and what they are (for discovery), runs the fused
+// bias + activation kernel, the first of the kernels checked against the CPU
+// reference, and (nccl_backend.cu, when NCCL is found) holds the NCCL
+// communicator.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -34,6 +35,16 @@ __attribute__((visibility("default"))) int baton_cuda_device_count_status(int* c
   const cudaError_t st = cudaGetDeviceCount(&n);
   *count = st == cudaSuccess ? n : 0;
   return static_cast<int>(st);
+}
+
+// 1 when this library contains the NCCL communicator (nccl_abi.h), 0 when
+// it was built without NCCL.
+__attribute__((visibility("default"))) int baton_cuda_has_nccl(void) {
+#ifdef BATON_CUDA_WITH_NCCL
+  return 1;
+#else
+  return 0;
+#endif
 }
 
 // The runtime's text for an error code returned by this library.

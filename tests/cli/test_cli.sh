@@ -176,7 +176,21 @@ check bench-zero-ranks 2 "--ranks: expected an integer >= 1" -- "$BATON" bench a
 check bench-bad-step 2 "--step-factor" -- "$BATON" bench allreduce --step-factor 1
 check bench-bad-iters 2 "--iters" -- "$BATON" bench allreduce --iters 0
 check bench-not-a-number 2 "--max-bytes" -- "$BATON" bench allreduce --max-bytes lots
-check bench-nccl 2 "NCCL backend is not available in this build yet" -- "$BATON" bench allreduce --backend nccl
+# nccl: what happens depends on the build and the machine - exit 2 in a
+# build without CUDA/NCCL, exit 1 naming the missing driver/GPU, or a
+# checked run on the GPUs.
+out=$("$BATON" bench allreduce --backend nccl --min-bytes 4 --max-bytes 4096 --step-factor 32 \
+        --iters 2 --warmup 1 2>&1)
+code=$?
+if { [ $code = 2 ] && grep -qE "backend nccl: this build (has no CUDA|'s CUDA backend has no NCCL)" <<<"$out"; } ||
+   { [ $code = 1 ] && grep -q "nccl: no NVIDIA GPU/driver found (" <<<"$out"; } ||
+   { [ $code = 0 ] && grep -qE "Wrong values +: 0 OK" <<<"$out"; }; then
+  pass=$((pass + 1))
+else
+  echo "FAIL bench-nccl: exit $code"; echo "$out" | tail -5 | sed 's/^/    /'; fail=$((fail + 1))
+fi
+check bench-nccl-hierarchical 2 "this build has no CUDA|--algorithm hierarchical: not available with --backend nccl" -- \
+  "$BATON" bench allreduce --backend nccl --algorithm hierarchical
 check bench-no-subcommand 2 "" -- "$BATON" bench
 # The MPI backend under mpirun (the default backend inside an MPI job).
 if command -v mpirun >/dev/null 2>&1; then

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The GPU checks, in one command, for a machine with an NVIDIA GPU and the
+# driver (the development machines have neither, so these tests skip there):
+#
+#   tests/gpu/run_gpu_checks.sh [BUILD_DIR]      (default: build-gpu)
+#
+# Configures and builds (Release, CUDA on, tests on, UI off, -j16) only what
+# the checks need, then runs
+#   1. ctest -R 'cuda|nccl': the CUDA kernel test, the nccl communicator on
+#      1..4 GPUs of this process (sizes above the GPU count skip), the
+#      ncclCommInitRank path over a thread bootstrap, timeouts and aborts;
+#   2. the mpirun test (-n 2, ncclCommInitRank with the id sent over MPI). It
+#      needs 2 GPUs: NCCL refuses two ranks of one communicator on one GPU, so
+#      on a one-GPU machine it prints BATON_TEST_SKIP and ctest reports it
+#      skipped;
+#   3. baton bench allreduce --backend nccl at 1, 16 and 64 MiB (native and
+#      ring; every GPU of this process - with one GPU that is one rank, so
+#      busbw is 0 and algbw is the GPU's copy speed), under mpirun -n 2 when
+#      there are 2 GPUs, and --backend local (2 CPU threads) for comparison.
+# Everything goes to $OUT/gpu_checks.log when OUT is set (else
+# BUILD_DIR/gpu_checks.log) and to the terminal. Exit status: 0 when every
+# step passed, 1 otherwise; the summary at the end lists each step.
+# Takes a few minutes on 16 cores (the build is most of it).
+set -uo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${1:-$SRC/build-gpu}
+mkdir -p "$BUILD"
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT"
+  LOG=$OUT/gpu_checks.log
+else
+  LOG=$BUILD/gpu_checks.log
+fi
+exec > >(tee "$LOG") 2>&1
+
+# nvcc is often installed but not on PATH.
+if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+declare -a SUMMARY=()
+FAILED=0
+step() {  # step NAME TIMEOUT_S COMMAND...: runs it, records pass/fail
+  local name=$1 limit=$2
+  shift 2
+  echo
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@"
+  local rc=$?
+  local verdict=ok
+  if [[ $rc -ne 0 ]]; then
+    verdict="FAILED (exit $rc$([[ $rc -eq 124 ]] && echo ', timed out'))"
+    FAILED=1
+  fi
+  SUMMARY+=("$(printf '%-40s %-28s %4ds' "$name" "$verdict" $((SECONDS - t0)))")
+}
+
+echo "# baton GPU checks, $(date -u +%Y-%m-%dT%H:%M:%SZ), source $SRC, build $BUILD"
+echo "# commit: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')"
+nvidia-smi -L 2>&1 || echo "# nvidia-smi not available"
+nvcc --version 2>&1 | tail -1 || echo "# nvcc not found"
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+echo "# GPUs: ${GPUS:-0}"
+
+step configure 300 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBATON_WITH_CUDA=ON \
+  -DBATON_BUILD_TESTS=ON -DBATON_BUILD_UI=OFF
+TARGETS=(baton baton_cuda test_cuda test_comm_nccl)
+if grep -q '^BATON_WITH_MPI:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+  TARGETS+=(test_comm_nccl_mpi)
+fi
+step build 420 cmake --build "$BUILD" -j16 --target "${TARGETS[@]}"
+
+step "ctest cuda|nccl (in-process)" 300 \
+  ctest --test-dir "$BUILD" -R 'cuda|nccl' -E 'nccl_mpi' --output-on-failure --timeout 120
+if [[ " ${TARGETS[*]} " == *" test_comm_nccl_mpi "* ]]; then
+  step "ctest mpirun -n 2 nccl" 200 \
+    ctest --test-dir "$BUILD" -R 'nccl_mpi' --output-on-failure -V --timeout 150
+fi
+
+BATON=$BUILD/bin/baton
+for size in 1M 16M 64M; do
+  step "bench nccl/native $size" 120 "$BATON" bench allreduce --backend nccl \
+    --min-bytes "$size" --max-bytes "$size" --iters 20 --warmup 5
+done
+step "bench nccl/ring 1M..64M" 120 "$BATON" bench allreduce --backend nccl --algorithm ring \
+  --min-bytes 1M --max-bytes 64M --step-factor 4 --iters 10 --warmup 2
+if [[ "${GPUS:-0}" -ge 2 ]] && command -v mpirun >/dev/null 2>&1; then
+  step "bench mpirun -n 2 nccl" 180 mpirun -n 2 --oversubscribe "$BATON" bench allreduce \
+    --backend nccl --min-bytes 1M --max-bytes 64M --step-factor 4
+else
+  echo
+  echo "=== bench mpirun -n 2 nccl: skipped (needs 2 GPUs; NCCL refuses two ranks on one GPU)"
+fi
+for size in 1M 16M 64M; do
+  step "bench local (2 threads) $size" 120 "$BATON" bench allreduce --backend local --ranks 2 \
+    --min-bytes "$size" --max-bytes "$size" --iters 20 --warmup 5
+done
+
+echo
+echo "=== summary"
+printf '%s\n' "${SUMMARY[@]}"
+echo "log: $LOG"
+exit $FAILED
