@@ -37,8 +37,8 @@ std::string gib(uint64_t bytes) {
 // consecutive cpu devices on one NUMA node.
 std::string cpu_ranges(const HostInfo& h, bool with_numa) {
   std::string out;
-  const Device* start = nullptr;
-  const Device* prev = nullptr;
+  const DeviceInfo* start = nullptr;
+  const DeviceInfo* prev = nullptr;
   auto flush = [&] {
     if (start == nullptr) return;
     if (!out.empty()) out += ", ";

@@ -1,5 +1,7 @@
 #include "ui/run_controller.h"
 
+#include <baton/history.h>
+#include <baton/history_sink.h>
 #include <baton/registry.h>
 #include <baton/run_config.h>
 #include <baton/run_dir.h>
@@ -82,13 +84,37 @@ void EmbeddedRun::work() {
     opt.run_id = planned.id;
     opt.checkpoint_dir = cfg.checkpoint.dir.empty() ? planned.checkpoints() : cfg.checkpoint.dir;
     opt.stop = &stop_;
+    // A history file that is not Baton's fails the run before anything is
+    // built or written.
+    const std::string db =
+        ctx_.history_db.isEmpty() ? default_history_db_path() : ctx_.history_db.toStdString();
+    { const HistoryStore check(db); }
     // Building validates the model and data against the plugins: a bad
     // config fails here, before a run directory exists.
     Trainer trainer(cfg, registry, telemetry, opt);
+    HistoryRunInfo info;
+    info.topology = {{"world_size", 1},
+                     {"replicas", trainer.strategy().num_replicas()},
+                     {"communication", trainer.strategy().communication()},
+                     {"launcher", "baton-studio"},
+                     {"cluster", req_.topology}};
+    auto history = std::make_shared<HistorySink>(db, info);
+    telemetry.add(history);
     const RunDir dir = create_run_dir(root, planned.id);
     telemetry.add(std::make_shared<JsonLinesSink>(dir.events()));
     write_file_atomic(dir.config(), cfg.raw.dump(2) + "\n");
-    status = QString::fromStdString(trainer.run().status);
+    try {
+      status = QString::fromStdString(trainer.run().status);
+    } catch (...) {
+      // The run_end "failed" is recorded before the error goes up; a
+      // recording error must not hide the run's own.
+      try {
+        history->close();
+      } catch (const std::exception&) {
+      }
+      throw;
+    }
+    history->close();
   } catch (const std::exception& e) {
     error = QString::fromUtf8(e.what());
   }
@@ -163,6 +189,8 @@ QStringList LaunchedRun::arguments() const {
     << QDir(dir_).filePath(QStringLiteral("config.json")) << QStringLiteral("--events")
     << QStringLiteral("-") << QStringLiteral("--quiet");
   if (!ctx_.runs_dir.isEmpty()) a << QStringLiteral("--runs-dir") << ctx_.runs_dir;
+  // The chief records the run in the same history the studio shows.
+  if (!ctx_.history_db.isEmpty()) a << QStringLiteral("--db") << ctx_.history_db;
   return a;
 }
 

@@ -50,6 +50,7 @@ struct RunRequest {
   nlohmann::json config;
   QString config_path;  // where it came from: messages and relative paths
   QString run_id;       // "" = a new id from the config's name
+  nlohmann::json topology = nlohmann::json::object();  // recorded with the run
 };
 
 class EmbeddedRun final : public RunController {

@@ -31,11 +31,9 @@ struct HostInfo;  // baton/discovery.h
 
 namespace baton::ui {
 
-// What the topology keeps of a probe: baton::HostInfo with its own device
-// type. (The engine's discovery `Device` struct and tensor.h's `Device` enum
-// share a name, so a file cannot include both headers; this header stays
-// free of discovery.h so that the Train view can include it beside the run
-// config.)
+// What the topology keeps of a probe: its own copy of baton::HostInfo's
+// devices and links, so topology files and the canvas do not follow every
+// change of the probe's structs (topology_probe.cpp converts).
 struct TopologyDevice {
   std::string name;    // "cpu:<i>" or "cuda:<i>"
   std::string kind;    // "cpu" or "cuda"

@@ -16,7 +16,7 @@ TopologyHostInfo from_host_info(const HostInfo& in) {
   out.numa_nodes = in.numa_nodes;
   out.memory_bytes = in.memory_bytes;
   out.gpu_note = in.gpu_note;
-  for (const Device& d : in.devices)
+  for (const DeviceInfo& d : in.devices)
     out.devices.push_back({d.name, d.kind, d.index, d.numa_node, d.model});
   for (const auto& row : in.gpu_links) {
     std::vector<TopologyGpuLink> r;
@@ -37,7 +37,7 @@ HostInfo to_host_info(const TopologyHostInfo& in) {
   out.memory_bytes = in.memory_bytes;
   out.gpu_note = in.gpu_note;
   for (const TopologyDevice& d : in.devices) {
-    Device x;
+    DeviceInfo x;
     x.name = d.name;
     x.kind = d.kind;
     x.index = d.index;

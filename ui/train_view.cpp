@@ -139,7 +139,7 @@ void TrainView::start() {
     set_status(tr("Fix the run config first: %1").arg(form_->first_error()), true);
     return;
   }
-  RunRequest req{form_->config(), form_->config_path(), {}};
+  RunRequest req{form_->config(), form_->config_path(), {}, topology_.to_json()};
   run_.reset();
   if (topology_.multi_process()) {
     run_ =

@@ -121,7 +121,7 @@ HostInfo probe_cpus() {
   for (int i = 0; i < units; ++i) {
     hwloc_obj_t obj = hwloc_get_obj_by_type(t, unit, static_cast<unsigned>(i));
     if (obj == nullptr) continue;
-    Device d;
+    DeviceInfo d;
     d.kind = "cpu";
     d.index = static_cast<int>(host.devices.size());
     d.name = "cpu:" + std::to_string(d.index);

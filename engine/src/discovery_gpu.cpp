@@ -199,7 +199,7 @@ std::string add_nvml(const std::string& library, HostInfo& host, size_t first, i
 
   for (int i = 0; i < n; ++i) {
     if (handle[i] == nullptr) continue;
-    Device& d = host.devices[first + i];
+    DeviceInfo& d = host.devices[first + i];
     nvmlUtilization_t util{};
     if (nvml.utilization(handle[i], &util) == kNvmlSuccess) d.utilization_pct = util.gpu;
     nvmlMemory_t mem{};
@@ -326,7 +326,7 @@ void probe_gpus(const ProbeOptions& options, HostInfo& host) {
     std::array<char, 256> name{};
     std::array<char, 32> bus{};
     unsigned long long mem = 0;
-    Device d;
+    DeviceInfo d;
     const int st =
         cuda.describe(i, name.data(), static_cast<int>(name.size()), &mem, &d.sm_count,
                       &d.compute_major, &d.compute_minor, bus.data(), static_cast<int>(bus.size()));

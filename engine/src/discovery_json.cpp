@@ -12,7 +12,7 @@ using nlohmann::json;
 
 constexpr int kProbeVersion = 1;
 
-json device_json(const Device& d) {
+json device_json(const DeviceInfo& d) {
   json j = {{"name", d.name}, {"kind", d.kind}, {"index", d.index}};
   if (d.numa_node >= 0) j["numa_node"] = d.numa_node;
   if (d.kind == "cpu") {
@@ -40,8 +40,8 @@ void optional_field(const json& j, const char* key, T& out) {
   if (auto it = j.find(key); it != j.end()) out = it->get<T>();
 }
 
-Device device_from_json(const json& j) {
-  Device d;
+DeviceInfo device_from_json(const json& j) {
+  DeviceInfo d;
   d.name = field<std::string>(j, "name");
   d.kind = field<std::string>(j, "kind");
   d.index = field<int>(j, "index");

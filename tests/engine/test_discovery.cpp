@@ -11,7 +11,7 @@
 
 namespace {
 
-using baton::Device;
+using baton::DeviceInfo;
 using baton::GpuLink;
 using baton::HostInfo;
 using baton::ProbeOptions;
@@ -48,7 +48,7 @@ TEST(Discovery, OneCpuDevicePerCoreNamedInOrder) {
   std::set<int> pus;
   size_t pu_total = 0;
   for (int i = 0; i < h.cores; ++i) {
-    const Device& d = h.devices[static_cast<size_t>(i)];
+    const DeviceInfo& d = h.devices[static_cast<size_t>(i)];
     EXPECT_EQ(d.name, "cpu:" + std::to_string(i));
     EXPECT_EQ(d.kind, "cpu");
     EXPECT_EQ(d.index, i);
@@ -93,7 +93,7 @@ HostInfo two_gpu_host() {
   h.numa_nodes = 2;
   h.memory_bytes = 1ull << 40;
   for (int i = 0; i < 2; ++i) {
-    Device d;
+    DeviceInfo d;
     d.kind = "cpu";
     d.index = i;
     d.name = "cpu:" + std::to_string(i);
@@ -102,7 +102,7 @@ HostInfo two_gpu_host() {
     h.devices.push_back(d);
   }
   for (int i = 0; i < 2; ++i) {
-    Device d;
+    DeviceInfo d;
     d.kind = "cuda";
     d.index = i;
     d.name = "cuda:" + std::to_string(i);
@@ -190,7 +190,7 @@ TEST(Discovery, GpusMatchTheCudaRuntime) {
 
   const size_t first = static_cast<size_t>(h.cores);
   for (int i = 0; i < n; ++i) {
-    const Device& d = h.devices[first + static_cast<size_t>(i)];
+    const DeviceInfo& d = h.devices[first + static_cast<size_t>(i)];
     EXPECT_EQ(d.name, "cuda:" + std::to_string(i));
     EXPECT_FALSE(d.model.empty());
     EXPECT_GT(d.memory_bytes, 0u);

@@ -17,7 +17,7 @@
 
 namespace baton {
 
-struct Device {
+struct DeviceInfo {
   std::string name;    // "cpu:<i>" or "cuda:<i>"
   std::string kind;    // "cpu" or "cuda"
   int index = 0;       // i in the name
@@ -61,7 +61,7 @@ struct HostInfo {
   int numa_nodes = 0;
   uint64_t memory_bytes = 0;  // RAM in all NUMA nodes
   // cpu:0 .. cpu:<cores-1>, one per physical core, then cuda:0 .. cuda:<n-1>.
-  std::vector<Device> devices;
+  std::vector<DeviceInfo> devices;
   std::string gpu_note;   // why there are no cuda:* devices ("no NVIDIA driver found", ...)
   std::string nvml_note;  // why GPU utilisation/power/link types are absent
   // gpu_links[i][j] over the cuda devices, in their order; empty without GPUs.
