@@ -86,7 +86,7 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
     title->setTextColor(pal.color(QPalette::Text));
     p->plotLayout()->insertRow(0);
     p->plotLayout()->addElement(0, 0, title);
-    p->legend->setVisible(true);
+    p->legend->setVisible(false);  // shown once a series exists
     p->legend->setFont(QFont(font().family(), std::max(6, font().pointSize() - 2)));
     p->legend->setBrush(QBrush(pal.color(QPalette::Base)));
     p->legend->setTextColor(pal.color(QPalette::Text));

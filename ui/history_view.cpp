@@ -184,7 +184,8 @@ void HistoryView::build_actions() {
     }
     QDialog dlg(this);
     dlg.setWindowTitle(tr("Config diff: run %1 vs run %2").arg(ids[0]).arg(ids[1]));
-    auto* text = new QPlainTextEdit(lines.isEmpty() ? tr("The configs are the same.") : lines.join('\n'));
+    auto* text =
+        new QPlainTextEdit(lines.isEmpty() ? tr("The configs are the same.") : lines.join('\n'));
     text->setReadOnly(true);
     auto* box = new QDialogButtonBox(QDialogButtonBox::Close);
     connect(box, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
@@ -196,7 +197,9 @@ void HistoryView::build_actions() {
   });
   connect(tag_, &QPushButton::clicked, this, [this] {
     bool ok = false;
-    const QString tag = QInputDialog::getText(this, tr("Tag runs"), tr("Tag:"), QLineEdit::Normal, {}, &ok).trimmed();
+    const QString tag =
+        QInputDialog::getText(this, tr("Tag runs"), tr("Tag:"), QLineEdit::Normal, {}, &ok)
+            .trimmed();
     if (!ok || tag.isEmpty()) return;
     try {
       HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
@@ -256,14 +259,14 @@ void HistoryView::build_actions() {
           [this] { replay_->set_speed(speed_->currentData().toDouble()); });
   connect(scrubber_, &QSlider::valueChanged, this, [this](int step) { replay_->seek(step); });
   connect(export_png, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Export the plots"), QStringLiteral("runs.png"),
-                                                   tr("PNG images (*.png)"));
+    const QString f = QFileDialog::getSaveFileName(
+        this, tr("Export the plots"), QStringLiteral("runs.png"), tr("PNG images (*.png)"));
     QString error;
     if (!f.isEmpty() && !dashboard_->export_png(f, &error)) show_message(error, true);
   });
   connect(export_csv, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Export the plotted data"), QStringLiteral("runs.csv"),
-                                                   tr("CSV files (*.csv)"));
+    const QString f = QFileDialog::getSaveFileName(
+        this, tr("Export the plotted data"), QStringLiteral("runs.csv"), tr("CSV files (*.csv)"));
     QString error;
     if (!f.isEmpty() && !dashboard_->export_csv(f, &error)) show_message(error, true);
   });
@@ -378,7 +381,8 @@ QStringList HistoryView::diff(int64_t a, int64_t b, QString* error) const {
           lines << QStringLiteral("- %1: %2").arg(key, json_text(c.before));
           break;
         default:
-          lines << QStringLiteral("~ %1: %2 -> %3").arg(key, json_text(c.before), json_text(c.after));
+          lines
+              << QStringLiteral("~ %1: %2 -> %3").arg(key, json_text(c.before), json_text(c.after));
       }
     }
   } catch (const std::exception& e) {

@@ -69,9 +69,9 @@ class HistoryView : public QWidget {
   Dashboard* dashboard_ = nullptr;
   ReplayController* replay_ = nullptr;
   QLabel* message_ = nullptr;
-  QPushButton *compare_ = nullptr, *diff_ = nullptr, *replay_button_ = nullptr,
-              *pause_ = nullptr, *tag_ = nullptr, *note_ = nullptr, *delete_ = nullptr,
-              *export_png_ = nullptr, *export_csv_ = nullptr;
+  QPushButton *compare_ = nullptr, *diff_ = nullptr, *replay_button_ = nullptr, *pause_ = nullptr,
+              *tag_ = nullptr, *note_ = nullptr, *delete_ = nullptr, *export_png_ = nullptr,
+              *export_csv_ = nullptr;
   QComboBox* speed_ = nullptr;
   QSlider* scrubber_ = nullptr;
   QLabel* position_ = nullptr;

@@ -9,22 +9,32 @@ namespace {
 
 // The step-event fields by metric name, as HistorySink stores them.
 void set_field(StepEvent& e, const std::string& metric, double v) {
-  if (metric == "loss") e.loss = v;
-  else if (metric == "accuracy") e.accuracy = v;
-  else if (metric == "lr") e.lr = v;
-  else if (metric == "grad_norm") e.grad_norm = v;
-  else if (metric == "samples_per_s") e.samples_per_s = v;
-  else if (metric == "step_time_ms") e.step_time_ms = v;
-  else if (metric == "data_ms") e.data_ms = v;
-  else if (metric == "compute_ms") e.compute_ms = v;
-  else if (metric == "comm_ms") e.comm_ms = v;
-  else if (metric == "optimizer_ms") e.optimizer_ms = v;
+  if (metric == "loss")
+    e.loss = v;
+  else if (metric == "accuracy")
+    e.accuracy = v;
+  else if (metric == "lr")
+    e.lr = v;
+  else if (metric == "grad_norm")
+    e.grad_norm = v;
+  else if (metric == "samples_per_s")
+    e.samples_per_s = v;
+  else if (metric == "step_time_ms")
+    e.step_time_ms = v;
+  else if (metric == "data_ms")
+    e.data_ms = v;
+  else if (metric == "compute_ms")
+    e.compute_ms = v;
+  else if (metric == "comm_ms")
+    e.comm_ms = v;
+  else if (metric == "optimizer_ms")
+    e.optimizer_ms = v;
 }
 
 bool is_step_metric(const std::string& m) {
-  static const char* const kNames[] = {"loss",      "accuracy",     "lr",      "grad_norm",
+  static const char* const kNames[] = {"loss",          "accuracy",     "lr",      "grad_norm",
                                        "samples_per_s", "step_time_ms", "data_ms", "compute_ms",
-                                       "comm_ms",   "optimizer_ms"};
+                                       "comm_ms",       "optimizer_ms"};
   for (const char* n : kNames) {
     if (m == n) return true;
   }

@@ -57,7 +57,8 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
     return {};
   }
   const RunRecord& r = runs_[static_cast<size_t>(index.row())];
-  const double end = r.end_time > 0 ? r.end_time : static_cast<double>(QDateTime::currentSecsSinceEpoch());
+  const double end =
+      r.end_time > 0 ? r.end_time : static_cast<double>(QDateTime::currentSecsSinceEpoch());
   if (role == Qt::UserRole) {
     switch (index.column()) {
       case kId:
@@ -95,7 +96,9 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
                                       : Qt::AlignLeft | Qt::AlignVCenter);
   }
   if (role != Qt::DisplayRole) return {};
-  auto num = [](double v, int digits) { return std::isnan(v) ? QString() : QString::number(v, 'f', digits); };
+  auto num = [](double v, int digits) {
+    return std::isnan(v) ? QString() : QString::number(v, 'f', digits);
+  };
   switch (index.column()) {
     case kId:
       return QString::number(r.id);
@@ -127,8 +130,8 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
 
 QVariant RunTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* const kNames[] = {"ID",       "Name",      "Status",         "Strategy",
-                                       "Replicas", "Started",   "Duration",       "Final loss",
+  static const char* const kNames[] = {"ID",       "Name",      "Status",   "Strategy",
+                                       "Replicas", "Started",   "Duration", "Final loss",
                                        "Val acc.", "Samples/s", "Tags"};
   return section >= 0 && section < kColumnCount ? tr(kNames[section]) : QVariant();
 }

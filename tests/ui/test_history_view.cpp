@@ -23,8 +23,8 @@ namespace {
 
 // Records a run of `steps` step events (every step), a validation epoch at
 // the end and a link sample.
-void record(const std::string& db, const std::string& uid, const std::string& strategy,
-            double lr, int steps) {
+void record(const std::string& db, const std::string& uid, const std::string& strategy, double lr,
+            int steps) {
   HistorySink sink(db);
   RunStartEvent s;
   s.run = uid;
@@ -85,7 +85,8 @@ class HistoryViewTest : public QObject {
     record(db, "run-b", "one_device", 0.001, 60);
 
     HistoryView view(ctx);
-    QAbstractItemModelTester tester(&view.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester tester(&view.model(),
+                                    QAbstractItemModelTester::FailureReportingMode::QtTest);
     QSignalSpy refreshed(&view, &HistoryView::refreshed);
     if (view.model().rowCount() == 0) QVERIFY(refreshed.wait(10000));
     QCOMPARE(view.model().rowCount(), 2);
@@ -94,7 +95,8 @@ class HistoryViewTest : public QObject {
     view.table().sortByColumn(RunTableModel::kLoss, Qt::AscendingOrder);
     auto* proxy = qobject_cast<QSortFilterProxyModel*>(view.table().model());
     QVERIFY(proxy != nullptr);
-    QCOMPARE(proxy->index(0, RunTableModel::kStrategy).data().toString(), QStringLiteral("one_device"));
+    QCOMPARE(proxy->index(0, RunTableModel::kStrategy).data().toString(),
+             QStringLiteral("one_device"));
     view.findChild<QLineEdit*>(QStringLiteral("filter"))->setText(QStringLiteral("mirrored"));
     QCOMPARE(proxy->rowCount(), 1);
     view.findChild<QLineEdit*>(QStringLiteral("filter"))->clear();

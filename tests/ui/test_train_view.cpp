@@ -4,6 +4,7 @@
 // whose ranks' JSON lines reach the dashboard; a launcher that is not
 // installed, shown as a message.
 #include <baton/config.h>
+#include <baton/history.h>
 
 #include <QLabel>
 #include <QSignalSpy>
@@ -47,6 +48,12 @@ class TrainViewTest : public QObject {
     QVERIFY2(view.status_text().contains(QLatin1String("completed")),
              qPrintable(view.status_text()));
     QVERIFY(QFileInfo::exists(dir.filePath("runs/" + run + "/events.jsonl")));
+    // Recorded in the history, completed, with its topology.
+    const HistoryStore store(ctx.history_db.toStdString(), HistoryStore::Open::kExisting);
+    const RunRecord rec = store.run(store.resolve(run.toStdString()));
+    QCOMPARE(QString::fromStdString(rec.status), QStringLiteral("completed"));
+    QCOMPARE(rec.strategy, std::string("mirrored"));
+    QVERIFY(rec.topology.contains("cluster"));
   }
 
   void a_missing_dataset_is_a_message_not_a_crash() {
