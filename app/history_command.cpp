@@ -102,22 +102,6 @@ std::string fmt(double v) {
   return buf;
 }
 
-nlohmann::json run_json(const RunRecord& r) {
-  return {{"id", r.id},
-          {"uid", r.uid},
-          {"name", r.name},
-          {"status", r.status},
-          {"start_time", r.start_time},
-          {"end_time", r.end_time > 0 ? nlohmann::json(r.end_time) : nullptr},
-          {"strategy", r.strategy},
-          {"replicas", r.replicas},
-          {"hosts", r.hosts},
-          {"tags", r.tags},
-          {"notes", r.notes},
-          {"error", r.error},
-          {"final_metrics", r.final_metrics}};
-}
-
 nlohmann::json number_or_null(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
@@ -139,7 +123,7 @@ int list(const HistoryArgs& a, const std::string& path) {
   const auto runs = store.list_runs(filter);
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const auto& r : runs) arr.push_back(run_json(r));
+    for (const auto& r : runs) arr.push_back(run_to_json(r, /*full=*/false));
     std::printf("%s\n", arr.dump(2).c_str());
     return 0;
   }
@@ -167,10 +151,7 @@ int show(const HistoryArgs& a, const HistoryStore& store) {
   const RunRecord r = store.run(store.resolve(a.id));
   const auto metrics = store.metric_summary(r.id);
   if (a.json) {
-    nlohmann::json j = run_json(r);
-    j["config"] = r.config;
-    j["topology"] = r.topology;
-    j["start_info"] = r.start_info;
+    nlohmann::json j = run_to_json(r, /*full=*/true);
     nlohmann::json m = nlohmann::json::array();
     for (const auto& s : metrics) {
       m.push_back({{"metric", s.metric},

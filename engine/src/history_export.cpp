@@ -82,24 +82,31 @@ void export_run_csv(const HistoryStore& store, int64_t run, std::FILE* out) {
   });
 }
 
+nlohmann::json run_to_json(const RunRecord& r, bool full) {
+  nlohmann::json j = {{"id", r.id},
+                      {"uid", r.uid},
+                      {"name", r.name},
+                      {"status", r.status},
+                      {"start_time", r.start_time},
+                      {"end_time", r.end_time > 0 ? nlohmann::json(r.end_time) : nullptr},
+                      {"strategy", r.strategy},
+                      {"replicas", r.replicas},
+                      {"hosts", r.hosts},
+                      {"tags", r.tags},
+                      {"notes", r.notes},
+                      {"error", r.error}};
+  if (full) {
+    j["config"] = r.config;
+    j["topology"] = r.topology;
+    j["start_info"] = r.start_info;
+  }
+  j["final_metrics"] = r.final_metrics;
+  return j;
+}
+
 void export_run_json(const HistoryStore& store, int64_t run, std::FILE* out) {
   const RunRecord r = store.run(run);
-  nlohmann::json head = {{"id", r.id},
-                         {"uid", r.uid},
-                         {"name", r.name},
-                         {"status", r.status},
-                         {"start_time", r.start_time},
-                         {"end_time", r.end_time > 0 ? nlohmann::json(r.end_time) : nullptr},
-                         {"strategy", r.strategy},
-                         {"replicas", r.replicas},
-                         {"hosts", r.hosts},
-                         {"tags", r.tags},
-                         {"notes", r.notes},
-                         {"error", r.error},
-                         {"config", r.config},
-                         {"topology", r.topology},
-                         {"start_info", r.start_info},
-                         {"final_metrics", r.final_metrics}};
+  nlohmann::json head = run_to_json(r, /*full=*/true);
   // Samples are streamed: a long run's millions of them never sit in one
   // JSON value in memory.
   write(out, "{\"run\":" + dump(head) + ",\n\"metrics\":[");

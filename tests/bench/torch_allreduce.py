@@ -10,12 +10,13 @@ inputs as Baton: rank + i % 31). Prints one JSON document:
 import argparse
 import json
 import os
-import socket
 import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from torch_common import free_port
 
 
 def worker(rank, world, port, sizes, iters, warmup, threads):
@@ -52,12 +53,6 @@ def worker(rank, world, port, sizes, iters, warmup, threads):
                           "rows": rows}), flush=True)
     dist.barrier()
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -10,7 +10,6 @@ buckets. Median step over the ranks' slowest; prints one JSON line:
 import argparse
 import json
 import os
-import socket
 import statistics
 import time
 
@@ -18,14 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def build(widths):
-    mods = []
-    for i in range(len(widths) - 1):
-        mods.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i + 2 < len(widths):
-            mods.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*mods)
+from torch_common import build_mlp, free_port
 
 
 def worker(rank, world, port, args, queue):
@@ -33,7 +25,7 @@ def worker(rank, world, port, args, queue):
     torch.set_flush_denormal(True)
     torch.manual_seed(0)
     widths = [int(w) for w in args.layers.split(",")]
-    model = build(widths)
+    model = build_mlp(widths)
     if world > 1:
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(port)
@@ -74,12 +66,6 @@ def worker(rank, world, port, args, queue):
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

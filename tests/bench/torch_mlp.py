@@ -9,6 +9,8 @@ import time
 
 import torch
 
+from torch_common import build_mlp
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -22,12 +24,7 @@ def main():
     torch.set_flush_denormal(True)
     torch.manual_seed(0)
     widths = [int(w) for w in args.layers.split(",")]
-    mods = []
-    for i in range(len(widths) - 1):
-        mods.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i + 2 < len(widths):
-            mods.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*mods)
+    model = build_mlp(widths)
     loss_fn = torch.nn.CrossEntropyLoss()
     xs = [torch.randn(args.batch, widths[0]) for _ in range(8)]
     ys = [torch.randint(0, widths[-1], (args.batch,)) for _ in range(8)]

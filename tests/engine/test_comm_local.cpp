@@ -7,31 +7,15 @@
 #include <thread>
 #include <vector>
 
+#include "comm_test_util.h"
+
 namespace baton {
 namespace {
 
-// Runs fn(comm) on `n` threads, one per rank.
+// One thread per rank (comm_test_util.h).
 void on_ranks(LocalGroup& g, const std::function<void(Communicator&)>& fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(g.size());
-  for (int r = 0; r < g.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(g.rank(r));
-      } catch (...) {
-        errors[r] = std::current_exception();
-        g.abort();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  baton::on_ranks<LocalGroup, Communicator>(g, fn);
 }
-
-// Values exact in float: rank r, element i holds r + (i % 64) * 0.5.
-float value(int r, int64_t i) { return static_cast<float>(r) + static_cast<float>(i % 64) * 0.5f; }
 
 class LocalComm : public ::testing::TestWithParam<std::tuple<int, CommAlgorithm>> {};
 

@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "comm_test_util.h"
 #include "nccl_abi.h"  // engine/cuda: the library's C interface
 
 namespace baton {
@@ -162,28 +163,10 @@ const Gpus& gpus() {
     }                                                                                           \
   } while (0)
 
-// Runs fn(rank) on one thread per rank; a rank that throws aborts the group.
+// One thread per rank (comm_test_util.h).
 void on_ranks(NcclGroup& g, const std::function<void(NcclCommunicator&)>& fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(g.size());
-  for (int r = 0; r < g.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(g.rank(r));
-      } catch (...) {
-        errors[r] = std::current_exception();
-        g.abort();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  baton::on_ranks<NcclGroup, NcclCommunicator>(g, fn);
 }
-
-// Values exact in float: rank r, element i holds r + (i % 64) * 0.5.
-float value(int r, int64_t i) { return static_cast<float>(r) + static_cast<float>(i % 64) * 0.5f; }
 
 class NcclGpu : public ::testing::TestWithParam<std::tuple<int, CommAlgorithm>> {};
 

@@ -15,6 +15,7 @@
 #include "ui/topology_items.h"
 #include "ui/topology_model.h"
 #include "ui/topology_scene.h"
+#include "ui_test_support.h"
 
 namespace baton::ui {
 
@@ -22,9 +23,8 @@ class ClusterViewTest : public QObject {
   Q_OBJECT
  private slots:
   void draws_edits_and_renders() {
-    StudioContext ctx;
-    ctx.plugin_dir = QStringLiteral(BATON_PLUGIN_DIR);
-    ctx.baton_exe = QStringLiteral(BATON_CLI);
+    QTemporaryDir dir;
+    const StudioContext ctx = test_context(dir);
     TopologyModel model;
     // Two hosts, not this one (the view's probe of this host leaves them be).
     TopologyModel::State s;
@@ -87,7 +87,6 @@ class ClusterViewTest : public QObject {
     QVERIFY(strategy->itemData(tpu, Qt::ToolTipRole).toString().contains(QStringLiteral("TPU")));
 
     // A malformed topology file: a message naming it, the model unchanged.
-    QTemporaryDir dir;
     const QString bad = dir.filePath(QStringLiteral("bad.json"));
     QFile f(bad);
     QVERIFY(f.open(QIODevice::WriteOnly));

@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include "ui/main_window.h"
+#include "ui_test_support.h"
 
 namespace baton::ui {
 
@@ -11,11 +12,8 @@ class MainWindowTest : public QObject {
   Q_OBJECT
  private slots:
   void switches_views() {
-    StudioContext ctx;
-    ctx.plugin_dir = QStringLiteral(BATON_PLUGIN_DIR);
-    ctx.baton_exe = QStringLiteral(BATON_CLI);
-    ctx.examples_dir = QStringLiteral(BATON_SOURCE_DIR "/resources/examples");
-    MainWindow w(ctx);
+    QTemporaryDir dir;
+    MainWindow w(test_context(dir));
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
     w.show_view(MainWindow::View::kHistory);

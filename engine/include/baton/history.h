@@ -177,6 +177,11 @@ struct ConfigChange {
 };
 std::vector<ConfigChange> diff_configs(const nlohmann::json& a, const nlohmann::json& b);
 
+// A run row as JSON (what `history list --json` and the export print):
+// id, uid, name, status, times, strategy, replicas, hosts, tags, notes,
+// error, final_metrics; with `full`, also config, topology and start_info.
+nlohmann::json run_to_json(const RunRecord& r, bool full);
+
 // Export formats (README "Run history"):
 //  csv:  a header `step,wall_time_s,rank,metric,value`, one sample a line,
 //        ordered by step, rank, record order; values in full precision
