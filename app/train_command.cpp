@@ -12,6 +12,10 @@
 #include <baton/trainer.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
+#include <csignal>
+
 #include "progress_printer.h"
 
 #ifdef BATON_HAVE_MPI
@@ -52,6 +56,48 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
 }
 
 namespace {
+
+// Stop requests. SIGINT (Ctrl-C), SIGTERM and SIGUSR1 (the signal mpirun
+// passes on to every rank; the studio's Stop sends it) end the run at the
+// next step boundary - every rank at the same step - with a checkpoint and
+// the status "interrupted"; a second SIGINT or SIGTERM kills as usual. The
+// flag has static storage because a signal handler can reach nothing else.
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the handler needs a lock-free flag");
+
+extern "C" void on_stop_signal(int /*signo*/) { g_stop_requested.store(true); }
+
+// Installs the handlers for the run and puts the old ones back after it.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_requested.store(false);
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      struct sigaction sa {};
+      sa.sa_handler = on_stop_signal;
+      sigemptyset(&sa.sa_mask);
+      // Once is a request; twice (Ctrl-C again) is the default: terminate.
+      sa.sa_flags = kSignals[i] == SIGUSR1 ? 0 : SA_RESETHAND;
+      sigaction(kSignals[i], &sa, &old_[i]);
+    }
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGUSR1};
+  std::array<struct sigaction, 3> old_{};
+};
+
+// Exit codes: 0 completed; 130 stopped on request (as a shell reports
+// Ctrl-C); 1 otherwise.
+int exit_code(const std::string& status) {
+  if (status == "completed") return 0;
+  return status == "interrupted" ? 130 : 1;
+}
 
 // Under mpirun: this process's rank and the job's size, checked against
 // TF_CONFIG when it is set (chief = rank 0, then workers, then ps).
@@ -139,6 +185,7 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   TrainOptions opt;
   opt.run_id = run_id;
   opt.resume = a.resume;
+  opt.stop = &g_stop_requested;
   opt.checkpoint_dir = !a.checkpoint_dir.empty()     ? a.checkpoint_dir
                        : !cfg.checkpoint.dir.empty() ? cfg.checkpoint.dir
                                                      : planned.checkpoints();
@@ -163,7 +210,8 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   // a bad config fails here, before anything is written.
   Trainer trainer(cfg, registry, telemetry, opt);
   const std::vector<std::string> hosts = job_hosts(place);
-  if (!chief) return trainer.run().status == "completed" ? 0 : 1;
+  const StopSignals signals;
+  if (!chief) return exit_code(trainer.run().status);
   // The chief alone records the run in the history (as it alone writes the
   // run directory).
   std::shared_ptr<HistorySink> history;
@@ -237,7 +285,7 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   std::fprintf(human, "  checkpoints   %s\n", opt.checkpoint_dir.c_str());
   std::fprintf(human, "  summary       %s\n", dir.summary().c_str());
   std::fprintf(human, "history         %s\n", history_line.c_str());
-  return s.status == "completed" ? 0 : 1;
+  return exit_code(s.status);
 }
 
 }  // namespace

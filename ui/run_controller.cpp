@@ -12,6 +12,9 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QTemporaryDir>
+#include <QTimer>
+#include <chrono>
+#include <csignal>
 
 namespace baton::ui {
 
@@ -240,8 +243,18 @@ void LaunchedRun::start() {
 
 void LaunchedRun::stop() {
   if (proc_.state() == QProcess::NotRunning) return;
+  if (stopping_) {  // asked twice: end it now
+    proc_.terminate();
+    return;
+  }
   stopping_ = true;
-  proc_.terminate();  // mpirun passes SIGTERM on to the ranks
+  // mpirun passes SIGUSR1 on to every rank; `baton train` then stops all
+  // ranks at the same step, checkpoints and records the run as interrupted.
+  // If that takes too long, mpirun is terminated.
+  ::kill(static_cast<pid_t>(proc_.processId()), SIGUSR1);
+  QTimer::singleShot(std::chrono::seconds(60), this, [this] {
+    if (proc_.state() != QProcess::NotRunning) proc_.terminate();
+  });
 }
 
 void LaunchedRun::read_stdout() {

@@ -7,7 +7,9 @@
 // LaunchedRun: multi-process strategies (multi_worker_mirrored,
 // parameter_server) as `mpirun ... baton train CONFIG --events -` in a child
 // process (an argument list, never a shell string); every rank's JSON lines
-// become events, anything else goes to the log. Stop terminates mpirun.
+// become events, anything else goes to the log. Stop sends mpirun SIGUSR1,
+// which it passes on to the ranks: they stop together at the next step with
+// a checkpoint (interrupted); a second Stop, or 60 s, terminates mpirun.
 //
 // Both hand events to the GUI thread in batches (EventPump) and say when the
 // run is over through finished(); neither touches a widget.

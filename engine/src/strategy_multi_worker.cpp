@@ -13,11 +13,11 @@
 namespace baton {
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm,
-                                                         int local_replicas,
-                                                         GradientOptions grads,
+                                                         int local_replicas, GradientOptions grads,
                                                          const CommOptions& local)
     : local_(local_replicas), grads_(grads) {
-  if (local_replicas < 1) throw InputError("multi_worker_mirrored: replicas_per_worker must be >= 1");
+  if (local_replicas < 1)
+    throw InputError("multi_worker_mirrored: replicas_per_worker must be >= 1");
   if (local_ == 1) {
     comm_ = std::move(comm);
     return;
@@ -109,6 +109,14 @@ void MultiWorkerMirroredStrategy::apply_updates(const PerReplica<std::vector<Par
     return;
   }
   pool_->run([&](int r) { apply(r); });
+}
+
+bool MultiWorkerMirroredStrategy::agree_to_stop(bool local) {
+  // One float, max over the ranks: any rank's request stops every rank at
+  // this same step, so none is left waiting in the next step's collectives.
+  float v = local ? 1.0f : 0.0f;
+  outer().allreduce(&v, 1, ReduceOp::kMax);
+  return v > 0.0f;
 }
 
 std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() {

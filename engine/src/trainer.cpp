@@ -435,7 +435,7 @@ TrainSummary Trainer::run() {
       int64_t ep_samples = 0;
       int64_t step_in_epoch = skip;
       while (step < total_steps_) {
-        if (opt_.stop && opt_.stop->load(std::memory_order_relaxed)) {
+        if (opt_.stop && strategy_->agree_to_stop(opt_.stop->load(std::memory_order_relaxed))) {
           stopped = true;
           break;
         }

@@ -336,5 +336,50 @@ if command -v mpirun >/dev/null; then
     && pass=$((pass + 1)) || { echo "FAIL hist-mwm-one-run"; fail=$((fail + 1)); }
 fi
 
+# A stop request ends the run at the next step with a checkpoint, status
+# "interrupted" and exit code 130: SIGTERM to one process; SIGUSR1 to mpirun,
+# which passes it to every rank, and the ranks stop at the same step.
+wait_for_step() {  # until a step event is in $1 (30 s at most)
+  for _ in $(seq 1 300); do
+    grep -q '"type":"step"' "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+expect_stop() {  # expect_stop NAME CODE EVENTS_FILE DB RANKS
+  local name=$1 code=$2 events=$3 db=$4 ranks=$5
+  local ends
+  ends=$(python3 -c '
+import json, sys
+ends = [e for e in map(json.loads, open(sys.argv[1])) if e.get("type") == "run_end"]
+print(len(ends), len({e["step"] for e in ends}), *sorted({e["status"] for e in ends}))' "$events")
+  if [ "$code" = 130 ] && [ "$ends" = "$ranks 1 interrupted" ] &&
+    "$BATON" history list --db "$db" | grep -q interrupted; then
+    pass=$((pass + 1))
+  else
+    echo "FAIL $name: exit $code, run_end: $ends"
+    fail=$((fail + 1))
+  fi
+}
+"$BATON" train "$EX" --set train.epochs=100000 --events "$WORK/stop.jsonl" --runs-dir "$WORK/sruns" \
+  --db "$WORK/stop.db" -q >/dev/null &
+pid=$!
+wait_for_step "$WORK/stop.jsonl" && kill -TERM "$pid"
+code=0
+wait "$pid" || code=$?
+expect_stop stop-sigterm "$code" "$WORK/stop.jsonl" "$WORK/stop.db" 1
+ls "$WORK"/sruns/*/checkpoints/ckpt-* >/dev/null 2>&1 && pass=$((pass + 1)) || { echo "FAIL stop-checkpoint"; fail=$((fail + 1)); }
+if command -v mpirun >/dev/null; then
+  env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun -n 2 --oversubscribe "$BATON" train "$SRC/resources/examples/multi_worker_mirrored.json" \
+    --set train.epochs=100000 --events - --runs-dir "$WORK/sruns2" --db "$WORK/stop2.db" -q \
+    >"$WORK/stop2.jsonl" 2>/dev/null &
+  pid=$!
+  wait_for_step "$WORK/stop2.jsonl" && kill -USR1 "$pid"
+  code=0
+  wait "$pid" || code=$?
+  expect_stop stop-mpirun-sigusr1 "$code" "$WORK/stop2.jsonl" "$WORK/stop2.db" 2
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

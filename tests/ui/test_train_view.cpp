@@ -111,6 +111,45 @@ class TrainViewTest : public QObject {
     QCOMPARE(ranks, (std::set<int>{0, 1}));
   }
 
+  void stopping_a_launched_run_stops_every_rank_with_a_checkpoint() {
+    QTemporaryDir dir;
+    const StudioContext ctx = test_context(dir);
+    nlohmann::json cfg = baton::read_json_file(BATON_SOURCE_DIR "/resources/examples/digits.json");
+    cfg["train"]["epochs"] = 100000;
+    cfg["strategy"] = {{"type", "multi_worker_mirrored"}};
+    LaunchedRun run(
+        ctx,
+        RunRequest{cfg, QStringLiteral(BATON_SOURCE_DIR "/resources/examples/digits.json"), {}}, 2,
+        "");
+    std::vector<RunEndEvent> ends;
+    bool asked = false;
+    QObject::connect(&run, &RunController::events, [&](const std::vector<Event>& batch) {
+      for (const Event& e : batch) {
+        if (const auto* s = std::get_if<StepEvent>(&e)) {
+          if (s->step >= 20 && !asked) {
+            asked = true;  // once: a second Stop terminates mpirun
+            run.stop();
+          }
+        }
+        if (const auto* end = std::get_if<RunEndEvent>(&e)) ends.push_back(*end);
+      }
+    });
+    QSignalSpy finished(&run, &RunController::finished);
+    run.start();
+    QVERIFY(finished.wait(120000));
+    QCOMPARE(finished.at(0).at(0).toString(), QStringLiteral("interrupted"));
+    // Both ranks ended interrupted, at the same step.
+    QCOMPARE(ends.size(), size_t{2});
+    QCOMPARE(ends[0].status, std::string("interrupted"));
+    QCOMPARE(ends[1].status, std::string("interrupted"));
+    QCOMPARE(ends[0].step, ends[1].step);
+    // Recorded by the chief as interrupted.
+    const HistoryStore store(ctx.history_db.toStdString(), HistoryStore::Open::kExisting);
+    const auto runs = store.list_runs();
+    QCOMPARE(runs.size(), size_t{1});
+    QCOMPARE(runs[0].status, std::string("interrupted"));
+  }
+
   void a_missing_launcher_is_a_message() {
     QTemporaryDir dir;
     const StudioContext ctx = test_context(dir);

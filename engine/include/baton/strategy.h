@@ -126,6 +126,12 @@ class Strategy {
   // "local/native" etc.; "" without communication.
   virtual std::string communication() const { return ""; }
 
+  // Whether the run stops at this step: `local` is this process's request
+  // (a signal, the studio's Stop). Processes that train in lock step must
+  // stop at the same step, so multi-process strategies combine the requests
+  // (any one stops all); the default is this process's own.
+  virtual bool agree_to_stop(bool local) { return local; }
+
   // Parameter-server hooks (the defaults suit every other strategy).
   // Whether the optimizer runs elsewhere (on the parameter servers): the
   // trainer then clips but does not step its own optimizer in apply(r), and
@@ -223,6 +229,7 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
+  bool agree_to_stop(bool local) override;
   Communicator* replica_communicator(int r) override { return &handle(r); }
   std::vector<LinkSample> drain_links() override;
   std::string communication() const override;
