@@ -140,7 +140,8 @@ Dashboard::Run& Dashboard::run_for(const std::string& id) {
   if (it != runs_.end()) return it->second;
   Run r;
   r.label = key;
-  r.color = kRunColours[runs_.size() % std::size(kRunColours)];
+  r.index = static_cast<int>(runs_.size());
+  r.color = kRunColours[static_cast<size_t>(r.index) % std::size(kRunColours)];
   r.start_unix_s = static_cast<double>(QDateTime::currentSecsSinceEpoch());
   return runs_.emplace(key, std::move(r)).first->second;
 }
@@ -166,8 +167,7 @@ QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
       }
     }
     if (runs_.size() > 1)
-      pen.setStyle(
-          static_cast<Qt::PenStyle>(1 + (std::distance(runs_.begin(), runs_.find(run.label)) % 4)));
+      pen.setStyle(static_cast<Qt::PenStyle>(1 + run.index % 4));  // one dash pattern a run
   } else if (p == Plot::kLinks) {
     const int n = static_cast<int>(cp->graphCount());
     pen.setColor(QColor::fromHsv((n * 67) % 360, 200, 200));

@@ -74,6 +74,7 @@ class Dashboard : public QWidget {
   };
   struct Run {
     QString label;
+    int index = 0;  // order of arrival: colour and dash pattern
     QColor color;
     double start_unix_s = 0;
     int replicas = 1;
