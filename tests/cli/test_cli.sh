@@ -286,7 +286,9 @@ check hist-filter-tag 0 "baseline" -- "$BATON" history list --db "$H" --filter t
 check hist-show-note 0 "notes +first try" -- "$BATON" history show 1 --db "$H"
 # CSV export: one line per sample; its loss values are the event stream's.
 "$BATON" history export 1 --db "$H" --format csv --out "$WORK/run1.csv"
-run1_dir=$(ls -d "$WORK"/hruns/digits-mlp-* | head -1)
+# Run 1's directory, by its run id (two runs of one second sort by their random suffix).
+run1_uid=$("$BATON" history list --db "$H" --json | python3 -c 'import json,sys; print([r["uid"] for r in json.load(sys.stdin) if r["id"] == 1][0])')
+run1_dir="$WORK/hruns/$run1_uid"
 if python3 - "$WORK/run1.csv" "$run1_dir/events.jsonl" <<'PY'
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
