@@ -11,6 +11,8 @@
 
 #include <cmath>
 
+#include "strategy_test_config.h"
+
 namespace baton {
 namespace {
 
@@ -20,20 +22,7 @@ class Strategies : public ::testing::Test {
 
   static nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer,
                             int64_t global_batch) {
-    return {{"seed", 5},
-            {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
-            {"data",
-             {{"train",
-               {{"type", "synthetic_classification"},
-                {"features", 12},
-                {"classes", 5},
-                {"samples", 300},
-                {"seed", 9}}},
-              {"shuffle_buffer", 1000}}},
-            {"optimizer", optimizer},
-            {"train", {{"epochs", 2}, {"global_batch_size", global_batch}, {"log_every_steps", 5}}},
-            {"strategy", strategy},
-            {"checkpoint", {{"every_epoch", false}}}};
+    return equivalence_config(strategy, optimizer, global_batch);
   }
 
   // Trains and returns every replica's parameters, flattened.
@@ -108,8 +97,8 @@ TEST_F(Strategies, ReplicasMatchOneDevice) {
 // parameters must come out bit for bit the same. Tiny buckets (one per
 // parameter) make many collectives overlap.
 TEST_F(Strategies, OverlapGivesTheSameBitsAsReducingAfterBackward) {
-  const Case cases[] = {{"mirrored", 2, "native"}, {"mirrored", 3, "ring"},
-                        {"central_storage", 2, "native"}};
+  const Case cases[] = {
+      {"mirrored", 2, "native"}, {"mirrored", 3, "ring"}, {"central_storage", 2, "native"}};
   for (const Case& c : cases) {
     std::vector<std::vector<float>> result[2];
     for (bool overlap : {false, true}) {
@@ -139,7 +128,8 @@ TEST_F(Strategies, OverlapGivesTheSameBitsAsReducingAfterBackward) {
 // SyncBatchNorm communicates during backward on the replica's communicator:
 // the strategy then reduces after backward, and the run says why.
 TEST_F(Strategies, SyncBatchNormTurnsOverlapOff) {
-  nlohmann::json d = doc({{"type", "mirrored"}, {"replicas", 2}}, {{"type", "sgd"}, {"lr", 0.1}}, 32);
+  nlohmann::json d =
+      doc({{"type", "mirrored"}, {"replicas", 2}}, {{"type", "sgd"}, {"lr", 0.1}}, 32);
   d["model"]["norm"] = "syncbatchnorm";
   d["train"]["epochs"] = 1;
   RunConfig cfg = parse_run_config(d, "s.json");

@@ -34,6 +34,9 @@
 #include <thread>
 #include <vector>
 
+#include "comm_test_util.h"
+#include "strategy_test_config.h"
+
 // Allocation counters: the global operator new replaced in this test binary
 // (as in test_step_allocations), per thread so each rank counts its own.
 namespace {
@@ -221,24 +224,9 @@ TEST(SyncBatchNormAlone, FiniteDifferences) {
 
 // ---------------------------------------------------------------- (2) a local group
 
-// Runs fn(comm) on one thread per rank (as test_comm_local.cpp).
+// One thread per rank (comm_test_util.h).
 void on_ranks(LocalGroup& g, const std::function<void(Communicator&)>& fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(g.size()));
-  for (int r = 0; r < g.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(g.rank(r));
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-        g.abort();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  baton::on_ranks<LocalGroup, Communicator>(g, fn);
 }
 
 struct Split {
@@ -456,22 +444,7 @@ class SyncBatchNormTrainer : public ::testing::Test {
   // test_strategies.cpp's run, with a norm after each hidden Linear.
   static nlohmann::json doc(const char* norm, const nlohmann::json& strategy,
                             const nlohmann::json& optimizer, int64_t global_batch) {
-    return {
-        {"seed", 5},
-        {"model",
-         {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}, {"norm", norm}}},
-        {"data",
-         {{"train",
-           {{"type", "synthetic_classification"},
-            {"features", 12},
-            {"classes", 5},
-            {"samples", 300},
-            {"seed", 9}}},
-          {"shuffle_buffer", 1000}}},
-        {"optimizer", optimizer},
-        {"train", {{"epochs", 2}, {"global_batch_size", global_batch}, {"log_every_steps", 5}}},
-        {"strategy", strategy},
-        {"checkpoint", {{"every_epoch", false}}}};
+    return equivalence_config(strategy, optimizer, global_batch, norm);
   }
 
   // Every replica's parameters, then its buffers, flattened.

@@ -8,6 +8,8 @@
 #include <baton/trainer.h>
 #include <gtest/gtest.h>
 
+#include "../engine/strategy_test_config.h"
+
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -17,20 +19,7 @@ namespace baton {
 namespace {
 
 nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer, int64_t batch) {
-  return {{"seed", 5},
-          {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
-          {"data",
-           {{"train",
-             {{"type", "synthetic_classification"},
-              {"features", 12},
-              {"classes", 5},
-              {"samples", 300},
-              {"seed", 9}}},
-            {"shuffle_buffer", 1000}}},
-          {"optimizer", optimizer},
-          {"train", {{"epochs", 2}, {"global_batch_size", batch}, {"log_every_steps", 5}}},
-          {"strategy", strategy},
-          {"checkpoint", {{"every_epoch", false}}}};
+  return equivalence_config(strategy, optimizer, batch);
 }
 
 std::vector<float> train(const nlohmann::json& d, const Registry& registry, TrainSummary* out) {
@@ -106,8 +95,7 @@ TEST(MultiWorkerMirrored, ReplicasPerWorkerMatchOneDevice) {
         nlohmann::json st = {
             {"type", "multi_worker_mirrored"},
             {"replicas_per_worker", k},
-            {"allreduce",
-             {{"algorithm", algorithm}, {"bucket_mb", 0.0005}, {"overlap", overlap}}}};
+            {"allreduce", {{"algorithm", algorithm}, {"bucket_mb", 0.0005}, {"overlap", overlap}}}};
         RunConfig cfg = parse_run_config(doc(st, adam, 30), "mwm.json");
         Telemetry t;
         TrainOptions opt;

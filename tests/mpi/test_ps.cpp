@@ -12,6 +12,8 @@
 #include <baton/trainer.h>
 #include <gtest/gtest.h>
 
+#include "../engine/strategy_test_config.h"
+
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -34,20 +36,7 @@ int world_rank() {
 }
 
 nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer, int64_t batch) {
-  return {{"seed", 5},
-          {"model", {{"type", "mlp"}, {"layers", {12, 24, 16, 5}}, {"activation", "tanh"}}},
-          {"data",
-           {{"train",
-             {{"type", "synthetic_classification"},
-              {"features", 12},
-              {"classes", 5},
-              {"samples", 300},
-              {"seed", 9}}},
-            {"shuffle_buffer", 1000}}},
-          {"optimizer", optimizer},
-          {"train", {{"epochs", 2}, {"global_batch_size", batch}, {"log_every_steps", 5}}},
-          {"strategy", strategy},
-          {"checkpoint", {{"every_epoch", false}}}};
+  return equivalence_config(strategy, optimizer, batch);
 }
 
 std::vector<float> train(const RunConfig& cfg, const Registry& registry, TrainSummary* out) {
