@@ -1,9 +1,9 @@
 // baton: the headless command line. Wiring only: each command parses its
 // arguments and calls the engine. Exit codes: 0 success, 2 bad input (the
 // message names the file, key or line), 1 runtime failure.
-#include <baton/discovery.h>
-#include <baton/error.h>
-#include <baton/kernels.h>
+#include <baton/core/error.h>
+#include <baton/discovery/discovery.h>
+#include <baton/nn/kernels.h>
 #include <baton_build_info.h>
 #include <unistd.h>
 

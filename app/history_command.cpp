@@ -1,7 +1,7 @@
 #include "history_command.h"
 
-#include <baton/error.h>
-#include <baton/history.h>
+#include <baton/core/error.h>
+#include <baton/history/store.h>
 
 #include <cerrno>
 #include <cmath>

@@ -3,7 +3,7 @@
 // tenth of the run) that read well in a log file.
 #pragma once
 
-#include <baton/telemetry.h>
+#include <baton/telemetry/telemetry.h>
 
 #include <chrono>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include <QFileInfo>
 #include <QIcon>
 
-#include "ui/main_window.h"
+#include "common/main_window.h"
 
 namespace {
 

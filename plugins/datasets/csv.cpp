@@ -2,7 +2,7 @@
 // every field must be a finite number that fits a float, every row must
 // have the columns of the first one, and each error names path:line and
 // the column, so a bad file is fixed in one look.
-#include <baton/error.h>
+#include <baton/core/error.h>
 
 #include <cfloat>
 #include <charconv>

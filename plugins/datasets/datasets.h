@@ -3,9 +3,9 @@
 // read the same way).
 #pragma once
 
-#include <baton/config.h>
-#include <baton/dataset.h>
-#include <baton/registry.h>
+#include <baton/core/config.h>
+#include <baton/data/dataset.h>
+#include <baton/train/registry.h>
 
 #include <cstddef>
 #include <memory>

@@ -1,4 +1,4 @@
-#include <baton/error.h>
+#include <baton/core/error.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>

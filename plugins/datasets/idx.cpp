@@ -3,7 +3,7 @@
 // dimensions), one big-endian uint32 size per dimension, then the data.
 // Only unsigned bytes (type 0x08) are read, which is what MNIST and its
 // look-alikes (Fashion-MNIST, KMNIST) use.
-#include <baton/error.h>
+#include <baton/core/error.h>
 
 #include <algorithm>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Entry point of the built-in datasets plugin (see baton/plugin_abi.h).
-#include <baton/plugin_abi.h>
+#include <baton/train/plugin_abi.h>
 
 #include <cstdio>
 #include <exception>

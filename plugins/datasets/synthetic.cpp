@@ -1,6 +1,6 @@
 // synthetic_classification: Gaussian clusters, one per class. Fully
 // determined by the config and the seed, so runs and tests reproduce.
-#include <baton/rng.h>
+#include <baton/core/rng.h>
 
 #include <cstdint>
 #include <numeric>

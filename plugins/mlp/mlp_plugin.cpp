@@ -4,9 +4,9 @@
 // layers lists the widths from the input to the output. Each hidden block is
 // Linear -> [norm] -> activation -> [dropout]; without a norm the activation
 // is fused into the Linear layer's bias pass. The output layer is linear.
-#include <baton/error.h>
-#include <baton/plugin_abi.h>
-#include <baton/registry.h>
+#include <baton/core/error.h>
+#include <baton/train/plugin_abi.h>
+#include <baton/train/registry.h>
 
 #include <cstdio>
 #include <exception>

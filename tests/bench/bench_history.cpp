@@ -4,8 +4,8 @@
 // never fails on a time.
 //
 //   bench_history [DIR]   (default: a temporary directory, removed after)
-#include <baton/history.h>
-#include <baton/history_sink.h>
+#include <baton/history/sink.h>
+#include <baton/history/store.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -6,8 +6,8 @@
 //  - time to open a history of 1,000 runs in the History view, next to the
 //    store's own list query.
 // Run offscreen: QT_QPA_PLATFORM=offscreen bench_studio
-#include <baton/history.h>
-#include <baton/history_sink.h>
+#include <baton/history/sink.h>
+#include <baton/history/store.h>
 
 #include <QApplication>
 #include <QElapsedTimer>
@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "ui/dashboard.h"
-#include "ui/event_queue.h"
-#include "ui/history_view.h"
-#include "ui/run_table_model.h"
+#include "common/dashboard.h"
+#include "common/event_queue.h"
+#include "history/history_view.h"
+#include "history/run_table_model.h"
 
 namespace {
 

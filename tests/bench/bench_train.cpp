@@ -3,10 +3,10 @@
 // measured in the same process. Prints figures; never fails on time.
 //
 //   bench_train --layers 784,1024,1024,10 --batch 256 --threads 1 --steps 60 [--json]
-#include <baton/kernels.h>
-#include <baton/registry.h>
-#include <baton/run_config.h>
-#include <baton/trainer.h>
+#include <baton/nn/kernels.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Helpers shared by the history tests and the history benchmark.
 #pragma once
 
-#include <baton/history_sink.h>
+#include <baton/history/sink.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>

@@ -1,8 +1,7 @@
 // The main() of the strategy tests that run as MPI jobs: MPI up before the
 // tests, rank 0 prints the usual report and the other ranks only their
 // failures, and every rank exits failed if any rank failed.
-#include <baton/comm_mpi.h>
-
+#include <baton/comm/mpi.h>
 #include <gtest/gtest.h>
 
 #define OMPI_SKIP_MPICXX 1

@@ -6,8 +6,8 @@
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1
 #endif
-#include <baton/comm_mpi.h>
-#include <baton/comm_nested.h>
+#include <baton/comm/mpi.h>
+#include <baton/comm/nested.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 

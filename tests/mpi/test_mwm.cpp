@@ -2,10 +2,10 @@
 // global batch, N ranks end with the same parameters as one replica (within
 // 1e-4 + 1e-3 |x|: only the order of gradient sums differs), and every rank
 // holds exactly the same parameters. Run by ctest under mpiexec -n 2, 3, 4.
-#include <baton/comm_mpi.h>
-#include <baton/registry.h>
-#include <baton/run_config.h>
-#include <baton/trainer.h>
+#include <baton/comm/mpi.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
 #include <gtest/gtest.h>
 
 #include "../engine/strategy_test_config.h"

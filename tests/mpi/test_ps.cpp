@@ -5,11 +5,11 @@
 //   - sync mode ends with the same parameters as one device with the whole
 //     global batch (within 1e-4 + 1e-3 |x|), with 1 and 2 servers;
 //   - num_ps leaving no worker is an InputError naming strategy.num_ps.
-#include <baton/comm_mpi.h>
-#include <baton/error.h>
-#include <baton/registry.h>
-#include <baton/run_config.h>
-#include <baton/trainer.h>
+#include <baton/comm/mpi.h>
+#include <baton/core/error.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
 #include <gtest/gtest.h>
 
 #include "../engine/strategy_test_config.h"

@@ -4,7 +4,7 @@
 
 #include <QTemporaryDir>
 
-#include "ui/studio_context.h"
+#include "common/studio_context.h"
 
 namespace baton::ui {
 

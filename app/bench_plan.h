@@ -1,0 +1,41 @@
+// What `baton bench allreduce` settled from its flags (the same on every
+// rank), and one size's results.
+#pragma once
+
+#include <baton/comm/communicator.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace baton::cli {
+
+// What run_bench settled from the flags: the same on every rank.
+struct Plan {
+  CommBackend backend = CommBackend::kLocal;
+  CommAlgorithm algorithm = CommAlgorithm::kNative;
+  int local_ranks = 2;          // local; nccl alone: 0 means every GPU
+  std::string cuda_library;     // nccl
+  std::vector<int64_t> counts;  // floats per size, ascending
+  int64_t min_bytes = 0, max_bytes = 0;
+  double step_factor = 2;
+  int iters = 20, warmup = 5;
+  bool json = false;
+};
+
+// One size's results, already combined over the ranks. [0] out-of-place,
+// [1] in-place.
+struct Row {
+  int64_t bytes = 0, count = 0;
+  double time_us[2] = {0, 0};
+  int64_t wrong[2] = {0, 0};
+};
+
+inline std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,30 @@
+// Rank 0's output of `baton bench allreduce`: the nccl-tests table as it
+// goes (text), or one JSON document at the end (--json).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "bench_plan.h"
+
+namespace baton::cli {
+
+class Reporter {
+ public:
+  explicit Reporter(const Plan& plan) : plan_(plan) {}
+  void begin(const std::string& comm, int ranks);
+  void row(const Row& r);
+  void end();
+
+ private:
+  static void print_header_line(std::string line);
+
+  const Plan& plan_;
+  int ranks_ = 1;
+  nlohmann::ordered_json doc_;
+  double bus_sum_ = 0;
+  int bus_n_ = 0;
+  int64_t wrong_ = 0;
+};
+
+}  // namespace baton::cli

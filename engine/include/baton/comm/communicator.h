@@ -1,0 +1,128 @@
+// Communicators: the collectives replicas use to combine gradients.
+//
+// One interface, several backends:
+//   local - replicas are threads of one process; collectives work directly
+//           on the replicas' buffers through shared memory.
+//   mpi   - one replica group per MPI rank (OpenMPI).
+//   nccl  - CUDA devices (built when CUDA is on).
+// and algorithms:
+//   native       - the backend's own collective,
+//   ring         - reduce-scatter then allgather over sendrecv, in segments,
+//   hierarchical - reduce inside a host, allreduce across hosts, broadcast
+//                  inside a host.
+//
+// Every collective records, per link (source rank -> destination rank), the
+// bytes it moved and the seconds it took, into a LinkStats the caller
+// drains into `link` telemetry. Where the backend does not expose its
+// traffic (native MPI), the figures come from the algorithm's traffic model
+// and are marked estimated.
+//
+// Thread rules: a Communicator handle belongs to one rank and is used by one
+// thread at a time; all ranks call the same collectives in the same order
+// with the same counts. Errors (a timeout, a failed peer) throw CommError on
+// every rank that notices; the engine never exits.
+#pragma once
+
+#include <baton/comm/reduce_op.h>
+#include <baton/core/error.h>
+#include <baton/nn/cross_replica.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace baton {
+
+class CommError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
+enum class CommBackend : int { kUnset = 0, kLocal = 1, kMpi = 2, kNccl = 3 };
+enum class CommAlgorithm : int { kUnset = 0, kNative = 1, kRing = 2, kHierarchical = 3 };
+
+CommBackend parse_comm_backend(const std::string& name);      // InputError
+CommAlgorithm parse_comm_algorithm(const std::string& name);  // InputError
+const char* comm_backend_name(CommBackend b);
+const char* comm_algorithm_name(CommAlgorithm a);
+
+struct LinkSample {
+  int src = 0, dst = 0;
+  int64_t num_bytes = 0;
+  double seconds = 0;
+  bool estimated = false;
+};
+
+// Per-link totals since the last drain. Thread-safe.
+class LinkStats {
+ public:
+  void add(int src, int dst, int64_t num_bytes, double seconds, bool estimated);
+  std::vector<LinkSample> drain();
+
+ private:
+  std::mutex mu_;
+  std::vector<LinkSample> links_;
+};
+
+struct CommOptions {
+  CommAlgorithm algorithm = CommAlgorithm::kNative;
+  // Ring segments: a chunk is sent in pieces of at most this many bytes.
+  int64_t segment_bytes = 1 << 20;
+  // A collective waiting longer than this for a peer throws CommError.
+  int64_t timeout_ms = 300000;
+};
+
+class Communicator : public CrossReplicaSum {
+ public:
+  ~Communicator() override = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string describe() const = 0;  // "local/ring", "mpi/native", ...
+
+  // In place: data (count floats) becomes the reduction over all ranks.
+  virtual void allreduce(float* data, int64_t count, ReduceOp op) = 0;
+  // in: size() * count floats; out: this rank's reduced block of count floats.
+  virtual void reduce_scatter(const float* in, float* out, int64_t count, ReduceOp op) = 0;
+  // in: count floats; out: size() * count floats, rank r's block at r * count.
+  virtual void allgather(const float* in, float* out, int64_t count) = 0;
+  virtual void broadcast(float* data, int64_t count, int root) = 0;
+  virtual void send(const float* data, int64_t count, int dst) = 0;
+  virtual void recv(float* data, int64_t count, int src) = 0;
+  // Sends to dst and receives from src at once (no deadlock in a ring).
+  virtual void sendrecv(const float* send_data, int64_t send_count, int dst, float* recv_data,
+                        int64_t recv_count, int src) = 0;
+  virtual void barrier() = 0;
+  // The layers' cross-replica sum (SyncBatchNorm) is an allreduce.
+  void sum_across_replicas(float* data, int64_t count) override {
+    allreduce(data, count, ReduceOp::kSum);
+  }
+
+  LinkStats& links() { return links_; }
+  // A scratch buffer of at least `count` floats, kept between calls so the
+  // collectives of a training step do not allocate.
+  float* scratch(int64_t count) {
+    if (static_cast<int64_t>(scratch_.size()) < count) scratch_.resize(static_cast<size_t>(count));
+    return scratch_.data();
+  }
+
+ protected:
+  LinkStats links_;
+  std::vector<float> scratch_;
+};
+
+// The ring algorithm over any communicator's sendrecv: reduce-scatter, then
+// allgather, each chunk moved in segments. The per-link figures are the
+// sendrecv calls' own (measured).
+void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
+                    int64_t segment_bytes);
+
+// Sends `text` from root to every rank (collective). For small control
+// messages such as a run id: bytes travel as floats, exactly.
+void broadcast_string(Communicator& comm, std::string& text, int root);
+
+// Elementwise y = op(y, x) for the reductions collectives support.
+void reduce_into(float* y, const float* x, int64_t n, ReduceOp op);
+
+}  // namespace baton

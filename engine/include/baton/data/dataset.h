@@ -1,0 +1,112 @@
+// Datasets: random-access sources of (features, label or target) samples,
+// and the views the trainer builds on them (train/validation split,
+// standardisation from training-split statistics).
+#pragma once
+
+#include <baton/core/tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace baton {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t features() const = 0;
+  // Number of classes for classification, 0 for regression.
+  virtual int64_t classes() const = 0;
+  // Width of the regression target (0 for classification).
+  virtual int64_t target_width() const { return 0; }
+  // How many files the data comes from (for the FILE shard policy), and
+  // which file sample i comes from.
+  virtual int64_t num_files() const { return 1; }
+  virtual int64_t file_of(int64_t /*i*/) const { return 0; }
+  // Writes sample i: features() floats into `x`, the class into *label
+  // (classification) or target_width() floats into `target` (regression).
+  // Thread rules: read() may be called from the prefetch thread while
+  // other const methods run on the trainer thread; implementations are
+  // immutable after construction.
+  virtual void read(int64_t i, float* x, int32_t* label, float* target) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// A dataset held in memory: features (n, f), labels or targets (n, t).
+class InMemoryDataset final : public Dataset {
+ public:
+  InMemoryDataset(Tensor features, std::vector<int32_t> labels, int64_t classes,
+                  std::string description);
+  InMemoryDataset(Tensor features, Tensor targets, std::string description);
+  int64_t size() const override { return x_.rows(); }
+  int64_t features() const override { return x_.cols(); }
+  int64_t classes() const override { return classes_; }
+  int64_t target_width() const override { return t_.empty() ? 0 : t_.cols(); }
+  void read(int64_t i, float* x, int32_t* label, float* target) const override;
+  std::string describe() const override { return description_; }
+
+ private:
+  Tensor x_;
+  std::vector<int32_t> labels_;
+  Tensor t_;
+  int64_t classes_ = 0;
+  std::string description_;
+};
+
+// The samples of `base` at `indices`, in that order.
+class SubsetDataset final : public Dataset {
+ public:
+  SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices,
+                std::string label);
+  int64_t size() const override { return static_cast<int64_t>(idx_.size()); }
+  int64_t features() const override { return base_->features(); }
+  int64_t classes() const override { return base_->classes(); }
+  int64_t target_width() const override { return base_->target_width(); }
+  int64_t num_files() const override { return base_->num_files(); }
+  int64_t file_of(int64_t i) const override { return base_->file_of(idx_[i]); }
+  void read(int64_t i, float* x, int32_t* label, float* target) const override;
+  std::string describe() const override;
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::vector<int64_t> idx_;
+  std::string label_;
+};
+
+// (x - mean) / std per feature; features with zero spread keep std = 1.
+class StandardizedDataset final : public Dataset {
+ public:
+  StandardizedDataset(std::shared_ptr<const Dataset> base, std::vector<float> mean,
+                      std::vector<float> stddev);
+  // Statistics computed over `stats_from` (the training split).
+  static std::shared_ptr<StandardizedDataset> fit(std::shared_ptr<const Dataset> base,
+                                                  const Dataset& stats_from);
+  int64_t size() const override { return base_->size(); }
+  int64_t features() const override { return base_->features(); }
+  int64_t classes() const override { return base_->classes(); }
+  int64_t target_width() const override { return base_->target_width(); }
+  int64_t num_files() const override { return base_->num_files(); }
+  int64_t file_of(int64_t i) const override { return base_->file_of(i); }
+  void read(int64_t i, float* x, int32_t* label, float* target) const override;
+  std::string describe() const override;
+  const std::vector<float>& mean() const { return mean_; }
+  const std::vector<float>& stddev() const { return std_; }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::vector<float> mean_, std_;
+};
+
+struct Split {
+  std::shared_ptr<const Dataset> train;
+  std::shared_ptr<const Dataset> validation;  // null when fraction == 0
+};
+
+// Shuffles the indices with `seed` and puts round(fraction * n) of them in
+// the validation split. Throws InputError when either side would be empty
+// (and fraction > 0).
+Split split_dataset(std::shared_ptr<const Dataset> all, double validation_fraction, uint64_t seed);
+
+}  // namespace baton

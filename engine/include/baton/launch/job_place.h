@@ -1,0 +1,29 @@
+// Where this process sits in its job: its MPI rank and the job's size
+// (rank 0, size 1 outside mpirun), checked against TF_CONFIG when it is set.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace baton {
+
+struct JobPlace {
+  int rank = 0, size = 1;
+  bool chief() const { return rank == 0; }
+};
+
+// Under mpirun (MPI initialised): this rank and the job's size; TF_CONFIG,
+// when set, must list as many tasks as the job has processes and name this
+// rank's task (chief = rank 0, then workers, then ps). InputError otherwise.
+// `strategy` is the run config's strategy.type (TF_CONFIG's roles depend on
+// it).
+JobPlace place_in_job(const std::string& strategy);
+
+// The chief's run id, given to every rank (a collective under mpirun).
+std::string agree_on_run_id(const JobPlace& place, std::string id);
+
+// The host of every rank, in rank order without repeats (a collective under
+// mpirun: every rank calls it).
+std::vector<std::string> job_hosts(const JobPlace& place);
+
+}  // namespace baton

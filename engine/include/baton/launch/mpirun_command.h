@@ -1,0 +1,40 @@
+// How a multi-process run is started: `mpirun ... baton train CONFIG` as an
+// argument vector (never a shell string), built here once for the studio's
+// launched runs and the coming `baton launch`.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace baton {
+
+struct MpirunSpec {
+  int ranks = 1;              // mpirun -n
+  std::string hostfile;       // an OpenMPI hostfile's path ("" = this host)
+  bool oversubscribe = true;  // allow more ranks than slots
+  std::string baton;          // the baton executable the ranks run
+  std::string config;         // the run config file every rank reads
+  std::string events = "-";   // --events for the ranks ("" = none)
+  bool quiet = true;          // --quiet: no progress bar on the ranks
+  std::string runs_dir;       // --runs-dir ("" = the default)
+  std::string history_db;     // --db: the history the chief records into ("" = the default)
+  std::vector<std::string> train_args;  // further `baton train` options, as given
+};
+
+// mpirun's arguments (without the program itself): -n N [--oversubscribe]
+// [--hostfile F] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
+// [--db P] [train_args...].
+std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
+
+// What mpirun needs in its environment beyond the caller's: OpenMPI refuses
+// to run as root unless told (the studio may run as root in a container).
+std::vector<std::pair<std::string, std::string>> mpirun_environment();
+
+// A copy of `config` with its dataset paths (data.train/validation: path,
+// images, labels) and checkpoint.dir made absolute against `base_dir`, so
+// it runs from any directory (the ranks read it from a temporary file).
+nlohmann::json absolutize_paths(nlohmann::json config, const std::string& base_dir);
+
+}  // namespace baton

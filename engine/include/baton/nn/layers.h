@@ -1,0 +1,207 @@
+// Layers with forward and backward over (batch, features) tensors.
+//
+// Buffers are planned once: plan(max_batch, in_features) allocates every
+// output and gradient buffer a layer needs, and forward/backward then only
+// write into them (a short batch uses set_rows within the capacity). So the
+// steady-state training step does not touch the heap.
+//
+// Thread rules: a layer instance belongs to one replica and is used by one
+// thread at a time.
+#pragma once
+
+#include <baton/core/rng.h>
+#include <baton/core/tensor.h>
+#include <baton/nn/cross_replica.h>
+#include <baton/nn/kernels.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace baton {
+
+enum class Mode : int { kUnset = 0, kTrain = 1, kEval = 2 };
+
+struct ForwardContext {
+  Mode mode = Mode::kUnset;
+  // Seed for this step's randomness (dropout masks). Derived from the run
+  // seed and the global step, so a resumed run draws the same masks.
+  uint64_t step_seed = 0;
+};
+
+struct Param {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+  bool weight_decay = true;  // false for biases and norm gains
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string describe() const = 0;
+  // Allocates buffers for up to `max_batch` rows; returns the output width.
+  // Throws InputError if `in_features` does not fit the layer.
+  virtual int64_t plan(int64_t max_batch, int64_t in_features) = 0;
+  virtual void init(Rng& /*rng*/) {}
+  virtual const Tensor& forward(const Tensor& x, const ForwardContext& ctx) = 0;
+  // dy: gradient of the loss w.r.t. this layer's last output. Accumulates
+  // nothing: parameter gradients are overwritten. Returns the gradient
+  // w.r.t. the input (empty when !need_input_grad).
+  virtual const Tensor& backward(const Tensor& dy, bool need_input_grad) = 0;
+  virtual std::vector<Param*> params() { return {}; }
+  // Non-trainable state that checkpoints keep (BatchNorm running statistics).
+  virtual std::vector<std::pair<std::string, Tensor*>> buffers() { return {}; }
+
+  // The link between this layer's replicas (null with one replica): set
+  // once, before training, by the strategy (it passes the replica's
+  // communicator). Layers that share statistics across replicas
+  // (SyncBatchNorm) keep it.
+  virtual void attach(CrossReplicaSum* /*replicas*/) {}
+  // Whether the layer uses the attached link (in forward/backward).
+  virtual bool communicates() const { return false; }
+
+  void set_index(size_t i) { index_ = i; }
+  size_t index() const { return index_; }
+
+ protected:
+  size_t index_ = 0;
+};
+
+// y = act(x W^T + b). W: (out, in), b: (out). Bias and activation are fused
+// into one pass over the GEMM output.
+class Linear final : public Layer {
+ public:
+  Linear(int64_t in, int64_t out, Activation act = Activation::kNone, bool bias = true);
+  std::string describe() const override;
+  int64_t plan(int64_t max_batch, int64_t in_features) override;
+  void init(Rng& rng) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  std::vector<Param*> params() override;
+  Param& weight() { return w_; }
+  Param& bias() { return b_; }
+
+ private:
+  int64_t in_, out_;
+  Activation act_;
+  bool has_bias_;
+  Param w_, b_;
+  const Tensor* x_ = nullptr;
+  Tensor pre_;   // (batch, out) pre-activation, kept only for GELU
+  Tensor y_;     // (batch, out)
+  Tensor dpre_;  // (batch, out)
+  Tensor dx_;    // (batch, in)
+};
+
+class ActivationLayer final : public Layer {
+ public:
+  explicit ActivationLayer(Activation act);
+  std::string describe() const override;
+  int64_t plan(int64_t max_batch, int64_t in_features) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+ private:
+  Activation act_;
+  const Tensor* x_ = nullptr;
+  Tensor y_, dx_;
+};
+
+// Inverted dropout: kept units are scaled by 1/(1-p) in training; identity
+// in evaluation.
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(float p);
+  std::string describe() const override;
+  int64_t plan(int64_t max_batch, int64_t in_features) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+ private:
+  float p_;
+  bool active_ = false;
+  const Tensor* x_ = nullptr;
+  Tensor mask_, y_, dx_;
+};
+
+// Normalises each row over its features: (x - mean) / sqrt(var + eps) * g + b.
+class LayerNorm final : public Layer {
+ public:
+  explicit LayerNorm(float eps = 1e-5f);
+  std::string describe() const override;
+  int64_t plan(int64_t max_batch, int64_t in_features) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  std::vector<Param*> params() override;
+
+ private:
+  float eps_;
+  Param gain_, bias_;
+  Tensor xhat_, rstd_, y_, dx_;
+};
+
+// x / sqrt(mean(x^2) + eps) * g, per row.
+class RMSNorm final : public Layer {
+ public:
+  explicit RMSNorm(float eps = 1e-6f);
+  std::string describe() const override;
+  int64_t plan(int64_t max_batch, int64_t in_features) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  std::vector<Param*> params() override;
+
+ private:
+  float eps_;
+  Param gain_;
+  const Tensor* x_ = nullptr;
+  Tensor rstd_, y_, dx_;
+};
+
+// Normalises each feature over the batch in training (biased variance, as
+// PyTorch) and updates running statistics (unbiased variance) with
+// `momentum`; uses the running statistics in evaluation.
+// Whose rows the batch statistics come from.
+enum class BatchStats : int { kUnset = 0, kReplica = 1, kGlobal = 2 };
+
+class BatchNorm : public Layer {
+ public:
+  explicit BatchNorm(float momentum = 0.1f, float eps = 1e-5f,
+                     BatchStats stats = BatchStats::kReplica);
+  std::string describe() const override;
+  int64_t plan(int64_t max_batch, int64_t in_features) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  std::vector<Param*> params() override;
+  std::vector<std::pair<std::string, Tensor*>> buffers() override;
+  // Kept only for global statistics (SyncBatchNorm).
+  void attach(CrossReplicaSum* replicas) override {
+    comm_ = stats_scope_ == BatchStats::kGlobal ? replicas : nullptr;
+  }
+  bool communicates() const override { return comm_ != nullptr; }
+
+ private:
+  float momentum_, eps_;
+  BatchStats stats_scope_;
+  CrossReplicaSum* comm_ = nullptr;
+  Param gain_, bias_;
+  Tensor running_mean_, running_var_;
+  Tensor mean_, rstd_, xhat_, y_, dx_;
+  Tensor stats_;              // (2F + 1): the collectives' buffer, planned
+  int64_t features_ = 0;      // F, from plan()
+  float global_rows_ = 0;     // rows of the (global) batch in the last training forward
+  bool batch_stats_ = false;  // the last forward normalised with batch statistics
+};
+
+// BatchNorm over the global batch: the statistics are summed over all
+// replicas through the strategy's communicator (tf's
+// SyncBatchNormalization, torch's SyncBatchNorm). With one replica it is
+// BatchNorm, bit for bit.
+class SyncBatchNorm final : public BatchNorm {
+ public:
+  explicit SyncBatchNorm(float momentum = 0.1f, float eps = 1e-5f)
+      : BatchNorm(momentum, eps, BatchStats::kGlobal) {}
+};
+
+}  // namespace baton

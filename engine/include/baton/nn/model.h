@@ -1,0 +1,51 @@
+// A Sequential model: layers applied in order, with forward and backward
+// over planned buffers.
+#pragma once
+
+#include <baton/nn/layers.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace baton {
+
+class Sequential {
+ public:
+  Sequential() = default;
+  Sequential(const Sequential&) = delete;
+  Sequential& operator=(const Sequential&) = delete;
+
+  void add(std::unique_ptr<Layer> layer);
+  size_t size() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_[i]; }
+
+  // Plans every layer's buffers; returns the output width.
+  int64_t plan(int64_t max_batch, int64_t in_features);
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  void init(Rng& rng);
+  // Passes the replica's cross-replica link (its communicator) to every
+  // layer (see Layer::attach).
+  void attach(CrossReplicaSum* replicas);
+
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx);
+  // `on_layer_done(i)` (optional) is called as soon as layer i's parameter
+  // gradients are final, last layer first — the hook gradient bucketing
+  // uses to overlap communication with the rest of the backward pass.
+  void backward(const Tensor& doutput, const std::function<void(size_t)>& on_layer_done = {});
+
+  // Parameters in a stable order (layer order, then the layer's own order).
+  std::vector<Param*> params();
+  std::vector<std::pair<std::string, Tensor*>> buffers();
+  int64_t num_parameters();
+  std::string describe() const;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  int64_t in_features_ = 0;
+  int64_t out_features_ = 0;
+};
+
+}  // namespace baton

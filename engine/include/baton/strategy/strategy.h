@@ -1,0 +1,316 @@
+// Distribution strategies, after tf.distribute: a strategy owns the
+// replicas, splits the global batch, runs the step function on every
+// replica, and reduces their gradients and values. Model code does not
+// change when the strategy does.
+#pragma once
+
+#include <baton/comm/reduce_op.h>
+#include <baton/data/dataset.h>
+#include <baton/data/pipeline.h>
+#include <baton/nn/layers.h>
+#include <baton/optim/optimizer.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace baton {
+class Communicator;
+class LocalGroup;
+class NestedGroup;
+class ReplicaPool;
+class GradientReducer;
+struct CommOptions;
+struct LinkSample;
+}  // namespace baton
+
+namespace baton {
+
+template <class T>
+using PerReplica = std::vector<T>;
+
+// How stale the gradients a parameter server applied were: per update,
+// (the server's version when it applied the gradient) - (the version the
+// worker's parameters came from). count = 0 without such updates.
+struct StalenessStats {
+  int64_t count = 0;
+  double sum = 0;
+  int64_t max = 0;
+  double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0.0; }
+  void add(int64_t s) {
+    ++count;
+    sum += static_cast<double>(s);
+    if (s > max) max = s;
+  }
+};
+
+// How gradients are combined: in buckets of at most bucket_bytes (last
+// layers first), and, with overlap, each bucket's allreduce starting as soon
+// as its gradients are final, while backward goes on (PyTorch DDP's
+// default).
+struct GradientOptions {
+  int64_t bucket_bytes = int64_t{25} << 20;
+  bool overlap = true;
+};
+
+struct ReplicaContext {
+  int replica_id = 0;
+  int num_replicas = 1;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+  // Replicas in sync across the whole cluster (tf's num_replicas_in_sync).
+  virtual int num_replicas() const = 0;
+  // Replicas that live in this process, and the global index of the first.
+  virtual int local_replicas() const { return num_replicas(); }
+  virtual int first_replica() const { return 0; }
+  // Whether this process writes checkpoints and run records (rank 0).
+  virtual bool is_chief() const { return true; }
+  // Device names the replicas run on ("cpu:0", ...).
+  virtual std::vector<std::string> devices() const = 0;
+
+  // The per-replica share of a global batch: global / n each, and the first
+  // (global % n) replicas take one more row. So the shares always add up to
+  // the global batch and differ by at most one.
+  std::vector<int64_t> split_batch(int64_t global_batch) const;
+
+  // One input pipeline per local replica, each reading its (global)
+  // replica's share of every global batch (see pipeline.h for the shard
+  // policies).
+  std::vector<std::unique_ptr<Pipeline>> distribute(std::shared_ptr<const Dataset> data,
+                                                    const PipelineOptions& global) const;
+
+  // Runs step_fn once per local replica (concurrently where the strategy
+  // has several; ReplicaContext::replica_id is the local index) and returns
+  // when all have finished.
+  virtual void run(const std::function<void(const ReplicaContext&)>& step_fn) = 0;
+
+  // Combines one value per local replica, over all replicas of the cluster.
+  virtual double reduce(ReduceOp op, const PerReplica<double>& values) const;
+
+  // Sums each parameter's gradient over the replicas so every replica holds
+  // the total (the loss gradients are already scaled by 1/global_batch).
+  // per_replica[r] lists replica r's parameters in the same order.
+  virtual void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) = 0;
+
+  // Gradient reduction overlapping backward. The trainer calls
+  // bind_gradients once, after building the replicas, with every local
+  // replica's parameters (`overlap_allowed` is false when a layer itself
+  // communicates during backward, as SyncBatchNorm does: one thread at a
+  // time may use a communicator). Then, where overlaps_backward(), backward
+  // calls gradients_ready(r, from) on replica r's thread as soon as
+  // parameters [from, n) of replica r hold final gradients, and
+  // reduce_gradients finishes what those calls started.
+  virtual void bind_gradients(const PerReplica<std::vector<Param*>>& /*per_replica*/,
+                              bool /*overlap_allowed*/) {}
+  virtual bool overlaps_backward() const { return false; }
+  virtual void gradients_ready(int /*r*/, size_t /*from*/) {}
+
+  // Applies the optimizer after reduce_gradients; apply(r) updates replica
+  // r's copy. The default applies every replica's update in turn.
+  virtual void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                             const std::function<void(int)>& apply);
+
+  // The communicator replica r's layers use to share statistics
+  // (SyncBatchNorm); null when replicas do not communicate.
+  virtual Communicator* replica_communicator(int /*r*/) { return nullptr; }
+
+  // Per-link traffic since the last call (empty without communication).
+  virtual std::vector<LinkSample> drain_links();
+  // "local/native" etc.; "" without communication.
+  virtual std::string communication() const { return ""; }
+
+  // Whether the run stops at this step: `local` is this process's request
+  // (a signal, the studio's Stop). Processes that train in lock step must
+  // stop at the same step, so multi-process strategies combine the requests
+  // (any one stops all); the default is this process's own.
+  virtual bool agree_to_stop(bool local) { return local; }
+
+  // Parameter-server hooks (the defaults suit every other strategy).
+  // Whether the optimizer runs elsewhere (on the parameter servers): the
+  // trainer then clips but does not step its own optimizer in apply(r), and
+  // a step's loss and accuracy are this worker's own (no collective).
+  virtual bool remote_updates() const { return false; }
+  // The learning rate of the coming update (called before reduce_gradients).
+  virtual void set_learning_rate(float /*lr*/) {}
+  // Whether this process serves parameters instead of training: the trainer
+  // then calls serve() and nothing else.
+  virtual bool serves() const { return false; }
+  // Serves `params` (the whole model, identical initial values on every
+  // rank) until every worker is done; returns the number of updates applied.
+  virtual int64_t serve(const std::vector<Param*>& /*params*/, const OptimizerOptions& /*opt*/) {
+    return 0;
+  }
+  // Called by a worker once its training loop has ended (or failed).
+  virtual void finish() {}
+  // Staleness since the last drain, and over the whole run.
+  virtual StalenessStats drain_staleness() { return {}; }
+  virtual StalenessStats total_staleness() const { return {}; }
+};
+
+// One replica per local device, each on its own thread with one BLAS
+// thread; gradients are allreduced over the local communicator in buckets
+// (the last layers' first, as they finish first; overlapping backward unless
+// GradientOptions::overlap is off) and every replica applies the same update
+// to its own copy, so the copies stay identical.
+class MirroredStrategy : public Strategy {
+ public:
+  MirroredStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
+  ~MirroredStrategy() override;
+  std::string name() const override { return "mirrored"; }
+  int num_replicas() const override { return replicas_; }
+  std::vector<std::string> devices() const override;
+  void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
+  void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                      bool overlap_allowed) override;
+  bool overlaps_backward() const override;
+  void gradients_ready(int r, size_t from) override;
+  void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
+  void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                     const std::function<void(int)>& apply) override;
+  std::vector<LinkSample> drain_links() override;
+  std::string communication() const override;
+  Communicator* replica_communicator(int r) override { return &comm(r); }
+
+ protected:
+  ReplicaPool& pool() { return *pool_; }
+  Communicator& comm(int r);
+
+ private:
+  int replicas_;
+  GradientOptions grads_;
+  std::unique_ptr<LocalGroup> group_;
+  std::unique_ptr<ReplicaPool> pool_;
+  std::unique_ptr<GradientReducer> reducer_;  // after group_: its threads use the group
+};
+
+// One copy of the parameters in host memory: replicas compute gradients,
+// they are reduced into the central copy, the optimizer updates it once,
+// and the replicas read the new values.
+class CentralStorageStrategy final : public MirroredStrategy {
+ public:
+  CentralStorageStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
+  std::string name() const override { return "central_storage"; }
+  void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                     const std::function<void(int)>& apply) override;
+};
+
+// One process per MPI rank (started by mpirun ... baton train CONFIG), each
+// with `local_replicas` replicas (threads, one BLAS thread each, as
+// Mirrored); gradients allreduced in buckets (overlapping backward unless
+// GradientOptions::overlap is off) over the MPI communicator, or, with
+// several local replicas, over a NestedGroup: inside the process first, then
+// across processes. Global replica index = rank * local_replicas + local
+// index. Rank 0 is the chief: it alone writes checkpoints and run records.
+class MultiWorkerMirroredStrategy final : public Strategy {
+ public:
+  // `comm` spans the processes; `local` configures the in-process group.
+  MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm, int local_replicas,
+                              GradientOptions grads, const CommOptions& local);
+  ~MultiWorkerMirroredStrategy() override;
+  std::string name() const override { return "multi_worker_mirrored"; }
+  int num_replicas() const override;
+  int local_replicas() const override { return local_; }
+  int first_replica() const override;
+  bool is_chief() const override;
+  std::vector<std::string> devices() const override;
+  void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
+  double reduce(ReduceOp op, const PerReplica<double>& values) const override;
+  void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                      bool overlap_allowed) override;
+  bool overlaps_backward() const override;
+  void gradients_ready(int r, size_t from) override;
+  void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
+  void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                     const std::function<void(int)>& apply) override;
+  bool agree_to_stop(bool local) override;
+  Communicator* replica_communicator(int r) override { return &handle(r); }
+  std::vector<LinkSample> drain_links() override;
+  std::string communication() const override;
+
+ private:
+  Communicator& outer() const;
+  Communicator& handle(int r) const;
+
+  int local_ = 1;
+  GradientOptions grads_;
+  std::unique_ptr<Communicator> comm_;   // local_ == 1
+  std::unique_ptr<NestedGroup> nested_;  // local_ > 1
+  std::unique_ptr<ReplicaPool> pool_;    // local_ > 1
+  std::unique_ptr<GradientReducer> reducer_;
+};
+
+// tf.distribute's ParameterServerStrategy over MPI: the last `num_ps` ranks
+// are parameter servers, the others workers (rank 0, a worker, is the
+// chief). The parameters are sharded over the servers by size (largest
+// tensor to the least-loaded server); each server owns its shard's
+// optimizer. A worker step: compute gradients on its share of the global
+// batch, push each shard's gradients to its server, pull the fresh values.
+// async: a server applies each push at once and replies (workers never wait
+// for each other); sync: a server waits for every worker's push of the
+// step, sums them, updates once and replies to all - the same update as one
+// device with the whole batch. Implemented in strategy_parameter_server.cpp
+// (needs MPI; the constructor throws InputError without it).
+class ParameterServerStrategy final : public Strategy {
+ public:
+  // num_ps >= 1 and < the MPI world size (InputError naming strategy.num_ps
+  // otherwise); `file` prefixes messages.
+  ParameterServerStrategy(int num_ps, bool sync, const std::string& file);
+  ~ParameterServerStrategy() override;
+  std::string name() const override { return "parameter_server"; }
+  int num_replicas() const override { return num_workers_; }
+  int local_replicas() const override { return 1; }
+  int first_replica() const override { return is_ps_ ? 0 : rank_; }
+  bool is_chief() const override { return rank_ == 0; }
+  std::vector<std::string> devices() const override;
+  void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
+  void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
+  void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                     const std::function<void(int)>& apply) override;
+  std::string communication() const override;
+  bool remote_updates() const override { return true; }
+  void set_learning_rate(float lr) override { lr_ = lr; }
+  bool serves() const override { return is_ps_; }
+  int64_t serve(const std::vector<Param*>& params, const OptimizerOptions& opt) override;
+  void finish() override;
+  StalenessStats drain_staleness() override;
+  StalenessStats total_staleness() const override { return total_; }
+  int num_ps() const { return num_ps_; }
+  bool sync() const { return sync_; }
+
+  struct Impl;
+
+ private:
+  // shard_of_[i]: the server index (0..num_ps-1) owning parameter i.
+  void plan(const std::vector<Param*>& params);
+  int num_ps_ = 1, num_workers_ = 1, rank_ = 0, size_ = 1;
+  bool sync_ = false, is_ps_ = false, finished_ = false;
+  float lr_ = 0;
+  std::vector<int> shard_of_;
+  std::vector<int64_t> shard_size_;      // floats per server
+  std::vector<int64_t> version_;         // per server: the version of our values
+  std::vector<std::vector<float>> buf_;  // per server: the flat gradients / values
+  StalenessStats window_, total_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Everything on one device; no communication.
+class OneDeviceStrategy final : public Strategy {
+ public:
+  explicit OneDeviceStrategy(std::string device = "cpu:0") : device_(std::move(device)) {}
+  std::string name() const override { return "one_device"; }
+  int num_replicas() const override { return 1; }
+  std::vector<std::string> devices() const override { return {device_}; }
+  void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
+  void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
+
+ private:
+  std::string device_;
+};
+
+}  // namespace baton

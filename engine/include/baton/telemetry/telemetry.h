@@ -1,0 +1,157 @@
+// Typed telemetry events and the sinks that receive them.
+//
+// Schema (version kTelemetrySchemaVersion = 1): each event serialises to one
+// JSON object on one line with at least
+//   "v": 1, "type": "<run_start|step|epoch|log|checkpoint|run_end|link>",
+//   "run": "<run id>", "time": <seconds since the Unix epoch>
+// and the fields of its struct below under the same names. Units are in the
+// names (_ms, _s, _per_s). Readers must ignore fields they do not know;
+// a change that removes or re-types a field bumps "v". README.md lists
+// every field with an example.
+//
+// Thread rules: Telemetry::emit may be called from several threads; each
+// sink serialises its own output. A CallbackSink runs the callback on the
+// emitting thread (the UI hops to its own thread itself).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace baton {
+
+inline constexpr int kTelemetrySchemaVersion = 1;
+
+struct RunStartEvent {
+  std::string run, name, strategy, model, dataset, kernel_path;
+  std::string communication;  // "local/native", ... ("" without communication)
+  int replicas = 1;
+  int64_t total_steps = 0, steps_per_epoch = 0, global_batch = 0, parameters = 0;
+  int64_t start_step = 0;  // > 0 when resumed
+  nlohmann::json config;
+};
+
+struct StepEvent {
+  std::string run;
+  int64_t step = 0, epoch = 0;
+  double loss = 0, accuracy = 0, lr = 0;
+  double grad_norm = 0;  // global L2 norm of the gradients at this step (before clipping)
+  double samples_per_s = 0;
+  double step_time_ms = 0, data_ms = 0, compute_ms = 0, comm_ms = 0, optimizer_ms = 0;
+  double wall_time_s = 0;
+  int rank = 0;
+};
+
+struct EpochEvent {
+  std::string run;
+  int64_t epoch = 0, step = 0;
+  double train_loss = 0, train_accuracy = 0;
+  bool has_validation = false;
+  double val_loss = 0, val_accuracy = 0;
+  double samples_per_s = 0, epoch_time_s = 0;
+};
+
+enum class LogLevel : int { kUnset = 0, kDebug = 1, kInfo = 2, kWarning = 3, kError = 4 };
+
+struct LogEvent {
+  std::string run;
+  LogLevel level = LogLevel::kInfo;
+  std::string message;
+};
+
+struct CheckpointEvent {
+  std::string run;
+  int64_t step = 0;
+  std::string path;
+  int64_t num_bytes = 0;
+  double write_ms = 0;
+};
+
+// Traffic on one link (source rank -> destination rank) since the last
+// link event, from the communicator's instrumentation.
+struct LinkEvent {
+  std::string run;
+  int64_t step = 0;
+  int src = 0, dst = 0;
+  int64_t num_bytes = 0;
+  double seconds = 0;
+  double bandwidth_gbps = 0;  // num_bytes / seconds, in GB/s
+  bool estimated = false;     // from a traffic model, not measured
+};
+
+struct RunEndEvent {
+  std::string run;
+  std::string status;  // completed | failed | interrupted
+  int64_t step = 0;
+  double wall_time_s = 0;
+  double train_loss = 0, val_loss = 0, val_accuracy = 0, samples_per_s = 0;
+  bool has_validation = false;
+  std::string error;
+};
+
+using Event = std::variant<RunStartEvent, StepEvent, EpochEvent, LogEvent, CheckpointEvent,
+                           RunEndEvent, LinkEvent>;
+
+nlohmann::json to_json(const Event& event);
+// Reads an event back from to_json's form (possibly written by another
+// process: a rank under mpirun). Fields it does not know are ignored, and
+// fields left out take their defaults; std::nullopt for a type it does not
+// know or a newer schema ("v" > kTelemetrySchemaVersion). RuntimeError
+// naming the field when a known field has the wrong JSON type.
+std::optional<Event> event_from_json(const nlohmann::json& j);
+const char* event_type(const Event& event);
+const char* log_level_name(LogLevel level);
+
+class TelemetrySink {
+ public:
+  virtual ~TelemetrySink() = default;
+  virtual void emit(const Event& event) = 0;
+};
+
+class CallbackSink final : public TelemetrySink {
+ public:
+  explicit CallbackSink(std::function<void(const Event&)> fn) : fn_(std::move(fn)) {}
+  void emit(const Event& event) override { fn_(event); }
+
+ private:
+  std::function<void(const Event&)> fn_;
+};
+
+// One JSON object per line, flushed per line so a reader (the launcher, a
+// tail -f) sees events as they happen.
+class JsonLinesSink final : public TelemetrySink {
+ public:
+  // Opens `path` for appending; "-" means stdout. RuntimeError on failure.
+  explicit JsonLinesSink(const std::string& path);
+  ~JsonLinesSink() override;
+  JsonLinesSink(const JsonLinesSink&) = delete;
+  JsonLinesSink& operator=(const JsonLinesSink&) = delete;
+  void emit(const Event& event) override;
+
+ private:
+  std::mutex mu_;
+  std::FILE* out_ = nullptr;
+  bool owned_ = false;
+  std::string path_;
+};
+
+// Fans events out to sinks.
+class Telemetry {
+ public:
+  void add(std::shared_ptr<TelemetrySink> sink) { sinks_.push_back(std::move(sink)); }
+  void emit(const Event& event) const {
+    for (const auto& s : sinks_) s->emit(event);
+  }
+
+ private:
+  std::vector<std::shared_ptr<TelemetrySink>> sinks_;
+};
+
+}  // namespace baton

@@ -1,0 +1,81 @@
+// The run config: one JSON document describing a training run. Its schema
+// is documented in README.md ("Run config"). Every key is checked: unknown
+// keys, wrong types and out-of-range values are InputErrors naming the file
+// and the key path. The model and dataset objects are checked by their
+// plugins when the trainer builds them.
+#pragma once
+
+#include <baton/data/pipeline.h>
+#include <baton/optim/optimizer.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace baton {
+
+struct DataConfig {
+  nlohmann::json train;                      // dataset object, {"type": ..., ...}
+  std::optional<nlohmann::json> validation;  // a separate validation dataset, or
+  double validation_split = 0.0;             // a fraction of train held out
+  uint64_t split_seed = 0;
+  bool standardize = false;  // per-feature, from training-split statistics
+  int64_t shuffle_buffer = 0;
+  bool cache = false;
+  int prefetch = 2;
+  ShardPolicy shard_policy = ShardPolicy::kAuto;
+  bool drop_remainder = false;
+};
+
+struct StrategyConfig {
+  std::string type = "one_device";
+  std::string device = "cpu:0";  // one_device
+  // mirrored, central_storage: replicas in this process;
+  // multi_worker_mirrored: replicas per worker process (replicas_per_worker)
+  int replicas = 1;
+  std::string backend = "local";
+  std::string algorithm = "native";
+  int64_t bucket_bytes = 25 << 20;
+  bool overlap = true;  // allreduce buckets while backward goes on
+  int64_t timeout_ms = 300000;
+  // parameter_server: servers (0 = TF_CONFIG's ps count when set, else 1)
+  // and "async" | "sync".
+  int num_ps = 0;
+  std::string mode = "async";
+};
+
+struct CheckpointConfig {
+  std::string dir;          // "" = <run dir>/checkpoints
+  int64_t every_steps = 0;  // 0 = not by steps
+  bool every_epoch = true;
+  int keep = 3;
+};
+
+struct RunConfig {
+  std::string file;      // where it was read from (for messages)
+  std::string base_dir;  // relative paths resolve against this
+  nlohmann::json raw;    // the document after --set overrides
+  std::string name = "run";
+  uint64_t seed = 0;
+  bool deterministic = true;
+  int threads = 1;
+  nlohmann::json model;  // {"type": ..., ...}
+  DataConfig data;
+  std::string loss = "softmax_cross_entropy";
+  OptimizerOptions optimizer;
+  ScheduleOptions schedule;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // > 0: stop after this many steps
+  int64_t global_batch = 32;
+  int64_t log_every_steps = 10;
+  StrategyConfig strategy;
+  CheckpointConfig checkpoint;
+};
+
+// Parses and validates `doc` (already read from `file`).
+RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file);
+// Reads `path`, applies `overrides` ("key.path=value"), parses.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace baton

@@ -1,0 +1,139 @@
+// The fit loop. A Trainer builds the datasets, the strategy's replicas of
+// the model, the optimizers and the input pipelines from a RunConfig, then
+// trains: per step it takes each replica's share of the global batch, runs
+// forward and backward on every replica through the strategy, reduces the
+// gradients, clips, and applies one optimizer update; it validates every
+// epoch, writes checkpoints and emits telemetry.
+//
+// Construction does all validation and building, so a bad config fails
+// before anything is recorded or trained.
+#pragma once
+
+#include <baton/data/pipeline.h>
+#include <baton/nn/loss.h>
+#include <baton/nn/model.h>
+#include <baton/optim/optimizer.h>
+#include <baton/strategy/strategy.h>
+#include <baton/telemetry/telemetry.h>
+#include <baton/train/checkpoint.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace baton {
+
+struct TrainOptions {
+  std::string run_id;          // required: names the run in telemetry
+  std::string checkpoint_dir;  // required when checkpointing is wanted; "" = none
+  bool resume = false;         // continue from the newest valid checkpoint
+  // Set by another thread to stop at the next step boundary (the run ends
+  // "interrupted", after a final checkpoint).
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct TrainSummary {
+  std::string status;  // completed | interrupted
+  int64_t steps = 0;
+  int64_t start_step = 0;
+  int64_t epochs_completed = 0;
+  double train_loss = 0;
+  bool has_validation = false;
+  double val_loss = 0, val_accuracy = 0;
+  double samples_per_s = 0;
+  double wall_time_s = 0;
+  std::string last_checkpoint;
+  // parameter_server: the staleness of the updates (see StalenessStats).
+  bool has_staleness = false;
+  double staleness_mean = 0;
+  int64_t staleness_max = 0;
+  std::vector<double> step_losses;  // every step's loss, in order (from start_step)
+};
+
+class Trainer {
+ public:
+  Trainer(RunConfig config, const Registry& registry, const Telemetry& telemetry,
+          TrainOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains to the end (or until stopped). Emits run_start ... run_end.
+  // Exceptions propagate after a run_end event with status "failed".
+  TrainSummary run();
+
+  const RunConfig& config() const { return cfg_; }
+  Strategy& strategy() { return *strategy_; }
+  Sequential& model(int replica = 0);
+  int64_t total_steps() const { return total_steps_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  const Dataset& train_data() const { return *train_; }
+  const Dataset* validation_data() const { return val_.get(); }
+
+  // Evaluates replica 0's model on the validation data (or `data`).
+  struct Evaluation {
+    double loss = 0, accuracy = 0;
+    int64_t samples = 0;
+  };
+  Evaluation evaluate();
+
+ private:
+  struct Replica;   // src/train/trainer_internal.h
+  struct RunState;  // src/train/trainer_run.cpp: one run()'s loop state
+  // The phases of run(), in order.
+  void resume(RunState& s);         // --resume: restore the newest valid checkpoint
+  TrainSummary serve(RunState& s);  // a parameter server's whole run
+  void emit_run_start(const RunState& s);
+  void train_epoch(RunState& s);              // steps until the epoch ends or a stop is agreed
+  bool train_step(RunState& s);               // false: the epoch has no more batches
+  void report_window(RunState& s, float lr);  // step event, staleness, links
+  void end_epoch(RunState& s);                // epoch event, validation, checkpoint
+  void emit_run_failed(const RunState& s, const std::exception& e);
+  TrainSummary finish_run(RunState& s);  // summary and run_end
+  struct StepInputs {
+    const std::vector<const Batch*>* batches;
+    PerReplica<double>* loss_parts;
+    PerReplica<double>* correct_parts;
+    ForwardContext ctx;
+    float grad_scale;
+  };
+  // Forward, loss and backward of replica r for one step.
+  void replica_step(int r, const StepInputs& in);
+  struct UpdateInputs {
+    float lr;
+    bool need_norm;
+    double* grad_norm;  // written by replica 0
+  };
+  // Plans the strategy's gradient reduction and, with overlap, the
+  // backward hooks.
+  void bind_gradients();
+  // Clipping and the optimizer step of replica r.
+  void replica_update(int r, const UpdateInputs& in);
+  void emit(const Event& e) const { telemetry_.emit(e); }
+  void log(LogLevel level, const std::string& message) const;
+  CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch);
+  void restore(const CheckpointData& data, int64_t* epoch, int64_t* batch_in_epoch);
+  std::string save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch);
+
+  RunConfig cfg_;
+  const Telemetry& telemetry_;
+  TrainOptions opt_;
+  std::shared_ptr<const Dataset> train_, val_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<Loss> loss_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<std::unique_ptr<Pipeline>> pipelines_;
+  std::unique_ptr<Pipeline> val_pipeline_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::string model_description_;
+  std::string overlap_note_;  // logged at the start when overlap was turned off
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;
+};
+
+}  // namespace baton

@@ -1,0 +1,160 @@
+// MPI hostfiles in OpenMPI syntax: reading, writing, and one made from a
+// cluster spec.
+#include <baton/cluster/cluster_spec.h>
+#include <baton/core/error.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace baton {
+namespace {
+
+// A positive int, or why `text` is not one.
+std::string positive_int(std::string_view text, int& out) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || out < 1) {
+    return "expected a positive integer, got \"" + std::string(text) + "\"";
+  }
+  return "";
+}
+
+std::vector<std::string_view> split_words(std::string_view line) {
+  std::vector<std::string_view> words;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) words.push_back(line.substr(start, i - start));
+  }
+  return words;
+}
+
+}  // namespace
+
+std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& source) {
+  std::vector<HostfileEntry> entries;
+  std::map<std::string, size_t> line_of;  // canonical host -> line it was first listed on
+  size_t line_no = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string_view line = std::string_view(text).substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::vector<std::string_view> words = split_words(line);
+    if (words.empty()) continue;
+
+    const std::string at = source + ":" + std::to_string(line_no) + ": ";
+    HostfileEntry e;
+    e.host = std::string(words[0]);
+    if (std::string problem = host_problem(e.host); !problem.empty()) {
+      throw InputError(at + problem);
+    }
+    bool have_slots = false;
+    bool have_max = false;
+    for (size_t w = 1; w < words.size(); ++w) {
+      const std::string_view word = words[w];
+      const size_t eq = word.find('=');
+      const std::string_view key = word.substr(0, eq == std::string_view::npos ? 0 : eq);
+      const std::string_view value =
+          eq == std::string_view::npos ? std::string_view() : word.substr(eq + 1);
+      if (key == "slots") {
+        if (have_slots) throw InputError(at + "slots is given twice");
+        have_slots = true;
+        if (std::string why = positive_int(value, e.slots); !why.empty()) {
+          throw InputError(at + "slots: " + why);
+        }
+      } else if (key == "max_slots" || key == "max-slots") {
+        if (have_max) throw InputError(at + "max_slots is given twice");
+        have_max = true;
+        if (std::string why = positive_int(value, e.max_slots); !why.empty()) {
+          throw InputError(at + std::string(key) + ": " + why);
+        }
+      } else {
+        throw InputError(at + "unknown attribute \"" + std::string(word) +
+                         "\" (expected slots=N, max_slots=N or max-slots=N)");
+      }
+    }
+    if (e.max_slots != 0 && e.max_slots < e.slots) {
+      throw InputError(at + "max_slots: " + std::to_string(e.max_slots) + " is less than slots (" +
+                       std::to_string(e.slots) + ")");
+    }
+    const auto [it, fresh] = line_of.emplace(canonical_host(e.host), line_no);
+    if (!fresh) {
+      throw InputError(at + "host \"" + e.host + "\" is already listed on line " +
+                       std::to_string(it->second));
+    }
+    entries.push_back(std::move(e));
+  }
+  if (entries.empty()) {
+    throw InputError(source + ": no hosts (expected lines like \"node1 slots=4\")");
+  }
+  return entries;
+}
+
+std::vector<HostfileEntry> read_hostfile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open the file (" + std::strerror(errno) + ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_hostfile(ss.str(), path);
+}
+
+std::string to_hostfile(const std::vector<HostfileEntry>& entries) {
+  std::string out;
+  std::map<std::string, size_t> index_of;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const HostfileEntry& e = entries[i];
+    const std::string at = "hostfile entry " + std::to_string(i) + ": ";
+    if (std::string problem = host_problem(e.host); !problem.empty()) {
+      throw InputError(at + problem);
+    }
+    if (e.slots < 1) {
+      throw InputError(at + "slots: expected a positive integer, got " + std::to_string(e.slots));
+    }
+    if (e.max_slots < 0 || (e.max_slots != 0 && e.max_slots < e.slots)) {
+      throw InputError(at + "max_slots: expected 0 (not given) or at least slots (" +
+                       std::to_string(e.slots) + "), got " + std::to_string(e.max_slots));
+    }
+    const auto [it, fresh] = index_of.emplace(canonical_host(e.host), i);
+    if (!fresh) {
+      throw InputError(at + "host \"" + e.host + "\" is already entry " +
+                       std::to_string(it->second));
+    }
+    out += e.host + " slots=" + std::to_string(e.slots);
+    if (e.max_slots != 0) out += " max_slots=" + std::to_string(e.max_slots);
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<HostfileEntry> hostfile_from_spec(const ClusterSpec& spec) {
+  std::vector<HostfileEntry> entries;
+  std::map<std::string, size_t> index_of;
+  for (TaskRole role : {TaskRole::kChief, TaskRole::kWorker, TaskRole::kPs}) {
+    for (const HostPort& hp : spec.tasks(role)) {
+      const auto [it, fresh] = index_of.emplace(canonical_host(hp.host), entries.size());
+      if (fresh) {
+        entries.push_back(HostfileEntry{hp.host, 1, 0});
+      } else {
+        ++entries[it->second].slots;
+      }
+    }
+  }
+  if (entries.empty()) {
+    throw InputError("cluster: no chief, worker or ps tasks to put in a hostfile");
+  }
+  return entries;
+}
+
+}  // namespace baton

@@ -1,0 +1,280 @@
+// The local backend: replicas are threads of one process. Collectives read
+// the other replicas' buffers directly (published pointers + barriers), so
+// data moves once, as in a ring, without intermediate copies.
+#include <baton/comm/communicator.h>
+#include <baton/comm/local.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+
+namespace baton {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// memcpy of n floats; n may be 0 with null pointers (empty buffers), which
+// memcpy itself does not allow.
+void copy_floats(float* dst, const float* src, int64_t n) {
+  if (n > 0) std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+}
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+struct LocalGroup::Shared {
+  Shared(int n, CommOptions o)
+      : size(n), options(o), in(n, nullptr), out(n, nullptr), mail(static_cast<size_t>(n) * n) {}
+
+  // A reusable barrier with a timeout: a rank that waits too long throws.
+  void barrier(int rank) {
+    std::unique_lock<std::mutex> lock(mu);
+    const int64_t gen = generation;
+    if (++arrived == size) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+      return;
+    }
+    check_failed(rank);
+    if (!cv.wait_for(lock, std::chrono::milliseconds(options.timeout_ms),
+                     [&] { return generation != gen || failed; })) {
+      throw CommError("local communicator: rank " + std::to_string(rank) + " timed out after " +
+                      std::to_string(options.timeout_ms) +
+                      " ms waiting for the other ranks at a barrier");
+    }
+    check_failed(rank);
+  }
+
+  // Another rank failed: nobody waits for it until the timeout.
+  void check_failed(int rank) const {
+    if (failed) {
+      throw CommError("local communicator: rank " + std::to_string(rank) +
+                      " stopped because another rank failed");
+    }
+  }
+
+  struct Mailbox {
+    const float* data = nullptr;
+    int64_t count = 0;
+    bool full = false;
+  };
+  Mailbox& box(int src, int dst) { return mail[static_cast<size_t>(src) * size + dst]; }
+
+  template <class Pred>
+  void wait(std::unique_lock<std::mutex>& lock, Pred pred, int rank, const char* what) {
+    if (!cv.wait_for(lock, std::chrono::milliseconds(options.timeout_ms),
+                     [&] { return failed || pred(); })) {
+      throw CommError("local communicator: rank " + std::to_string(rank) + " timed out after " +
+                      std::to_string(options.timeout_ms) + " ms in " + what);
+    }
+    check_failed(rank);
+  }
+
+  const int size;
+  const CommOptions options;
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  int64_t generation = 0;
+  bool failed = false;
+  // Buffers published for the current collective.
+  std::vector<const float*> in;
+  std::vector<float*> out;
+  std::vector<Mailbox> mail;
+};
+
+namespace {
+
+class LocalComm final : public Communicator {
+ public:
+  LocalComm(LocalGroup::Shared& g, int rank) : g_(g), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return g_.size; }
+  std::string describe() const override {
+    return std::string("local/") + comm_algorithm_name(g_.options.algorithm);
+  }
+
+  void allreduce(float* data, int64_t count, ReduceOp op) override {
+    if (g_.size == 1 || count == 0) return;
+    if (g_.options.algorithm == CommAlgorithm::kRing) {
+      ring_allreduce(*this, data, count, op, g_.options.segment_bytes);
+      return;
+    }
+    // native (and hierarchical: one host is one level)
+    const auto t0 = Clock::now();
+    const int n = g_.size;
+    g_.out[rank_] = data;
+    g_.barrier(rank_);
+    // Reduce my chunk over all ranks, in rank order: the result does not
+    // depend on which rank computes it.
+    const int64_t b = chunk_start(rank_, count), e = chunk_start(rank_ + 1, count);
+    float* acc = scratch(e - b);
+    copy_floats(acc, g_.out[0] + b, (e - b));
+    for (int q = 1; q < n; ++q) reduce_into(acc, g_.out[q] + b, e - b, op);
+    if (op == ReduceOp::kMean) {
+      const float inv = 1.0f / static_cast<float>(n);
+      for (int64_t i = 0; i < e - b; ++i) acc[i] *= inv;
+    }
+    // Everyone has read my chunk of my buffer before I overwrite it.
+    g_.barrier(rank_);
+    copy_floats(data + b, acc, (e - b));
+    g_.barrier(rank_);
+    // Gather the other ranks' finished chunks.
+    for (int q = 0; q < n; ++q) {
+      if (q == rank_) continue;
+      const int64_t qb = chunk_start(q, count), qe = chunk_start(q + 1, count);
+      copy_floats(data + qb, g_.out[q] + qb, (qe - qb));
+    }
+    // Nobody returns (and touches its buffer) while others still read it.
+    g_.barrier(rank_);
+    record_ring_model(count, since(t0));
+  }
+
+  void reduce_scatter(const float* in, float* out, int64_t count, ReduceOp op) override {
+    const auto t0 = Clock::now();
+    g_.in[rank_] = in;
+    g_.barrier(rank_);
+    const int64_t off = static_cast<int64_t>(rank_) * count;
+    copy_floats(out, g_.in[0] + off, count);
+    for (int q = 1; q < g_.size; ++q) reduce_into(out, g_.in[q] + off, count, op);
+    if (op == ReduceOp::kMean) {
+      for (int64_t i = 0; i < count; ++i) out[i] /= static_cast<float>(g_.size);
+    }
+    g_.barrier(rank_);
+    for (int q = 0; q < g_.size; ++q) {
+      if (q != rank_) links_.add(q, rank_, count * 4, since(t0), true);
+    }
+  }
+
+  void allgather(const float* in, float* out, int64_t count) override {
+    const auto t0 = Clock::now();
+    g_.in[rank_] = in;
+    g_.barrier(rank_);
+    for (int q = 0; q < g_.size; ++q) {
+      copy_floats(out + static_cast<int64_t>(q) * count, g_.in[q], count);
+    }
+    g_.barrier(rank_);
+    for (int q = 0; q < g_.size; ++q) {
+      if (q != rank_) links_.add(q, rank_, count * 4, since(t0), true);
+    }
+  }
+
+  void broadcast(float* data, int64_t count, int root) override {
+    const auto t0 = Clock::now();
+    if (rank_ == root) g_.in[root] = data;
+    g_.barrier(rank_);
+    if (rank_ != root) copy_floats(data, g_.in[root], count);
+    g_.barrier(rank_);
+    if (rank_ != root) links_.add(root, rank_, count * 4, since(t0), false);
+  }
+
+  // A count of 0 moves no message at all (as in the MPI backend): the ring
+  // sends empty segments on one side of a link only when the peer expects
+  // nothing either.
+  void send(const float* data, int64_t count, int dst) override {
+    if (count == 0) return;
+    post(data, count, dst);
+    wait_taken(dst);
+  }
+
+  void recv(float* data, int64_t count, int src) override {
+    if (count > 0) take(data, count, src);
+  }
+
+  void sendrecv(const float* send_data, int64_t send_count, int dst, float* recv_data,
+                int64_t recv_count, int src) override {
+    // Post first, then receive, then wait for the peer to take ours: a ring
+    // of these never deadlocks.
+    if (send_count > 0) post(send_data, send_count, dst);
+    if (recv_count > 0) take(recv_data, recv_count, src);
+    if (send_count > 0) wait_taken(dst);
+  }
+
+  void barrier() override { g_.barrier(rank_); }
+
+ private:
+  int64_t chunk_start(int c, int64_t count) const {
+    return count / g_.size * c + std::min<int64_t>(c, count % g_.size);
+  }
+
+  // Native collectives do not expose their traffic: figures from the ring
+  // model, 2(n-1)/n of the buffer to the next rank, marked estimated.
+  void record_ring_model(int64_t count, double seconds) {
+    const int n = g_.size;
+    const int64_t bytes = 2 * (n - 1) * count * 4 / n;
+    links_.add(rank_, (rank_ + 1) % n, bytes, seconds, true);
+  }
+
+  void post(const float* data, int64_t count, int dst) {
+    std::unique_lock<std::mutex> lock(g_.mu);
+    auto& box = g_.box(rank_, dst);
+    g_.wait(
+        lock, [&] { return !box.full; }, rank_, "send (the receiver is not taking)");
+    box.data = data;
+    box.count = count;
+    box.full = true;
+    post_time_ = Clock::now();
+    g_.cv.notify_all();
+  }
+
+  void wait_taken(int dst) {
+    std::unique_lock<std::mutex> lock(g_.mu);
+    auto& box = g_.box(rank_, dst);
+    const int64_t count = box.count;
+    g_.wait(
+        lock, [&] { return !box.full; }, rank_, "send (waiting for the receiver)");
+    lock.unlock();
+    links_.add(rank_, dst, count * 4, since(post_time_), false);
+  }
+
+  void take(float* data, int64_t count, int src) {
+    std::unique_lock<std::mutex> lock(g_.mu);
+    auto& box = g_.box(src, rank_);
+    g_.wait(
+        lock, [&] { return box.full; }, rank_, "recv");
+    if (box.count != count) {
+      throw CommError("local communicator: rank " + std::to_string(rank_) + " expected " +
+                      std::to_string(count) + " floats from rank " + std::to_string(src) +
+                      ", got " + std::to_string(box.count));
+    }
+    const float* from = box.data;
+    lock.unlock();
+    // Copy outside the lock (ranks copy in parallel): the sender's buffer
+    // stays valid until `full` is cleared, which only this rank does.
+    copy_floats(data, from, count);
+    lock.lock();
+    box.full = false;
+    g_.cv.notify_all();
+  }
+
+  LocalGroup::Shared& g_;
+  const int rank_;
+  Clock::time_point post_time_;
+};
+
+}  // namespace
+
+LocalGroup::LocalGroup(int size, CommOptions options)
+    : shared_(std::make_unique<Shared>(size, options)) {
+  if (size < 1) throw RuntimeError("LocalGroup: size must be >= 1");
+  for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<LocalComm>(*shared_, r));
+}
+
+LocalGroup::~LocalGroup() = default;
+
+int LocalGroup::size() const { return shared_->size; }
+
+void LocalGroup::abort() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->failed = true;
+  shared_->cv.notify_all();
+}
+
+Communicator& LocalGroup::rank(int r) { return *ranks_.at(r); }
+
+}  // namespace baton

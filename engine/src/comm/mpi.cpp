@@ -1,0 +1,495 @@
+// The MPI communicator (see comm_mpi.h). Compiled only with BATON_WITH_MPI.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // OpenMPI's deprecated C++ bindings: not used, not linked
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <baton/comm/mpi.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace baton {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Throws CommError for a failed MPI call: "mpi: MPI_Allreduce (allreduce)
+// failed: <MPI's error string> (error class N)".
+void check(int rc, const char* call, const char* op) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  std::string what;
+  if (MPI_Error_string(rc, text, &len) == MPI_SUCCESS && len > 0) {
+    what.assign(text, static_cast<size_t>(len));
+  } else {
+    what = "unknown MPI error";
+  }
+  int cls = rc;
+  MPI_Error_class(rc, &cls);
+  throw CommError("mpi: " + std::string(call) + " (" + op + ") failed: " + what + " (error class " +
+                  std::to_string(cls) + ")");
+}
+
+MPI_Op mpi_op(ReduceOp op, const char* where) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMean:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    default:
+      break;
+  }
+  throw CommError(std::string("mpi: ") + where + ": unsupported reduce op " +
+                  std::to_string(static_cast<int>(op)));
+}
+
+void divide(float* data, int64_t count, int n) {
+  if (n == 1) return;
+  const float d = static_cast<float>(n);
+  for (int64_t i = 0; i < count; ++i) data[i] /= d;
+}
+
+// Calls f(offset, length) for consecutive pieces of at most `max` elements
+// covering [0, count); nothing for count 0.
+template <class F>
+void for_pieces(int64_t count, int64_t max, F&& f) {
+  for (int64_t off = 0; off < count; off += max) {
+    f(off, static_cast<int>(std::min(max, count - off)));
+  }
+}
+
+// Point-to-point messages: a buffer of `count` floats travels as
+// ceil(count / max) messages; an empty one as none at all (ring_allreduce
+// pairs a zero-length send with no receive on the other side).
+int64_t num_messages(int64_t count, int64_t max) { return (count + max - 1) / max; }
+
+// Calls fn(offset, length) for each piece of at most `max` floats of a
+// message of `count` floats (MPI counts are int).
+template <class Fn>
+void for_each_piece(int64_t count, int64_t max, Fn&& fn) {
+  const int64_t messages = num_messages(count, max);
+  for (int64_t k = 0; k < messages; ++k) {
+    const int64_t off = k * max;
+    fn(off, static_cast<int>(std::min(max, count - off)));
+  }
+}
+
+void free_comm(MPI_Comm& c) {
+  if (c == MPI_COMM_NULL) return;
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  // After MPI_Finalize the handle cannot be freed any more; MPI has
+  // released it with everything else.
+  if (!finalized) MPI_Comm_free(&c);
+  c = MPI_COMM_NULL;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- runtime
+
+bool MpiRuntime::is_initialized() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
+MpiRuntime::ThreadLevel MpiRuntime::current_thread_level() {
+  if (!is_initialized()) return ThreadLevel::kSingle;
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided >= MPI_THREAD_MULTIPLE) return ThreadLevel::kMultiple;
+  if (provided >= MPI_THREAD_SERIALIZED) return ThreadLevel::kSerialized;
+  if (provided >= MPI_THREAD_FUNNELED) return ThreadLevel::kFunneled;
+  return ThreadLevel::kSingle;
+}
+
+MpiRuntime::MpiRuntime() { init(nullptr, nullptr); }
+MpiRuntime::MpiRuntime(int* argc, char*** argv) { init(argc, argv); }
+
+void MpiRuntime::init(int* argc, char*** argv) {
+  int finalized = 0;
+  check(MPI_Finalized(&finalized), "MPI_Finalized", "runtime");
+  if (finalized)
+    throw CommError("mpi: MPI was already finalised in this process; it cannot start again");
+  int initialized = 0;
+  check(MPI_Initialized(&initialized), "MPI_Initialized", "runtime");
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread",
+          "runtime");
+    owns_ = true;
+  } else {
+    check(MPI_Query_thread(&provided), "MPI_Query_thread", "runtime");
+  }
+  if (provided >= MPI_THREAD_MULTIPLE) {
+    level_ = ThreadLevel::kMultiple;
+  } else if (provided >= MPI_THREAD_SERIALIZED) {
+    level_ = ThreadLevel::kSerialized;
+  } else if (provided >= MPI_THREAD_FUNNELED) {
+    level_ = ThreadLevel::kFunneled;
+  } else {
+    level_ = ThreadLevel::kSingle;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+}
+
+MpiRuntime::~MpiRuntime() {
+  if (!owns_) return;
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+const char* MpiRuntime::thread_level_name(ThreadLevel level) {
+  switch (level) {
+    case ThreadLevel::kSingle:
+      return "single";
+    case ThreadLevel::kFunneled:
+      return "funneled";
+    case ThreadLevel::kSerialized:
+      return "serialized";
+    case ThreadLevel::kMultiple:
+      return "multiple";
+  }
+  return "?";
+}
+
+std::string MpiRuntime::library_version() const {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  check(MPI_Get_library_version(text, &len), "MPI_Get_library_version", "runtime");
+  std::string v(text, static_cast<size_t>(std::max(len, 0)));
+  const auto eol = v.find_first_of("\r\n");
+  if (eol != std::string::npos) v.resize(eol);
+  while (!v.empty() && (v.back() == ' ' || v.back() == ',' || v.back() == '\0')) v.pop_back();
+  return v;
+}
+
+// ----------------------------------------------------------- communicator
+
+struct MpiCommunicator::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  // Hierarchical topology, created on first use.
+  bool topology = false;
+  MPI_Comm host = MPI_COMM_NULL;     // the ranks of this rank's host
+  MPI_Comm leaders = MPI_COMM_NULL;  // host rank 0 of every host; NULL on the others
+  int host_rank = 0, host_size = 1, num_hosts = 1;
+
+  ~Impl() {
+    free_comm(leaders);
+    free_comm(host);
+    free_comm(comm);
+  }
+
+  void ensure_topology(int rank, int ranks_per_host) {
+    if (topology) return;
+    if (ranks_per_host > 0) {
+      check(MPI_Comm_split(comm, rank / ranks_per_host, rank, &host), "MPI_Comm_split",
+            "hierarchical host");
+    } else {
+      check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host),
+            "MPI_Comm_split_type", "hierarchical host");
+    }
+    check(MPI_Comm_set_errhandler(host, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+          "hierarchical host");
+    check(MPI_Comm_rank(host, &host_rank), "MPI_Comm_rank", "hierarchical host");
+    check(MPI_Comm_size(host, &host_size), "MPI_Comm_size", "hierarchical host");
+    const int leader = host_rank == 0 ? 1 : 0;
+    check(MPI_Comm_split(comm, leader ? 0 : MPI_UNDEFINED, rank, &leaders), "MPI_Comm_split",
+          "hierarchical leaders");
+    if (leaders != MPI_COMM_NULL) {
+      check(MPI_Comm_set_errhandler(leaders, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+            "hierarchical leaders");
+    }
+    check(MPI_Allreduce(&leader, &num_hosts, 1, MPI_INT, MPI_SUM, comm), "MPI_Allreduce",
+          "hierarchical topology");
+    topology = true;
+  }
+};
+
+MpiCommunicator::MpiCommunicator(CommOptions options, MpiTuning tuning)
+    : options_(options), tuning_(tuning), impl_(std::make_unique<Impl>()) {
+  if (options_.algorithm == CommAlgorithm::kUnset) options_.algorithm = CommAlgorithm::kNative;
+  if (options_.algorithm != CommAlgorithm::kNative && options_.algorithm != CommAlgorithm::kRing &&
+      options_.algorithm != CommAlgorithm::kHierarchical) {
+    throw CommError("mpi: unknown algorithm " +
+                    std::to_string(static_cast<int>(options_.algorithm)));
+  }
+  if (options_.algorithm == CommAlgorithm::kRing &&
+      options_.segment_bytes < static_cast<int64_t>(sizeof(float))) {
+    throw CommError("mpi/ring: segment_bytes must be at least " + std::to_string(sizeof(float)) +
+                    ", got " + std::to_string(options_.segment_bytes));
+  }
+  if (tuning_.max_count_per_call < 1 || tuning_.max_count_per_call > INT_MAX) {
+    throw CommError("mpi: max_count_per_call must be in [1, INT_MAX], got " +
+                    std::to_string(tuning_.max_count_per_call));
+  }
+  if (tuning_.simulated_ranks_per_host < 0) {
+    throw CommError("mpi: simulated_ranks_per_host must be >= 0, got " +
+                    std::to_string(tuning_.simulated_ranks_per_host));
+  }
+  int initialized = 0, finalized = 0;
+  check(MPI_Initialized(&initialized), "MPI_Initialized", "communicator");
+  check(MPI_Finalized(&finalized), "MPI_Finalized", "communicator");
+  if (!initialized || finalized) {
+    throw CommError(finalized ? "mpi: MPI is already finalised"
+                              : "mpi: MPI is not initialised (create a baton::MpiRuntime first)");
+  }
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup", "communicator");
+  check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+        "communicator");
+  check(MPI_Comm_rank(impl_->comm, &rank_), "MPI_Comm_rank", "communicator");
+  check(MPI_Comm_size(impl_->comm, &size_), "MPI_Comm_size", "communicator");
+}
+
+MpiCommunicator::~MpiCommunicator() = default;
+
+std::string MpiCommunicator::describe() const {
+  return std::string("mpi/") + comm_algorithm_name(options_.algorithm);
+}
+
+namespace {
+
+void check_count(int64_t count, const char* op) {
+  if (count < 0)
+    throw CommError(std::string("mpi: ") + op + ": negative count " + std::to_string(count));
+}
+
+void check_peer(int peer, int size, const char* op, const char* what) {
+  if (peer < 0 || peer >= size) {
+    throw CommError(std::string("mpi: ") + op + ": " + what + " " + std::to_string(peer) +
+                    " is not a rank (size " + std::to_string(size) + ")");
+  }
+}
+
+}  // namespace
+
+void MpiCommunicator::record_ring_model(int64_t bytes, double factor, double seconds) {
+  // Every rank sends `factor * bytes` to the next rank of the ring.
+  if (size_ < 2 || bytes <= 0) return;
+  const auto moved = static_cast<int64_t>(static_cast<double>(bytes) * factor + 0.5);
+  if (moved > 0) links_.add(rank_, (rank_ + 1) % size_, moved, seconds, true);
+}
+
+void MpiCommunicator::allreduce(float* data, int64_t count, ReduceOp op) {
+  check_count(count, "allreduce");
+  mpi_op(op, "allreduce");
+  if (count == 0) return;
+  switch (options_.algorithm) {
+    case CommAlgorithm::kRing:
+      ring_allreduce(*this, data, count, op, options_.segment_bytes);
+      return;
+    case CommAlgorithm::kHierarchical:
+      allreduce_hierarchical(data, count, op);
+      return;
+    default:
+      allreduce_native(data, count, op);
+      return;
+  }
+}
+
+void MpiCommunicator::allreduce_native(float* data, int64_t count, ReduceOp op) {
+  const MPI_Op mop = mpi_op(op, "allreduce");
+  const auto t0 = Clock::now();
+  for_pieces(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, len, MPI_FLOAT, mop, impl_->comm),
+          "MPI_Allreduce", "allreduce");
+  });
+  if (op == ReduceOp::kMean) divide(data, count, size_);
+  const double n = size_;
+  record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n,
+                    seconds_since(t0));
+}
+
+void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceOp op) {
+  const MPI_Op mop = mpi_op(op, "allreduce");
+  const auto t0 = Clock::now();
+  Impl& m = *impl_;
+  m.ensure_topology(rank_, tuning_.simulated_ranks_per_host);
+  for_pieces(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
+    float* p = data + off;
+    if (m.host_size > 1) {
+      const bool leader = m.host_rank == 0;
+      check(MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, len, MPI_FLOAT, mop, 0,
+                       m.host),
+            "MPI_Reduce", "hierarchical allreduce, inside the host");
+    }
+    if (m.leaders != MPI_COMM_NULL && m.num_hosts > 1) {
+      check(MPI_Allreduce(MPI_IN_PLACE, p, len, MPI_FLOAT, mop, m.leaders), "MPI_Allreduce",
+            "hierarchical allreduce, across hosts");
+    }
+    if (m.host_size > 1) {
+      check(MPI_Bcast(p, len, MPI_FLOAT, 0, m.host), "MPI_Bcast",
+            "hierarchical allreduce, inside the host");
+    }
+  });
+  if (op == ReduceOp::kMean) divide(data, count, size_);
+  const double n = size_;
+  record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n,
+                    seconds_since(t0));
+}
+
+int MpiCommunicator::num_hosts() {
+  impl_->ensure_topology(rank_, tuning_.simulated_ranks_per_host);
+  return impl_->num_hosts;
+}
+
+int MpiCommunicator::host_rank() {
+  impl_->ensure_topology(rank_, tuning_.simulated_ranks_per_host);
+  return impl_->host_rank;
+}
+
+void MpiCommunicator::reduce_scatter(const float* in, float* out, int64_t count, ReduceOp op) {
+  check_count(count, "reduce_scatter");
+  const MPI_Op mop = mpi_op(op, "reduce_scatter");
+  if (count == 0) return;
+  const auto t0 = Clock::now();
+  const int64_t max = tuning_.max_count_per_call;
+  if (count * size_ <= max) {
+    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), MPI_FLOAT, mop, impl_->comm),
+          "MPI_Reduce_scatter_block", "reduce_scatter");
+  } else {
+    // Too large for one call's int counts: one reduce per block, to its rank.
+    for (int r = 0; r < size_; ++r) {
+      const float* block = in + static_cast<int64_t>(r) * count;
+      for_pieces(count, max, [&](int64_t off, int len) {
+        check(MPI_Reduce(block + off, r == rank_ ? out + off : nullptr, len, MPI_FLOAT, mop, r,
+                         impl_->comm),
+              "MPI_Reduce", "reduce_scatter");
+      });
+    }
+  }
+  if (op == ReduceOp::kMean) divide(out, count, size_);
+  const double n = size_;
+  record_ring_model(count * size_ * static_cast<int64_t>(sizeof(float)), (n - 1) / n,
+                    seconds_since(t0));
+}
+
+void MpiCommunicator::allgather(const float* in, float* out, int64_t count) {
+  check_count(count, "allgather");
+  if (count == 0) return;
+  const auto t0 = Clock::now();
+  float* mine = out + static_cast<int64_t>(rank_) * count;
+  const int64_t max = tuning_.max_count_per_call;
+  if (count * size_ <= max) {
+    const void* send = in == mine ? MPI_IN_PLACE : static_cast<const void*>(in);
+    check(MPI_Allgather(send, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count),
+                        MPI_FLOAT, impl_->comm),
+          "MPI_Allgather", "allgather");
+  } else {
+    // Too large for one call's int counts: every rank broadcasts its block.
+    if (in != mine) std::memmove(mine, in, static_cast<size_t>(count) * sizeof(float));
+    for (int r = 0; r < size_; ++r) {
+      float* block = out + static_cast<int64_t>(r) * count;
+      for_pieces(count, max, [&](int64_t off, int len) {
+        check(MPI_Bcast(block + off, len, MPI_FLOAT, r, impl_->comm), "MPI_Bcast", "allgather");
+      });
+    }
+  }
+  const double n = size_;
+  record_ring_model(count * size_ * static_cast<int64_t>(sizeof(float)), (n - 1) / n,
+                    seconds_since(t0));
+}
+
+void MpiCommunicator::broadcast(float* data, int64_t count, int root) {
+  check_count(count, "broadcast");
+  check_peer(root, size_, "broadcast", "root");
+  if (count == 0) return;
+  const auto t0 = Clock::now();
+  for_pieces(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
+    check(MPI_Bcast(data + off, len, MPI_FLOAT, root, impl_->comm), "MPI_Bcast", "broadcast");
+  });
+  // A chain from the root: every rank but the one before the root forwards
+  // the whole buffer to the next.
+  if (size_ > 1 && (rank_ + 1) % size_ != root) {
+    links_.add(rank_, (rank_ + 1) % size_, count * static_cast<int64_t>(sizeof(float)),
+               seconds_since(t0), true);
+  }
+}
+
+void MpiCommunicator::send(const float* data, int64_t count, int dst) {
+  check_count(count, "send");
+  check_peer(dst, size_, "send", "destination");
+  const auto t0 = Clock::now();
+  for_each_piece(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
+    check(MPI_Send(data + off, len, MPI_FLOAT, dst, 0, impl_->comm), "MPI_Send", "send");
+  });
+  if (count > 0)
+    links_.add(rank_, dst, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
+}
+
+void MpiCommunicator::recv(float* data, int64_t count, int src) {
+  check_count(count, "recv");
+  check_peer(src, size_, "recv", "source");
+  const auto t0 = Clock::now();
+  for_each_piece(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
+    MPI_Status status;
+    check(MPI_Recv(data + off, len, MPI_FLOAT, src, 0, impl_->comm, &status), "MPI_Recv", "recv");
+    int got = 0;
+    check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", "recv");
+    if (got != len) {
+      throw CommError("mpi: recv from rank " + std::to_string(src) + ": expected " +
+                      std::to_string(count) + " floats, the sender sent fewer (" +
+                      std::to_string(got) + " in a piece of " + std::to_string(len) + ")");
+    }
+  });
+  if (count > 0)
+    links_.add(src, rank_, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
+}
+
+void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int dst,
+                               float* recv_data, int64_t recv_count, int src) {
+  check_count(send_count, "sendrecv");
+  check_count(recv_count, "sendrecv");
+  check_peer(dst, size_, "sendrecv", "destination");
+  check_peer(src, size_, "sendrecv", "source");
+  const auto t0 = Clock::now();
+  const int64_t max = tuning_.max_count_per_call;
+  const int64_t sends = num_messages(send_count, max), recvs = num_messages(recv_count, max);
+  for (int64_t k = 0; k < std::max(sends, recvs); ++k) {
+    const int64_t off = k * max;
+    // A side whose pieces are all moved talks to MPI_PROC_NULL (no message).
+    const int slen = k < sends ? static_cast<int>(std::min(max, send_count - off)) : 0;
+    const int rlen = k < recvs ? static_cast<int>(std::min(max, recv_count - off)) : 0;
+    const int to = k < sends ? dst : MPI_PROC_NULL;
+    const int from = k < recvs ? src : MPI_PROC_NULL;
+    MPI_Status status;
+    check(MPI_Sendrecv(send_data + (k < sends ? off : 0), slen, MPI_FLOAT, to, 0,
+                       recv_data + (k < recvs ? off : 0), rlen, MPI_FLOAT, from, 0, impl_->comm,
+                       &status),
+          "MPI_Sendrecv", "sendrecv");
+    if (from != MPI_PROC_NULL) {
+      int got = 0;
+      check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", "sendrecv");
+      if (got != rlen) {
+        throw CommError("mpi: sendrecv from rank " + std::to_string(src) + ": expected " +
+                        std::to_string(recv_count) + " floats, the sender sent fewer (" +
+                        std::to_string(got) + " in a piece of " + std::to_string(rlen) + ")");
+      }
+    }
+  }
+  if (send_count > 0) {
+    links_.add(rank_, dst, send_count * static_cast<int64_t>(sizeof(float)), seconds_since(t0),
+               false);
+  }
+}
+
+void MpiCommunicator::barrier() { check(MPI_Barrier(impl_->comm), "MPI_Barrier", "barrier"); }
+
+}  // namespace baton

@@ -1,0 +1,135 @@
+// The pieces every backend shares: names, link statistics, the elementwise
+// reductions, and the ring allreduce built on sendrecv.
+#include <baton/comm/communicator.h>
+
+#include <algorithm>
+
+namespace baton {
+
+CommBackend parse_comm_backend(const std::string& name) {
+  if (name == "local") return CommBackend::kLocal;
+  if (name == "mpi") return CommBackend::kMpi;
+  if (name == "nccl") return CommBackend::kNccl;
+  throw InputError("backend \"" + name + "\" is not one of local, mpi, nccl");
+}
+
+CommAlgorithm parse_comm_algorithm(const std::string& name) {
+  if (name == "native") return CommAlgorithm::kNative;
+  if (name == "ring") return CommAlgorithm::kRing;
+  if (name == "hierarchical") return CommAlgorithm::kHierarchical;
+  throw InputError("algorithm \"" + name + "\" is not one of native, ring, hierarchical");
+}
+
+const char* comm_backend_name(CommBackend b) {
+  switch (b) {
+    case CommBackend::kLocal:
+      return "local";
+    case CommBackend::kMpi:
+      return "mpi";
+    case CommBackend::kNccl:
+      return "nccl";
+    default:
+      return "unset";
+  }
+}
+
+const char* comm_algorithm_name(CommAlgorithm a) {
+  switch (a) {
+    case CommAlgorithm::kNative:
+      return "native";
+    case CommAlgorithm::kRing:
+      return "ring";
+    case CommAlgorithm::kHierarchical:
+      return "hierarchical";
+    default:
+      return "unset";
+  }
+}
+
+void LinkStats::add(int src, int dst, int64_t num_bytes, double seconds, bool estimated) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& l : links_) {
+    if (l.src == src && l.dst == dst && l.estimated == estimated) {
+      l.num_bytes += num_bytes;
+      l.seconds += seconds;
+      return;
+    }
+  }
+  links_.push_back({src, dst, num_bytes, seconds, estimated});
+}
+
+std::vector<LinkSample> LinkStats::drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LinkSample> out;
+  out.swap(links_);
+  return out;
+}
+
+void reduce_into(float* y, const float* x, int64_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::max(y[i], x[i]);
+      break;
+    case ReduceOp::kMin:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(y[i], x[i]);
+      break;
+    default:  // sum, and mean (scaled once at the end)
+      for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+      break;
+  }
+}
+
+void broadcast_string(Communicator& comm, std::string& text, int root) {
+  float len = static_cast<float>(text.size());
+  comm.broadcast(&len, 1, root);
+  std::vector<float> bytes(static_cast<size_t>(len));
+  if (comm.rank() == root) {
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
+  }
+  comm.broadcast(bytes.data(), static_cast<int64_t>(bytes.size()), root);
+  text.assign(bytes.size(), '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) text[i] = static_cast<char>(static_cast<int>(bytes[i]));
+}
+
+void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
+                    int64_t segment_bytes) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  if (n == 1 || count == 0) return;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  // Chunk c covers [start(c), start(c+1)): sizes differ by at most one.
+  auto start = [&](int c) { return count / n * c + std::min<int64_t>(c, count % n); };
+  const int64_t seg = std::max<int64_t>(1, segment_bytes / static_cast<int64_t>(sizeof(float)));
+  float* incoming = comm.scratch(std::min(seg, count / n + 1));
+
+  // Reduce-scatter: after n-1 steps rank r holds the full reduction of
+  // chunk (r + 1) % n.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_c = (r - s + n) % n, recv_c = (r - s - 1 + 2 * n) % n;
+    const int64_t send_len = start(send_c + 1) - start(send_c);
+    const int64_t recv_len = start(recv_c + 1) - start(recv_c);
+    for (int64_t off = 0; off < std::max(send_len, recv_len); off += seg) {
+      const int64_t sl = std::clamp<int64_t>(send_len - off, 0, seg);
+      const int64_t rl = std::clamp<int64_t>(recv_len - off, 0, seg);
+      comm.sendrecv(data + start(send_c) + off, sl, next, incoming, rl, prev);
+      reduce_into(data + start(recv_c) + off, incoming, rl, op);
+    }
+  }
+  // Allgather: pass the finished chunks around the ring.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_c = (r + 1 - s + n) % n, recv_c = (r - s + n) % n;
+    const int64_t send_len = start(send_c + 1) - start(send_c);
+    const int64_t recv_len = start(recv_c + 1) - start(recv_c);
+    for (int64_t off = 0; off < std::max(send_len, recv_len); off += seg) {
+      const int64_t sl = std::clamp<int64_t>(send_len - off, 0, seg);
+      const int64_t rl = std::clamp<int64_t>(recv_len - off, 0, seg);
+      comm.sendrecv(data + start(send_c) + off, sl, next, data + start(recv_c) + off, rl, prev);
+    }
+  }
+  if (op == ReduceOp::kMean) {
+    const float inv = 1.0f / static_cast<float>(n);
+    for (int64_t i = 0; i < count; ++i) data[i] *= inv;
+  }
+}
+
+}  // namespace baton

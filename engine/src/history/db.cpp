@@ -1,0 +1,496 @@
+#include "db.h"
+
+#include <baton/core/error.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace baton::history_detail {
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------- Db, Stmt
+
+Db::Db(const std::string& path, int flags) : path_(path) {
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw RuntimeError(path + ": cannot open the history database (" + msg + ")");
+  }
+  sqlite3_extended_result_codes(db_, 1);
+}
+
+Db::~Db() {
+  if (db_) sqlite3_close_v2(db_);
+}
+
+Db& Db::operator=(Db&& o) noexcept {
+  if (this != &o) {
+    if (db_) sqlite3_close_v2(db_);
+    db_ = o.db_;
+    path_ = std::move(o.path_);
+    o.db_ = nullptr;
+  }
+  return *this;
+}
+
+void Db::fail(const std::string& what) const {
+  throw RuntimeError(path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+void Db::exec(const char* sql) const {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    const std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw RuntimeError(path_ + ": " + msg);
+  }
+}
+
+int64_t Db::scalar_int(const char* sql) const {
+  Stmt st(*this, sql);
+  return st.step() ? st.col_int(0) : 0;
+}
+
+Stmt::Stmt(const Db& db, std::string_view sql) : db_(&db) {
+  if (sqlite3_prepare_v3(db.get(), sql.data(), static_cast<int>(sql.size()),
+                         SQLITE_PREPARE_PERSISTENT, &st_, nullptr) != SQLITE_OK) {
+    db.fail("cannot prepare \"" + std::string(sql.substr(0, 60)) + "\"");
+  }
+}
+
+Stmt::~Stmt() {
+  if (st_) sqlite3_finalize(st_);
+}
+
+Stmt& Stmt::operator=(Stmt&& o) noexcept {
+  if (this != &o) {
+    if (st_) sqlite3_finalize(st_);
+    st_ = o.st_;
+    db_ = o.db_;
+    o.st_ = nullptr;
+  }
+  return *this;
+}
+
+Stmt& Stmt::bind(int i, int64_t v) {
+  sqlite3_bind_int64(st_, i, v);
+  return *this;
+}
+
+Stmt& Stmt::bind(int i, double v) {
+  if (std::isnan(v)) {
+    sqlite3_bind_null(st_, i);
+  } else {
+    sqlite3_bind_double(st_, i, v);
+  }
+  return *this;
+}
+
+Stmt& Stmt::bind(int i, std::string_view v) {
+  sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+
+Stmt& Stmt::bind_null(int i) {
+  sqlite3_bind_null(st_, i);
+  return *this;
+}
+
+bool Stmt::step() {
+  const int rc = sqlite3_step(st_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  const std::string sql = sqlite3_sql(st_) ? sqlite3_sql(st_) : "";
+  sqlite3_reset(st_);
+  db_->fail("\"" + sql.substr(0, 60) + "\" failed");
+}
+
+void Stmt::run() {
+  step();
+  reset();
+}
+
+void Stmt::reset() {
+  sqlite3_reset(st_);
+  sqlite3_clear_bindings(st_);
+}
+
+double Stmt::col_double(int i) const {
+  if (sqlite3_column_type(st_, i) == SQLITE_NULL) return std::numeric_limits<double>::quiet_NaN();
+  return sqlite3_column_double(st_, i);
+}
+
+std::string Stmt::col_text(int i) const {
+  const auto* p = sqlite3_column_text(st_, i);
+  return p ? std::string(reinterpret_cast<const char*>(p),
+                         static_cast<size_t>(sqlite3_column_bytes(st_, i)))
+           : std::string();
+}
+
+Transaction::Transaction(const Db& db) : db_(db) {
+  db_.exec("BEGIN IMMEDIATE");
+  open_ = true;
+}
+
+Transaction::~Transaction() {
+  if (open_) sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+void Transaction::commit() {
+  db_.exec("COMMIT");
+  open_ = false;
+}
+
+// ---------------------------------------------------------------- schema
+
+namespace {
+
+// Migrations are code: entry i takes a database from version i to i + 1.
+// A released entry is never edited; a change of layout is a new entry.
+//
+// Version 1: runs, the metric catalogue, metric samples, link samples and
+// events. Samples are WITHOUT ROWID tables keyed so that one run's series
+// of one metric is a contiguous range of the primary key, ordered by step:
+// plots and downsampling read it without a sort or a second index.
+constexpr const char* kMigrationTo1 = R"sql(
+CREATE TABLE runs (
+  id            INTEGER PRIMARY KEY,
+  uid           TEXT NOT NULL UNIQUE,
+  name          TEXT NOT NULL,
+  status        TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+  start_time    REAL NOT NULL,
+  end_time      REAL,
+  strategy      TEXT NOT NULL DEFAULT '',
+  replicas      INTEGER NOT NULL DEFAULT 1,
+  hosts         TEXT NOT NULL DEFAULT '[]',
+  config        TEXT NOT NULL DEFAULT '{}',
+  topology      TEXT NOT NULL DEFAULT '{}',
+  start_info    TEXT NOT NULL DEFAULT '{}',
+  final_metrics TEXT NOT NULL DEFAULT '{}',
+  error         TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX runs_by_start ON runs (start_time);
+CREATE TABLE metrics (
+  id   INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL CHECK (kind IN ('step', 'epoch'))
+);
+CREATE TABLE metric_samples (
+  run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  metric      INTEGER NOT NULL REFERENCES metrics (id),
+  step        INTEGER NOT NULL,
+  rank        INTEGER NOT NULL,
+  seq         INTEGER NOT NULL,
+  epoch       INTEGER NOT NULL,
+  wall_time_s REAL NOT NULL,
+  value       REAL,
+  PRIMARY KEY (run, metric, step, rank, seq)
+) WITHOUT ROWID;
+CREATE TABLE link_samples (
+  run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  step        INTEGER NOT NULL,
+  seq         INTEGER NOT NULL,
+  src         INTEGER NOT NULL,
+  dst         INTEGER NOT NULL,
+  wall_time_s REAL NOT NULL,
+  num_bytes   INTEGER NOT NULL,
+  seconds     REAL NOT NULL,
+  estimated   INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (run, step, seq)
+) WITHOUT ROWID;
+CREATE TABLE events (
+  run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  step        INTEGER NOT NULL,
+  seq         INTEGER NOT NULL,
+  wall_time_s REAL NOT NULL,
+  kind        TEXT NOT NULL CHECK (kind IN ('log', 'checkpoint', 'restart', 'error')),
+  level       TEXT NOT NULL DEFAULT '',
+  message     TEXT NOT NULL DEFAULT '',
+  data        TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (run, step, seq)
+) WITHOUT ROWID;
+)sql";
+
+// Version 2: tags (their own table, so a tag filter is an index lookup),
+// notes, the recording process's identity for the interrupted rule, and
+// metric rollups: per run, metric and rank, the count, min, max and last
+// value of every aligned block of 2^6, 2^10, 2^14 and 2^18 steps (levels
+// 1-4), so a downsampled plot of a long series reads a few thousand rows
+// instead of every sample. The writer keeps them current; this migration
+// computes them for the runs recorded under version 1.
+constexpr const char* kMigrationTo2 = R"sql(
+ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN owner_host TEXT;
+ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+ALTER TABLE runs ADD COLUMN owner_start TEXT;
+CREATE INDEX runs_by_status ON runs (status);
+CREATE TABLE tags (
+  run INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  tag TEXT NOT NULL,
+  PRIMARY KEY (run, tag)
+) WITHOUT ROWID;
+CREATE INDEX tags_by_tag ON tags (tag);
+CREATE TABLE metric_rollups (
+  run        INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  metric     INTEGER NOT NULL REFERENCES metrics (id),
+  rank       INTEGER NOT NULL,
+  level      INTEGER NOT NULL,
+  block      INTEGER NOT NULL,
+  first_step INTEGER NOT NULL,
+  last_step  INTEGER NOT NULL,
+  count      INTEGER NOT NULL,
+  min        REAL,
+  max        REAL,
+  last       REAL,
+  PRIMARY KEY (run, metric, rank, level, block)
+) WITHOUT ROWID;
+INSERT INTO metric_rollups (run, metric, rank, level, block, first_step, last_step, count, min, max)
+  SELECT run, metric, rank, l.level, step >> l.shift, min(step), max(step), count(*), min(value),
+         max(value)
+  FROM metric_samples, (SELECT 1 AS level, 6 AS shift UNION ALL SELECT 2, 10
+                        UNION ALL SELECT 3, 14 UNION ALL SELECT 4, 18) AS l
+  GROUP BY run, metric, rank, l.level, step >> l.shift;
+UPDATE metric_rollups SET last = (
+  SELECT value FROM metric_samples AS s
+  WHERE s.run = metric_rollups.run AND s.metric = metric_rollups.metric
+    AND s.step = metric_rollups.last_step AND s.rank = metric_rollups.rank
+  ORDER BY s.seq DESC LIMIT 1);
+)sql";
+
+constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string hex32(int64_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", static_cast<unsigned>(v));
+  return buf;
+}
+
+// Checks an existing file without writing to it: a read-only connection,
+// and before that the 16-byte SQLite header, so that a text file or an
+// image is reported as such rather than as a SQLite error.
+// Returns true when the file is empty (a new database may be made in it).
+bool check_existing_file(const std::string& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw InputError(path + ": cannot read (" + ec.message() + ")");
+  if (size == 0) return true;
+  char header[16] = {};
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.read(header, sizeof header);
+    if (!in || std::memcmp(header, "SQLite format 3", 16) != 0) {
+      throw InputError(path +
+                       ": not a Baton history database (not an SQLite file); it was not modified");
+    }
+  }
+  int64_t app = 0, version = 0, objects = 0;
+  try {
+    Db ro(path, SQLITE_OPEN_READONLY);
+    app = ro.scalar_int("PRAGMA application_id");
+    version = ro.scalar_int("PRAGMA user_version");
+    objects = ro.scalar_int("SELECT count(*) FROM sqlite_schema");
+  } catch (const RuntimeError& e) {
+    throw InputError(std::string(e.what()) + " (not a readable Baton history database)");
+  }
+  if (app == 0 && objects == 0) return true;  // an empty SQLite database
+  if (app != kApplicationId) {
+    throw InputError(path + ": an SQLite database, but not a Baton run history (application_id " +
+                     hex32(app) + ", expected " + hex32(kApplicationId) + "); it was not modified");
+  }
+  if (version > kSchemaVersion) {
+    throw InputError(path + ": written by a newer Baton (history schema version " +
+                     std::to_string(version) + "; this build reads versions up to " +
+                     std::to_string(kSchemaVersion) + "); it was not modified");
+  }
+  return false;
+}
+
+}  // namespace
+
+void migrate(const Db& db, int target) {
+  Transaction tx(db);
+  // Read again under the write lock: another process may have migrated
+  // (or created) the database since we looked.
+  const int64_t version = db.scalar_int("PRAGMA user_version");
+  if (version > kSchemaVersion) {
+    throw InputError(db.path() + ": written by a newer Baton (history schema version " +
+                     std::to_string(version) + ")");
+  }
+  if (version >= target) return;
+  for (int64_t v = version; v < target; ++v) {
+    db.exec(kMigrations[v]);
+    if (v == 0) db.exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
+  }
+  db.exec(("PRAGMA user_version = " + std::to_string(target)).c_str());
+  tx.commit();
+}
+
+Db open_history_db(const std::string& path, OpenMode mode) {
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  if (exists) {
+    if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, not a database");
+    check_existing_file(path);
+  } else {
+    if (mode != OpenMode::kCreate) throw InputError(path + ": no such history database");
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) {
+      fs::create_directories(parent, ec);
+      if (ec) {
+        throw RuntimeError(parent.string() + ": cannot create the directory (" + ec.message() +
+                           ")");
+      }
+    }
+  }
+  Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // Readers and the writer of other processes wait this long for a lock
+  // (the writer holds it for one batch: milliseconds).
+  sqlite3_busy_timeout(db.get(), 10000);
+  db.exec("PRAGMA foreign_keys = ON");
+  // Statement journals and sorters in memory: on disk, every statement of
+  // the writer's batches spilled its journal to a temporary file, millions
+  // of write() calls for a long run.
+  db.exec("PRAGMA temp_store = MEMORY");
+  if (db.scalar_int("PRAGMA user_version") == 0 &&
+      db.scalar_int("SELECT count(*) FROM sqlite_schema") == 0) {
+    // A new database. Large pages: the samples are written and read in long
+    // runs, and every page is one write() on commit and checkpoint; 4 KiB
+    // pages made the writer spend most of its time in system calls.
+    db.exec("PRAGMA page_size = 32768");
+  }
+  if (db.scalar_int("PRAGMA user_version") < kSchemaVersion) migrate(db, kSchemaVersion);
+  {
+    Stmt st(db, "PRAGMA journal_mode = WAL");
+    if (!st.step() || st.col_text(0) != "wal") db.fail("cannot switch to WAL mode");
+  }
+  db.exec("PRAGMA synchronous = NORMAL");
+  mark_dead_runs_interrupted(db);
+  return db;
+}
+
+// ---------------------------------------------------------------- processes
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks after boot) and
+// the state (field 3). The command name (field 2) may hold spaces and
+// parentheses, so fields are counted after its last ')'.
+bool read_proc_stat(int64_t pid, char* state, std::string* start_ticks) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream fields(text.substr(close + 1));
+  std::string f;
+  for (int i = 3; i <= 22 && (fields >> f); ++i) {
+    if (i == 3) *state = f.empty() ? '?' : f[0];
+    if (i == 22) {
+      *start_ticks = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string boot_id() { return read_first_line("/proc/sys/kernel/random/boot_id"); }
+
+}  // namespace
+
+ProcessIdentity this_process() {
+  ProcessIdentity id;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
+  id.host = host;
+  id.pid = ::getpid();
+  char state = '?';
+  std::string ticks;
+  read_proc_stat(id.pid, &state, &ticks);
+  id.start = boot_id() + "/" + ticks;
+  return id;
+}
+
+bool process_alive(int64_t pid, const std::string& start) {
+  char state = '?';
+  std::string ticks;
+  if (pid <= 0 || !read_proc_stat(pid, &state, &ticks)) return false;
+  // A zombie has finished; so has a process whose pid was reused (another
+  // start time) or that ran before a reboot (another boot id).
+  if (state == 'Z' || state == 'X') return false;
+  return start == boot_id() + "/" + ticks;
+}
+
+int mark_dead_runs_interrupted(const Db& db) {
+  struct Candidate {
+    int64_t id;
+    std::string owner;
+  };
+  std::vector<Candidate> dead;
+  const ProcessIdentity me = this_process();
+  {
+    Stmt st(db, "SELECT id, owner_host, owner_pid, owner_start FROM runs WHERE status = 'running'");
+    while (st.step()) {
+      if (st.col_is_null(1)) {  // recorded before owners were kept (schema 1)
+        dead.push_back({st.col_int(0), "an unknown process"});
+      } else if (st.col_text(1) == me.host && !process_alive(st.col_int(2), st.col_text(3))) {
+        dead.push_back(
+            {st.col_int(0), "process " + std::to_string(st.col_int(2)) + " on " + st.col_text(1)});
+      }
+    }
+  }
+  if (dead.empty()) return 0;
+  Transaction tx(db);
+  Stmt last(db, R"sql(
+    SELECT max(step), max(wall_time_s), max(seq) FROM (
+      SELECT step, wall_time_s, seq FROM metric_samples WHERE run = ?1
+      UNION ALL SELECT step, wall_time_s, seq FROM link_samples WHERE run = ?1
+      UNION ALL SELECT step, wall_time_s, seq FROM events WHERE run = ?1))sql");
+  Stmt update(db,
+              "UPDATE runs SET status = 'interrupted', end_time = start_time + ?2 "
+              "WHERE id = ?1 AND status = 'running'");
+  Stmt note(db,
+            "INSERT INTO events (run, step, seq, wall_time_s, kind, level, message) "
+            "VALUES (?1, ?2, ?3, ?4, 'error', 'error', ?5)");
+  int marked = 0;
+  for (const Candidate& c : dead) {
+    last.bind(1, c.id);
+    last.step();
+    const int64_t step = last.col_is_null(0) ? 0 : last.col_int(0);
+    const double wall = last.col_is_null(1) ? 0.0 : last.col_double(1);
+    const int64_t seq = last.col_is_null(2) ? 1 : last.col_int(2) + 1;
+    last.reset();
+    update.bind(1, c.id).bind(2, wall);
+    update.run();
+    if (sqlite3_changes(db.get()) == 0) continue;
+    note.bind(1, c.id).bind(2, step).bind(3, seq).bind(4, wall);
+    note.bind(5, "the recording " + c.owner +
+                     " ended without finishing the run; marked interrupted when the history "
+                     "was next opened");
+    note.run();
+    ++marked;
+  }
+  tx.commit();
+  return marked;
+}
+
+}  // namespace baton::history_detail

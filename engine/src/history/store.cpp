@@ -1,0 +1,400 @@
+#include <baton/core/error.h>
+#include <baton/history/store.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+#include "db.h"
+
+namespace baton {
+using namespace history_detail;
+
+std::string default_history_db_path() {
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/baton/runs.db";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/share/baton/runs.db";
+}
+
+void RunFilter::add(const std::string& key_value) {
+  const size_t eq = key_value.find('=');
+  const std::string key = key_value.substr(0, eq);
+  const std::string value = eq == std::string::npos ? "" : key_value.substr(eq + 1);
+  if (eq == std::string::npos || value.empty()) {
+    throw InputError("--filter \"" + key_value +
+                     "\": expected key=value with key status, strategy or tag");
+  }
+  if (key == "status") {
+    if (value != "running" && value != "completed" && value != "failed" && value != "interrupted") {
+      throw InputError("--filter status=" + value +
+                       ": expected one of running, completed, failed, interrupted");
+    }
+    status = value;
+  } else if (key == "strategy") {
+    strategy = value;
+  } else if (key == "tag") {
+    tag = value;
+  } else {
+    throw InputError("--filter " + key_value + ": unknown key \"" + key +
+                     "\" (known keys: status, strategy, tag)");
+  }
+}
+
+struct HistoryStore::Impl {
+  Db db;
+  int64_t metric_id(const std::string& name) const {
+    Stmt st(db, "SELECT id FROM metrics WHERE name = ?1");
+    st.bind(1, name);
+    return st.step() ? st.col_int(0) : 0;
+  }
+};
+
+HistoryStore::HistoryStore(const std::string& path, Open mode) : impl_(std::make_unique<Impl>()) {
+  impl_->db =
+      open_history_db(path, mode == Open::kExisting ? OpenMode::kExisting : OpenMode::kCreate);
+}
+HistoryStore::~HistoryStore() = default;
+HistoryStore::HistoryStore(HistoryStore&&) noexcept = default;
+HistoryStore& HistoryStore::operator=(HistoryStore&&) noexcept = default;
+
+const std::string& HistoryStore::path() const { return impl_->db.path(); }
+
+int HistoryStore::schema_version() const {
+  return static_cast<int>(impl_->db.scalar_int("PRAGMA user_version"));
+}
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t comma = s.find(',', pos);
+    out.push_back(s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+nlohmann::json parse_or_empty(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+constexpr const char* kRunColumns =
+    "r.id, r.uid, r.name, r.status, r.start_time, coalesce(r.end_time, 0), r.strategy, "
+    "r.replicas, r.hosts, r.notes, r.error, r.final_metrics, "
+    "(SELECT group_concat(tag, ',') FROM (SELECT tag FROM tags t WHERE t.run = r.id ORDER BY "
+    "tag))";
+
+RunRecord read_run(const Stmt& st) {
+  RunRecord r;
+  r.id = st.col_int(0);
+  r.uid = st.col_text(1);
+  r.name = st.col_text(2);
+  r.status = st.col_text(3);
+  r.start_time = st.col_double(4);
+  r.end_time = st.col_double(5);
+  r.strategy = st.col_text(6);
+  r.replicas = static_cast<int>(st.col_int(7));
+  for (const auto& h : parse_or_empty(st.col_text(8))) {
+    if (h.is_string()) r.hosts.push_back(h.get<std::string>());
+  }
+  r.notes = st.col_text(9);
+  r.error = st.col_text(10);
+  r.final_metrics = parse_or_empty(st.col_text(11));
+  r.tags = split_list(st.col_text(12));
+  return r;
+}
+
+}  // namespace
+
+std::vector<RunRecord> HistoryStore::list_runs(const RunFilter& f) const {
+  Stmt st(impl_->db, std::string("SELECT ") + kRunColumns + R"sql(
+    FROM runs r
+    WHERE (?1 = '' OR r.status = ?1) AND (?2 = '' OR r.strategy = ?2)
+      AND (?3 = '' OR EXISTS (SELECT 1 FROM tags t WHERE t.run = r.id AND t.tag = ?3))
+    ORDER BY r.start_time DESC, r.id DESC LIMIT ?4)sql");
+  st.bind(1, f.status).bind(2, f.strategy).bind(3, f.tag).bind(4, f.limit > 0 ? f.limit : -1);
+  std::vector<RunRecord> out;
+  while (st.step()) out.push_back(read_run(st));
+  return out;
+}
+
+int64_t HistoryStore::resolve(const std::string& id) const {
+  const Db& db = impl_->db;
+  if (!id.empty() &&
+      std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    Stmt st(db, "SELECT id FROM runs WHERE id = ?1");
+    st.bind(1, static_cast<int64_t>(std::strtoll(id.c_str(), nullptr, 10)));
+    if (st.step()) return st.col_int(0);
+  }
+  {
+    Stmt st(db, "SELECT id FROM runs WHERE uid = ?1");
+    st.bind(1, id);
+    if (st.step()) return st.col_int(0);
+  }
+  Stmt st(db, "SELECT id, uid FROM runs WHERE substr(uid, 1, length(?1)) = ?1 LIMIT 2");
+  st.bind(1, id);
+  if (!id.empty() && st.step()) {
+    const int64_t found = st.col_int(0);
+    const std::string first = st.col_text(1);
+    if (!st.step()) return found;
+    throw InputError("run \"" + id + "\": more than one run matches (" + first + ", " +
+                     st.col_text(1) + ", ...) in " + db.path());
+  }
+  throw InputError("run \"" + id + "\": no such run in " + db.path() +
+                   " (`baton history list` shows the runs)");
+}
+
+RunRecord HistoryStore::run(int64_t id) const {
+  Stmt st(impl_->db, std::string("SELECT ") + kRunColumns +
+                         ", r.config, r.topology, r.start_info FROM runs r WHERE r.id = ?1");
+  st.bind(1, id);
+  if (!st.step()) {
+    throw InputError("run " + std::to_string(id) + ": no such run in " + impl_->db.path());
+  }
+  RunRecord r = read_run(st);
+  r.config = parse_or_empty(st.col_text(13));
+  r.topology = parse_or_empty(st.col_text(14));
+  r.start_info = parse_or_empty(st.col_text(15));
+  return r;
+}
+
+std::vector<MetricSummary> HistoryStore::metric_summary(int64_t run) const {
+  // From the coarsest rollups: a handful of rows however long the run.
+  Stmt st(impl_->db, R"sql(
+    SELECT m.name, g.rank, g.c, g.ls, g.lo, g.hi,
+           (SELECT x.last FROM metric_rollups x WHERE x.run = ?1 AND x.metric = g.metric
+              AND x.rank = g.rank AND x.level = ?2 AND x.block = g.ls >> ?3)
+    FROM (SELECT metric, rank, sum(count) AS c, max(last_step) AS ls, min(min) AS lo,
+                 max(max) AS hi
+          FROM metric_rollups WHERE run = ?1 AND level = ?2 GROUP BY metric, rank) AS g
+    JOIN metrics m ON m.id = g.metric
+    ORDER BY g.metric, g.rank)sql");
+  st.bind(1, run).bind(2, kRollupLevels).bind(3, kRollupShift[kRollupLevels - 1]);
+  std::vector<MetricSummary> out;
+  while (st.step()) {
+    MetricSummary s;
+    s.metric = st.col_text(0);
+    s.rank = static_cast<int>(st.col_int(1));
+    s.count = st.col_int(2);
+    s.last_step = st.col_int(3);
+    s.min = st.col_double(4);
+    s.max = st.col_double(5);
+    s.last = st.col_double(6);
+    out.push_back(s);
+  }
+  return out;
+}
+
+void HistoryStore::for_each_sample(int64_t run, const std::function<void(const MetricSample&)>& fn,
+                                   const std::string& metric) const {
+  Stmt st(impl_->db, R"sql(
+    SELECT s.step, s.wall_time_s, s.rank, m.name, s.value
+    FROM metric_samples s JOIN metrics m ON m.id = s.metric
+    WHERE s.run = ?1 AND (?2 = '' OR m.name = ?2)
+    ORDER BY s.step, s.rank, s.seq, s.metric)sql");
+  st.bind(1, run).bind(2, metric);
+  MetricSample s;
+  while (st.step()) {
+    s.step = st.col_int(0);
+    s.wall_time_s = st.col_double(1);
+    s.rank = static_cast<int>(st.col_int(2));
+    s.metric = st.col_text(3);
+    s.value = st.col_double(4);
+    fn(s);
+  }
+}
+
+std::vector<std::string> HistoryStore::metrics_of(int64_t run) const {
+  Stmt st(impl_->db,
+          "SELECT name FROM metrics m WHERE EXISTS (SELECT 1 FROM metric_rollups r WHERE r.run = "
+          "?1 AND r.metric = m.id AND r.level = ?2) ORDER BY id");
+  st.bind(1, run).bind(2, kRollupLevels);
+  std::vector<std::string> out;
+  while (st.step()) out.push_back(st.col_text(0));
+  return out;
+}
+
+std::vector<LinkRecord> HistoryStore::links(int64_t run) const {
+  Stmt st(impl_->db,
+          "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated FROM link_samples "
+          "WHERE run = ?1 ORDER BY step, seq");
+  st.bind(1, run);
+  std::vector<LinkRecord> out;
+  while (st.step()) {
+    out.push_back({st.col_int(0), st.col_double(1), static_cast<int>(st.col_int(2)),
+                   static_cast<int>(st.col_int(3)), st.col_int(4), st.col_double(5),
+                   st.col_int(6) != 0});
+  }
+  return out;
+}
+
+std::vector<RunEventRecord> HistoryStore::events(int64_t run) const {
+  Stmt st(impl_->db,
+          "SELECT step, seq, wall_time_s, kind, level, message, data FROM events WHERE run = ?1 "
+          "ORDER BY seq");
+  st.bind(1, run);
+  std::vector<RunEventRecord> out;
+  while (st.step()) {
+    out.push_back({st.col_int(0), st.col_int(1), st.col_double(2), st.col_text(3), st.col_text(4),
+                   st.col_text(5), parse_or_empty(st.col_text(6))});
+  }
+  return out;
+}
+
+namespace {
+
+struct Bucket {
+  SeriesBucket b;
+  bool set = false;
+};
+
+void merge(Bucket* into, const SeriesBucket& add) {
+  if (!into->set) {
+    into->b = add;
+    into->set = true;
+    return;
+  }
+  SeriesBucket& b = into->b;
+  b.first_step = std::min(b.first_step, add.first_step);
+  if (add.last_step >= b.last_step) {
+    b.last_step = add.last_step;
+    b.last = add.last;
+  }
+  b.count += add.count;
+  // NaN (no finite sample) loses to any number.
+  if (std::isnan(b.min) || add.min < b.min) b.min = add.min;
+  if (std::isnan(b.max) || add.max > b.max) b.max = add.max;
+}
+
+}  // namespace
+
+std::vector<SeriesBucket> HistoryStore::downsample(int64_t run, const std::string& metric,
+                                                   int64_t from, int64_t to, int buckets,
+                                                   int rank) const {
+  if (buckets < 1)
+    throw InputError("downsample: buckets must be >= 1, got " + std::to_string(buckets));
+  const Db& db = impl_->db;
+  const int64_t mid = impl_->metric_id(metric);
+  if (mid == 0) return {};
+  if (to < from) {
+    Stmt st(db,
+            "SELECT min(first_step), max(last_step) FROM metric_rollups WHERE run = ?1 AND "
+            "metric = ?2 AND rank = ?3 AND level = ?4");
+    st.bind(1, run).bind(2, mid).bind(3, rank).bind(4, kRollupLevels);
+    if (!st.step() || st.col_is_null(0)) return {};
+    from = st.col_int(0);
+    to = st.col_int(1);
+  }
+  from = std::max<int64_t>(from, 0);
+  if (to < from) return {};
+  const int64_t span = to - from + 1;
+  const int64_t want = (span + buckets - 1) / buckets;  // the narrowest allowed width
+  int level = 0;
+  for (int l = kRollupLevels; l >= 1; --l) {
+    if ((int64_t{1} << kRollupShift[l - 1]) * 4 <= want) {
+      level = l;
+      break;
+    }
+  }
+  int64_t width = want, origin = from;
+  const int shift = level > 0 ? kRollupShift[level - 1] : 0;
+  if (level > 0) {
+    const int64_t block = int64_t{1} << shift;
+    width = (want + block - 1) / block * block;
+    origin = from >> shift << shift;
+  }
+  std::map<int64_t, Bucket> out;
+  // The samples of steps [a, b], bucketed; the last value is the one at the
+  // bucket's greatest step (the newest record there).
+  Stmt raw(db, R"sql(
+    SELECT g.k, g.f, g.l, g.c, g.lo, g.hi,
+           (SELECT s.value FROM metric_samples s WHERE s.run = ?1 AND s.metric = ?2
+              AND s.step = g.l AND s.rank = ?3 ORDER BY s.seq DESC LIMIT 1)
+    FROM (SELECT (step - ?6) / ?7 AS k, min(step) AS f, max(step) AS l, count(*) AS c,
+                 min(value) AS lo, max(value) AS hi
+          FROM metric_samples WHERE run = ?1 AND metric = ?2 AND rank = ?3
+            AND step BETWEEN ?4 AND ?5 GROUP BY k) AS g)sql");
+  auto read_into = [&](Stmt& st) {
+    while (st.step()) {
+      merge(&out[st.col_int(0)],
+            SeriesBucket{st.col_int(1), st.col_int(2), st.col_int(3), st.col_double(4),
+                         st.col_double(5), st.col_double(6)});
+    }
+    st.reset();
+  };
+  auto raw_range = [&](int64_t a, int64_t b) {
+    if (a > b) return;
+    raw.bind(1, run).bind(2, mid).bind(3, rank).bind(4, a).bind(5, b).bind(6, origin).bind(7,
+                                                                                           width);
+    read_into(raw);
+  };
+  if (level == 0) {
+    raw_range(from, to);
+  } else {
+    // Whole blocks inside [from, to] from the rollups, the partial blocks
+    // at either end from the samples.
+    const int64_t block = int64_t{1} << shift;
+    const int64_t b_lo = (from + block - 1) >> shift;
+    const int64_t b_hi = ((to + 1) >> shift) - 1;
+    Stmt roll(db, R"sql(
+      SELECT g.k, g.f, g.l, g.c, g.lo, g.hi,
+             (SELECT x.last FROM metric_rollups x WHERE x.run = ?1 AND x.metric = ?2
+                AND x.rank = ?3 AND x.level = ?4 AND x.block = g.l >> ?7)
+      FROM (SELECT ((block << ?7) - ?8) / ?9 AS k, min(first_step) AS f, max(last_step) AS l,
+                   sum(count) AS c, min(min) AS lo, max(max) AS hi
+            FROM metric_rollups WHERE run = ?1 AND metric = ?2 AND rank = ?3 AND level = ?4
+              AND block BETWEEN ?5 AND ?6 GROUP BY k) AS g)sql");
+    roll.bind(1, run).bind(2, mid).bind(3, rank).bind(4, level).bind(5, b_lo).bind(6, b_hi);
+    roll.bind(7, shift).bind(8, origin).bind(9, width);
+    read_into(roll);
+    raw_range(from, std::min(to, b_lo * block - 1));
+    raw_range(std::max(from, (b_hi + 1) * block), to);
+  }
+  std::vector<SeriesBucket> result;
+  result.reserve(out.size());
+  for (auto& [k, b] : out) result.push_back(b.b);
+  return result;
+}
+
+void HistoryStore::add_tag(int64_t run, const std::string& tag) {
+  if (tag.empty() || tag.find_first_of(", \t\r\n") != std::string::npos) {
+    throw InputError("tag \"" + tag + "\": expected a non-empty word without spaces or commas");
+  }
+  Transaction tx(impl_->db);
+  this->run(run);  // InputError if absent
+  Stmt st(impl_->db, "INSERT OR IGNORE INTO tags (run, tag) VALUES (?1, ?2)");
+  st.bind(1, run).bind(2, tag).run();
+  tx.commit();
+}
+
+void HistoryStore::set_note(int64_t run, const std::string& text) {
+  Transaction tx(impl_->db);
+  Stmt st(impl_->db, "UPDATE runs SET notes = ?2 WHERE id = ?1");
+  st.bind(1, run).bind(2, text).run();
+  if (sqlite3_changes(impl_->db.get()) == 0) this->run(run);
+  tx.commit();
+}
+
+void HistoryStore::remove_run(int64_t run) {
+  Transaction tx(impl_->db);
+  Stmt st(impl_->db, "DELETE FROM runs WHERE id = ?1");
+  st.bind(1, run).run();
+  if (sqlite3_changes(impl_->db.get()) == 0) this->run(run);
+  tx.commit();
+}
+
+std::string HistoryStore::integrity_check() const {
+  Stmt st(impl_->db, "PRAGMA integrity_check");
+  std::string out;
+  while (st.step()) out += (out.empty() ? "" : "\n") + st.col_text(0);
+  return out;
+}
+
+}  // namespace baton

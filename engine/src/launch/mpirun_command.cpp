@@ -1,0 +1,69 @@
+#include <baton/launch/mpirun_command.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace baton {
+
+std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
+  std::vector<std::string> a{"-n", std::to_string(spec.ranks)};
+  if (spec.oversubscribe) a.emplace_back("--oversubscribe");
+  if (!spec.hostfile.empty()) {
+    a.emplace_back("--hostfile");
+    a.push_back(spec.hostfile);
+  }
+  a.push_back(spec.baton);
+  a.emplace_back("train");
+  a.push_back(spec.config);
+  if (!spec.events.empty()) {
+    a.emplace_back("--events");
+    a.push_back(spec.events);
+  }
+  if (spec.quiet) a.emplace_back("--quiet");
+  if (!spec.runs_dir.empty()) {
+    a.emplace_back("--runs-dir");
+    a.push_back(spec.runs_dir);
+  }
+  if (!spec.history_db.empty()) {
+    a.emplace_back("--db");
+    a.push_back(spec.history_db);
+  }
+  a.insert(a.end(), spec.train_args.begin(), spec.train_args.end());
+  return a;
+}
+
+std::vector<std::pair<std::string, std::string>> mpirun_environment() {
+  if (::geteuid() != 0) return {};
+  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+}
+
+namespace {
+
+void make_absolute(nlohmann::json& value, const std::filesystem::path& base) {
+  if (!value.is_string()) return;
+  const std::filesystem::path p(value.get<std::string>());
+  if (p.empty() || p.is_absolute()) return;
+  value = (base / p).lexically_normal().string();
+}
+
+}  // namespace
+
+nlohmann::json absolutize_paths(nlohmann::json config, const std::string& base_dir) {
+  const std::filesystem::path base(base_dir);
+  if (!config.is_object()) return config;
+  if (auto d = config.find("data"); d != config.end() && d->is_object()) {
+    for (const char* part : {"train", "validation"}) {
+      auto p = d->find(part);
+      if (p == d->end() || !p->is_object()) continue;
+      for (const char* key : {"path", "images", "labels"}) {
+        if (auto it = p->find(key); it != p->end()) make_absolute(*it, base);
+      }
+    }
+  }
+  if (auto c = config.find("checkpoint"); c != config.end() && c->is_object()) {
+    if (auto it = c->find("dir"); it != c->end()) make_absolute(*it, base);
+  }
+  return config;
+}
+
+}  // namespace baton

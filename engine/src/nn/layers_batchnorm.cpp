@@ -1,0 +1,166 @@
+// BatchNorm, and SyncBatchNorm: BatchNorm over the global batch, its
+// statistics summed over the replicas through the layer's communicator
+// (plain BatchNorm has none, and uses its replica's rows).
+//
+// Variance: two passes, each followed by a sum-allreduce. Pass one sums x
+// and counts rows ([sum x, rows], F + 1 floats); every replica derives the
+// same global mean from it. Pass two sums (x - global mean)^2 (F floats),
+// so the global biased variance is M2 / N with no cancellation — unlike
+// E[x^2] - mean^2, whose float error grows with mean^2 / var. It costs one
+// more small collective per layer and step, and it keeps the arithmetic of
+// BatchNorm itself (float sums in row order, then the same divisions), so
+// without a communicator the results are bit-identical to BatchNorm's and
+// with one they differ only in the order the replicas' partial sums are
+// added. The row count travels as a float: exact up to 2^24 rows.
+//
+// Nothing here allocates after plan(): the collectives work in stats_.
+#include <baton/core/error.h>
+#include <baton/nn/layers.h>
+
+#include <cmath>
+
+namespace baton {
+
+BatchNorm::BatchNorm(float momentum, float eps, BatchStats stats)
+    : momentum_(momentum), eps_(eps), stats_scope_(stats) {}
+
+std::string BatchNorm::describe() const {
+  return stats_scope_ == BatchStats::kGlobal ? "SyncBatchNorm" : "BatchNorm";
+}
+
+int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
+  gain_ = Param{"gain", Tensor({f}, 1.0f), Tensor({f}), false};
+  bias_ = Param{"bias", Tensor({f}), Tensor({f}), false};
+  running_mean_ = Tensor({f});
+  running_var_ = Tensor({f}, 1.0f);
+  mean_ = Tensor({f});
+  rstd_ = Tensor({f});
+  xhat_ = Tensor({max_batch, f});
+  y_ = Tensor({max_batch, f});
+  dx_ = Tensor({max_batch, f});
+  stats_ = Tensor({2 * f + 1});
+  features_ = f;
+  return f;
+}
+
+const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
+  // The planned width, not x.cols(): a batch with no rows has no columns,
+  // and its replica must still send F + 1 and F floats like the others.
+  const int64_t n = x.rows(), f = features_;
+  xhat_.set_rows(n);
+  y_.set_rows(n);
+  const bool training = ctx.mode == Mode::kTrain;
+  if (training) {
+    // Pass one: [sum x (F), rows (1)], summed over the replicas.
+    float* sum = stats_.data();
+    for (int64_t c = 0; c < f; ++c) sum[c] = 0.0f;
+    for (int64_t r = 0; r < n; ++r) {
+      const float* xr = x.data() + r * f;
+      for (int64_t c = 0; c < f; ++c) sum[c] += xr[c];
+    }
+    sum[f] = static_cast<float>(n);
+    if (comm_ != nullptr) comm_->sum_across_replicas(sum, f + 1);
+    const float rows = sum[f];
+    global_rows_ = rows;
+    batch_stats_ = true;
+    // No rows anywhere: every replica stops here alike (and, as BatchNorm,
+    // leaves the running statistics alone).
+    if (rows == 0.0f) return y_;
+    for (int64_t c = 0; c < f; ++c) mean_[c] = sum[c] / rows;
+
+    // Pass two: sum (x - global mean)^2 (F floats), summed over the replicas.
+    float* m2 = stats_.data() + f + 1;
+    for (int64_t c = 0; c < f; ++c) m2[c] = 0.0f;
+    for (int64_t r = 0; r < n; ++r) {
+      const float* xr = x.data() + r * f;
+      for (int64_t c = 0; c < f; ++c) m2[c] += (xr[c] - mean_[c]) * (xr[c] - mean_[c]);
+    }
+    if (comm_ != nullptr) comm_->sum_across_replicas(m2, f);
+
+    // Biased variance for normalising, the global unbiased one (N / (N-1))
+    // for the running statistics — the same on every replica.
+    const float unbias = rows > 1.0f ? rows / (rows - 1.0f) : 1.0f;
+    for (int64_t c = 0; c < f; ++c) {
+      const float var = m2[c] / rows;
+      running_mean_[c] = (1.0f - momentum_) * running_mean_[c] + momentum_ * mean_[c];
+      running_var_[c] = (1.0f - momentum_) * running_var_[c] + momentum_ * var * unbias;
+      rstd_[c] = 1.0f / std::sqrt(var + eps_);
+    }
+  } else {
+    for (int64_t c = 0; c < f; ++c) {
+      mean_[c] = running_mean_[c];
+      rstd_[c] = 1.0f / std::sqrt(running_var_[c] + eps_);
+    }
+    batch_stats_ = false;
+  }
+  const float* g = gain_.value.data();
+  const float* b = bias_.value.data();
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = x.data() + r * f;
+    float* xh = xhat_.data() + r * f;
+    float* yr = y_.data() + r * f;
+    for (int64_t c = 0; c < f; ++c) {
+      xh[c] = (xr[c] - mean_[c]) * rstd_[c];
+      yr[c] = xh[c] * g[c] + b[c];
+    }
+  }
+  return y_;
+}
+
+const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
+  const int64_t n = dy.rows(), f = features_;
+  // This replica's own contributions: the strategy sums them over replicas.
+  gain_.grad.fill(0.0f);
+  bias_.grad.fill(0.0f);
+  dx_.set_rows(n);
+  float* dg = gain_.grad.data();
+  float* db = bias_.grad.data();
+  for (int64_t r = 0; r < n; ++r) {
+    const float* dyr = dy.data() + r * f;
+    const float* xh = xhat_.data() + r * f;
+    for (int64_t c = 0; c < f; ++c) {
+      dg[c] += dyr[c] * xh[c];
+      db[c] += dyr[c];
+    }
+  }
+  // need_input_grad is the same on every replica, so skipping the
+  // collective here keeps them in step.
+  if (!need_input_grad) return dx_;
+  const float* g = gain_.value.data();
+  if (!batch_stats_) {
+    for (int64_t r = 0; r < n; ++r) {
+      const float* dyr = dy.data() + r * f;
+      float* dxr = dx_.data() + r * f;
+      for (int64_t c = 0; c < f; ++c) dxr[c] = g[c] * rstd_[c] * dyr[c];
+    }
+    return dx_;
+  }
+  // The global mean and variance depend on every replica's rows: the input
+  // gradient needs [sum dy, sum dy * xhat] over the global batch (2F floats,
+  // in the planned buffer; the local sums above stay the parameter grads).
+  float* sdb = stats_.data();
+  float* sdg = stats_.data() + f;
+  for (int64_t c = 0; c < f; ++c) {
+    sdb[c] = db[c];
+    sdg[c] = dg[c];
+  }
+  if (comm_ != nullptr) comm_->sum_across_replicas(stats_.data(), 2 * f);
+  const float inv_n = global_rows_ > 0.0f ? 1.0f / global_rows_ : 0.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* dyr = dy.data() + r * f;
+    const float* xh = xhat_.data() + r * f;
+    float* dxr = dx_.data() + r * f;
+    for (int64_t c = 0; c < f; ++c) {
+      dxr[c] = g[c] * rstd_[c] * (dyr[c] - inv_n * sdb[c] - xh[c] * inv_n * sdg[c]);
+    }
+  }
+  return dx_;
+}
+
+std::vector<Param*> BatchNorm::params() { return {&gain_, &bias_}; }
+
+std::vector<std::pair<std::string, Tensor*>> BatchNorm::buffers() {
+  return {{"running_mean", &running_mean_}, {"running_var", &running_var_}};
+}
+
+}  // namespace baton

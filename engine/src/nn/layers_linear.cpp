@@ -1,0 +1,159 @@
+// Linear (with fused bias + activation), the standalone activation layer
+// and dropout.
+#include <baton/core/error.h>
+#include <baton/nn/layers.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace baton {
+namespace {
+
+void check_width(const char* what, int64_t expected, int64_t got) {
+  if (expected != got) {
+    throw InputError(std::string(what) + " expects " + std::to_string(expected) +
+                     " input features, but the previous layer gives " + std::to_string(got));
+  }
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, Activation act, bool bias)
+    : in_(in), out_(out), act_(act), has_bias_(bias) {
+  if (in <= 0 || out <= 0) throw InputError("Linear: sizes must be positive");
+  w_ = Param{"weight", Tensor({out, in}), Tensor({out, in}), true};
+  if (has_bias_) b_ = Param{"bias", Tensor({out}), Tensor({out}), false};
+}
+
+std::string Linear::describe() const {
+  std::string s = "Linear(" + std::to_string(in_) + " -> " + std::to_string(out_);
+  if (act_ != Activation::kNone) s += std::string(", ") + activation_name(act_);
+  return s + ")";
+}
+
+int64_t Linear::plan(int64_t max_batch, int64_t in_features) {
+  check_width("Linear", in_, in_features);
+  y_ = Tensor({max_batch, out_});
+  dpre_ = Tensor({max_batch, out_});
+  dx_ = Tensor({max_batch, in_});
+  if (act_ == Activation::kGelu) pre_ = Tensor({max_batch, out_});
+  return out_;
+}
+
+void Linear::init(Rng& rng) {
+  // Kaiming-uniform for ReLU-family layers, Glorot-uniform otherwise; bias 0.
+  const float fan_in = static_cast<float>(in_), fan_out = static_cast<float>(out_);
+  const float bound = act_ == Activation::kRelu || act_ == Activation::kGelu
+                          ? std::sqrt(6.0f / fan_in)
+                          : std::sqrt(6.0f / (fan_in + fan_out));
+  for (auto& v : w_.value.span()) v = (2.0f * rng.uniform() - 1.0f) * bound;
+  if (has_bias_) b_.value.fill(0.0f);
+}
+
+const Tensor& Linear::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
+  const int64_t n = x.rows();
+  x_ = &x;
+  y_.set_rows(n);
+  // y = x W^T: (n, in) x (in, out)
+  cpu::gemm(Trans::kNo, Trans::kYes, n, out_, in_, 1.0f, x.data(), in_, w_.value.data(), in_, 0.0f,
+            y_.data(), out_);
+  if (act_ == Activation::kGelu) {
+    pre_.set_rows(n);
+    cpu::bias_activation(y_.data(), has_bias_ ? b_.value.data() : nullptr, n, out_,
+                         Activation::kNone);
+    std::memcpy(pre_.data(), y_.data(), sizeof(float) * n * out_);
+    cpu::activation_forward(pre_.data(), y_.data(), n * out_, Activation::kGelu);
+  } else {
+    cpu::bias_activation(y_.data(), has_bias_ ? b_.value.data() : nullptr, n, out_, act_);
+  }
+  return y_;
+}
+
+const Tensor& Linear::backward(const Tensor& dy, bool need_input_grad) {
+  const int64_t n = dy.rows();
+  dpre_.set_rows(n);
+  if (has_bias_) b_.grad.fill(0.0f);
+  cpu::activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
+                                dpre_.data(), has_bias_ ? b_.grad.data() : nullptr, n, out_, act_);
+  // dW = dpre^T x: (out, n) x (n, in)
+  cpu::gemm(Trans::kYes, Trans::kNo, out_, in_, n, 1.0f, dpre_.data(), out_, x_->data(), in_, 0.0f,
+            w_.grad.data(), in_);
+  if (!need_input_grad) return dx_;
+  dx_.set_rows(n);
+  // dx = dpre W: (n, out) x (out, in)
+  cpu::gemm(Trans::kNo, Trans::kNo, n, in_, out_, 1.0f, dpre_.data(), out_, w_.value.data(), in_,
+            0.0f, dx_.data(), in_);
+  return dx_;
+}
+
+std::vector<Param*> Linear::params() {
+  if (has_bias_) return {&w_, &b_};
+  return {&w_};
+}
+
+ActivationLayer::ActivationLayer(Activation act) : act_(act) {}
+
+std::string ActivationLayer::describe() const { return activation_name(act_); }
+
+int64_t ActivationLayer::plan(int64_t max_batch, int64_t in_features) {
+  y_ = Tensor({max_batch, in_features});
+  dx_ = Tensor({max_batch, in_features});
+  return in_features;
+}
+
+const Tensor& ActivationLayer::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
+  x_ = &x;
+  y_.set_rows(x.rows());
+  cpu::activation_forward(x.data(), y_.data(), x.numel(), act_);
+  return y_;
+}
+
+const Tensor& ActivationLayer::backward(const Tensor& dy, bool need_input_grad) {
+  if (!need_input_grad) return dx_;
+  dx_.set_rows(dy.rows());
+  cpu::activation_backward(x_->data(), y_.data(), dy.data(), dx_.data(), dy.numel(), act_);
+  return dx_;
+}
+
+Dropout::Dropout(float p) : p_(p) {
+  if (!(p >= 0.0f && p < 1.0f)) throw InputError("Dropout: rate must be in [0, 1)");
+}
+
+std::string Dropout::describe() const { return "Dropout(" + std::to_string(p_).substr(0, 4) + ")"; }
+
+int64_t Dropout::plan(int64_t max_batch, int64_t in_features) {
+  mask_ = Tensor({max_batch, in_features});
+  y_ = Tensor({max_batch, in_features});
+  dx_ = Tensor({max_batch, in_features});
+  return in_features;
+}
+
+const Tensor& Dropout::forward(const Tensor& x, const ForwardContext& ctx) {
+  active_ = ctx.mode == Mode::kTrain && p_ > 0.0f;
+  x_ = &x;
+  if (!active_) return x;
+  // The mask comes from a stream derived from the step seed and the layer
+  // index: no state to checkpoint, and a resumed run draws the same masks.
+  Rng rng(Rng::derive(ctx.step_seed, 0xD20, index_));
+  const float keep_scale = 1.0f / (1.0f - p_);
+  mask_.set_rows(x.rows());
+  y_.set_rows(x.rows());
+  float* m = mask_.data();
+  float* y = y_.data();
+  const float* xs = x.data();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    m[i] = rng.uniform() >= p_ ? keep_scale : 0.0f;
+    y[i] = xs[i] * m[i];
+  }
+  return y_;
+}
+
+const Tensor& Dropout::backward(const Tensor& dy, bool need_input_grad) {
+  if (!need_input_grad) return dx_;
+  dx_.set_rows(dy.rows());
+  const float* m = mask_.data();
+  for (int64_t i = 0; i < dy.numel(); ++i) dx_[i] = active_ ? dy[i] * m[i] : dy[i];
+  return dx_;
+}
+
+}  // namespace baton

@@ -1,0 +1,134 @@
+#include <baton/core/error.h>
+#include <baton/nn/kernels.h>
+#include <baton/optim/optimizer.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace baton {
+
+OptimizerOptions parse_optimizer(const ConfigNode& node) {
+  OptimizerOptions o;
+  const std::string type = node.choice_or("type", "adam", {"sgd", "adam", "adamw"});
+  o.kind = type == "sgd"     ? OptimizerKind::kSgd
+           : type == "adamw" ? OptimizerKind::kAdamW
+                             : OptimizerKind::kAdam;
+  o.lr = static_cast<float>(node.positive_or("lr", o.kind == OptimizerKind::kSgd ? 0.01 : 1e-3));
+  o.weight_decay = static_cast<float>(
+      node.number_or("weight_decay", o.kind == OptimizerKind::kAdamW ? 0.01 : 0.0, 0.0, 1.0));
+  o.clip_global_norm = static_cast<float>(node.number_or("clip_global_norm", 0.0, 0.0));
+  if (o.kind == OptimizerKind::kSgd) {
+    o.momentum = static_cast<float>(node.number_or("momentum", 0.0, 0.0, 0.999999));
+    o.nesterov = node.boolean_or("nesterov", false);
+    if (o.nesterov && o.momentum == 0.0f) node.fail("nesterov", "needs momentum > 0");
+  } else {
+    o.beta1 = static_cast<float>(node.number_or("beta1", 0.9, 0.0, 0.999999));
+    o.beta2 = static_cast<float>(node.number_or("beta2", 0.999, 0.0, 0.999999));
+    o.eps = static_cast<float>(node.positive_or("eps", 1e-8));
+  }
+  node.finish();
+  return o;
+}
+
+Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params)
+    : opt_(options), params_(std::move(params)) {
+  const bool adam = opt_.kind == OptimizerKind::kAdam || opt_.kind == OptimizerKind::kAdamW;
+  const bool momentum = opt_.kind == OptimizerKind::kSgd && opt_.momentum > 0.0f;
+  for (Param* p : params_) {
+    if (adam || momentum) m_.emplace_back(p->value.shape());
+    if (adam) v_.emplace_back(p->value.shape());
+  }
+}
+
+void Optimizer::step(float lr) {
+  ++t_;
+  const bool adamw = opt_.kind == OptimizerKind::kAdamW;
+  cpu::AdamArgs a{};
+  a.lr = lr;
+  a.beta1 = opt_.beta1;
+  a.beta2 = opt_.beta2;
+  a.eps = opt_.eps;
+  a.l2_wd = adamw ? 0.0f : opt_.weight_decay;
+  a.decoupled_wd = adamw ? opt_.weight_decay : 0.0f;
+  a.bias_correction1 = 1.0f - std::pow(opt_.beta1, static_cast<float>(t_));
+  a.bias_correction2 = 1.0f - std::pow(opt_.beta2, static_cast<float>(t_));
+  // The update is elementwise, so blocks of a tensor may go to different
+  // threads with bit-identical results for any thread count. Blocks are
+  // large enough that a thread's share streams through memory.
+  constexpr int64_t kBlock = 1 << 16;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param* p = params_[i];
+    const int64_t n = p->value.numel();
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t off = blk * kBlock;
+      const int64_t len = std::min(kBlock, n - off);
+      if (opt_.kind == OptimizerKind::kSgd) {
+        cpu::sgd_update(p->value.data() + off, p->grad.data() + off,
+                        m_.empty() ? nullptr : m_[i].data() + off, len, lr, opt_.momentum,
+                        opt_.weight_decay, opt_.nesterov);
+      } else {
+        cpu::adam_update(p->value.data() + off, p->grad.data() + off, m_[i].data() + off,
+                         v_[i].data() + off, len, a);
+      }
+    }
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (size_t i = 0; i < m_.size(); ++i) out.emplace_back("m" + std::to_string(i), &m_[i]);
+  for (size_t i = 0; i < v_.size(); ++i) out.emplace_back("v" + std::to_string(i), &v_[i]);
+  return out;
+}
+
+double clip_global_norm(const std::vector<Param*>& params, float max_norm) {
+  double sq = 0.0;
+  for (Param* p : params) sq += cpu::sum_squares(p->grad.data(), p->grad.numel());
+  const double norm = std::sqrt(sq);
+  if (max_norm > 0.0f && norm > max_norm) {
+    const float s = static_cast<float>(max_norm / (norm + 1e-6));
+    for (Param* p : params) cpu::scale(p->grad.data(), p->grad.numel(), s);
+  }
+  return norm;
+}
+
+ScheduleOptions parse_schedule(const ConfigNode& node) {
+  ScheduleOptions s;
+  const std::string type = node.choice_or("type", "constant", {"constant", "step", "cosine"});
+  s.kind = type == "step"     ? ScheduleKind::kStep
+           : type == "cosine" ? ScheduleKind::kCosine
+                              : ScheduleKind::kConstant;
+  s.warmup_steps = node.integer_or("warmup_steps", 0, 0);
+  if (s.kind == ScheduleKind::kStep) {
+    s.step_size = node.integer_or("step_size", 1000, 1);
+    s.gamma = static_cast<float>(node.number_or("gamma", 0.1, 0.0, 1.0));
+  }
+  if (s.kind == ScheduleKind::kCosine) {
+    s.min_lr = static_cast<float>(node.number_or("min_lr", 0.0, 0.0));
+  }
+  node.finish();
+  return s;
+}
+
+float scheduled_lr(const ScheduleOptions& s, float base_lr, int64_t step, int64_t total_steps) {
+  if (s.warmup_steps > 0 && step < s.warmup_steps) {
+    return base_lr * static_cast<float>(step + 1) / static_cast<float>(s.warmup_steps);
+  }
+  switch (s.kind) {
+    case ScheduleKind::kStep:
+      return base_lr * std::pow(s.gamma, static_cast<float>((step - s.warmup_steps) / s.step_size));
+    case ScheduleKind::kCosine: {
+      const int64_t span = std::max<int64_t>(1, total_steps - s.warmup_steps);
+      const double progress =
+          std::min(1.0, static_cast<double>(step - s.warmup_steps) / static_cast<double>(span));
+      return s.min_lr +
+             (base_lr - s.min_lr) * static_cast<float>(0.5 * (1.0 + std::cos(M_PI * progress)));
+    }
+    default:
+      return base_lr;
+  }
+}
+
+}  // namespace baton

@@ -1,0 +1,182 @@
+#include "gradient_buckets.h"
+
+#include <baton/nn/kernels.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace baton {
+
+int64_t GradientBuckets::plan(const std::vector<Param*>& params) {
+  buckets_.clear();
+  const int64_t cap = std::max<int64_t>(1, bucket_bytes_ / static_cast<int64_t>(sizeof(float)));
+  Bucket b{params.size(), params.size(), 0};
+  for (size_t i = params.size(); i-- > 0;) {
+    const int64_t n = params[i]->grad.numel();
+    if (b.count > 0 && b.count + n > cap) {
+      buckets_.push_back(b);
+      b = Bucket{i + 1, i + 1, 0};
+    }
+    b.first = i;
+    b.count += n;
+  }
+  if (b.count > 0) buckets_.push_back(b);
+  int64_t largest = 0;
+  for (const auto& bk : buckets_) largest = std::max(largest, bk.count);
+  return largest;
+}
+
+void GradientBuckets::pack(size_t b, const std::vector<Param*>& params, float* flat) const {
+  int64_t off = 0;
+  for (size_t i = buckets_[b].first; i < buckets_[b].last; ++i) {
+    const Tensor& g = params[i]->grad;
+    std::memcpy(flat + off, g.data(), sizeof(float) * g.numel());
+    off += g.numel();
+  }
+}
+
+void GradientBuckets::unpack(size_t b, const std::vector<Param*>& params, const float* flat) const {
+  int64_t off = 0;
+  for (size_t i = buckets_[b].first; i < buckets_[b].last; ++i) {
+    Tensor& g = params[i]->grad;
+    std::memcpy(g.data(), flat + off, sizeof(float) * g.numel());
+    off += g.numel();
+  }
+}
+
+void GradientBuckets::allreduce(const std::vector<Param*>& params, Communicator& comm,
+                                float* flat) const {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    pack(b, params, flat);
+    comm.allreduce(flat, buckets_[b].count, ReduceOp::kSum);
+    unpack(b, params, flat);
+  }
+}
+
+struct GradientReducer::Lane {
+  std::vector<Param*> params;
+  Communicator* comm = nullptr;
+  std::vector<float> flat;      // without overlap: the largest bucket; with: all of them
+  std::vector<int64_t> offset;  // with overlap: bucket b's place in flat
+  size_t next = 0;              // replica thread: the next bucket to pack this step
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t queued = 0, done = 0;  // buckets, counted over the whole run
+  bool stop = false;
+  std::exception_ptr error;
+  std::thread thread;
+};
+
+GradientReducer::GradientReducer(int64_t bucket_bytes, bool overlap,
+                                 std::function<void()> on_failure)
+    : buckets_(bucket_bytes), overlap_(overlap), on_failure_(std::move(on_failure)) {}
+
+GradientReducer::~GradientReducer() {
+  for (auto& lane : lanes_) {
+    if (!lane->thread.joinable()) continue;
+    {
+      std::lock_guard<std::mutex> lock(lane->mu);
+      lane->stop = true;
+    }
+    lane->cv.notify_all();
+    lane->thread.join();
+  }
+}
+
+void GradientReducer::bind(const std::vector<std::vector<Param*>>& per_replica,
+                           std::vector<Communicator*> comms) {
+  const int64_t largest = buckets_.plan(per_replica.at(0));
+  for (size_t r = 0; r < per_replica.size(); ++r) {
+    auto lane = std::make_unique<Lane>();
+    lane->params = per_replica[r];
+    lane->comm = comms.at(r);
+    if (overlap_) {
+      int64_t total = 0;
+      for (size_t b = 0; b < buckets_.size(); ++b) {
+        lane->offset.push_back(total);
+        total += buckets_.count(b);
+      }
+      lane->flat.assign(static_cast<size_t>(total), 0.0f);
+    } else {
+      lane->flat.assign(static_cast<size_t>(largest), 0.0f);
+    }
+    lanes_.push_back(std::move(lane));
+  }
+  if (!overlap_) return;
+  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { serve(*l); });
+}
+
+void GradientReducer::serve(Lane& lane) {
+  // Reductions add floats: flush denormals as the replica threads do, so
+  // both paths give the same bits.
+  const cpu::ScopedFlushDenormals ftz;
+  const size_t nb = buckets_.size();
+  uint64_t taken = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(lane.mu);
+      lane.cv.wait(lock, [&] { return lane.stop || lane.queued > taken; });
+      if (lane.queued == taken) return;  // stopping, nothing left
+    }
+    const size_t b = static_cast<size_t>(taken % nb);
+    ++taken;
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lock(lane.mu);
+      failed = lane.error != nullptr;
+    }
+    if (!failed) {
+      try {
+        float* flat = lane.flat.data() + lane.offset[b];
+        lane.comm->allreduce(flat, buckets_.count(b), ReduceOp::kSum);
+        buckets_.unpack(b, lane.params, flat);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(lane.mu);
+          lane.error = std::current_exception();
+        }
+        if (on_failure_) on_failure_();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(lane.mu);
+      ++lane.done;
+    }
+    lane.cv.notify_all();
+  }
+}
+
+void GradientReducer::ready(int r, size_t from) {
+  if (!overlap_) return;
+  Lane& lane = *lanes_[static_cast<size_t>(r)];
+  const size_t nb = buckets_.size();
+  while (lane.next < nb && buckets_.first(lane.next) >= from) {
+    buckets_.pack(lane.next, lane.params, lane.flat.data() + lane.offset[lane.next]);
+    ++lane.next;
+    {
+      std::lock_guard<std::mutex> lock(lane.mu);
+      ++lane.queued;
+    }
+    lane.cv.notify_all();
+  }
+}
+
+void GradientReducer::reduce(int r) {
+  Lane& lane = *lanes_[static_cast<size_t>(r)];
+  buckets_.allreduce(lane.params, *lane.comm, lane.flat.data());
+}
+
+void GradientReducer::wait(int r) {
+  Lane& lane = *lanes_[static_cast<size_t>(r)];
+  ready(r, 0);
+  lane.next = 0;
+  std::unique_lock<std::mutex> lock(lane.mu);
+  lane.cv.wait(lock, [&] { return lane.done == lane.queued; });
+  if (lane.error) {
+    std::exception_ptr e = lane.error;
+    lane.error = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+}  // namespace baton

@@ -1,0 +1,93 @@
+// Gradient buckets: parameters grouped, last layers first (their gradients
+// are final first in backward), into flat buffers of at most bucket_bytes,
+// each reduced with one collective - as PyTorch DDP does. Private to the
+// engine.
+#pragma once
+
+#include <baton/comm/communicator.h>
+#include <baton/nn/layers.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace baton {
+
+class GradientBuckets {
+ public:
+  explicit GradientBuckets(int64_t bucket_bytes) : bucket_bytes_(bucket_bytes) {}
+  bool planned() const { return !buckets_.empty(); }
+  // Plans the buckets for `params`; returns the largest bucket in floats
+  // (the flat buffer each replica needs).
+  int64_t plan(const std::vector<Param*>& params);
+  // Sums every gradient over the communicator's ranks, bucket by bucket:
+  // pack into `flat`, allreduce, unpack.
+  void allreduce(const std::vector<Param*>& params, Communicator& comm, float* flat) const;
+
+  size_t size() const { return buckets_.size(); }
+  // Bucket b holds params [first(b), last(b)), `count(b)` floats.
+  size_t first(size_t b) const { return buckets_[b].first; }
+  int64_t count(size_t b) const { return buckets_[b].count; }
+  // Copies bucket b's gradients into `flat` and back.
+  void pack(size_t b, const std::vector<Param*>& params, float* flat) const;
+  void unpack(size_t b, const std::vector<Param*>& params, const float* flat) const;
+
+ private:
+  struct Bucket {
+    size_t first = 0, last = 0;  // params [first, last)
+    int64_t count = 0;           // floats
+  };
+  int64_t bucket_bytes_;
+  std::vector<Bucket> buckets_;
+};
+
+// Every local replica's gradient reduction, with or without overlap.
+//
+// Without overlap, reduce(r) runs on replica r's thread after backward and
+// allreduces each bucket in turn.
+//
+// With overlap (PyTorch DDP's default), each replica has a communication
+// thread. During backward, ready(r, from) - called on replica r's thread as
+// soon as params [from, n) hold final gradients - packs every bucket that is
+// complete and queues it; the communication thread allreduces and unpacks
+// the queued buckets in order while backward goes on. wait(r) queues what is
+// left, waits for the last bucket and rethrows a communication failure.
+// Both paths run the same collectives on the same buffers in the same order,
+// so their results are bit-identical.
+//
+// A communicator handle is used by one thread at a time: with overlap, the
+// communication thread owns it from the first ready() of a step to wait().
+class GradientReducer {
+ public:
+  // on_failure runs on a communication thread whose collective threw, so
+  // peers blocked in a collective give up at once.
+  GradientReducer(int64_t bucket_bytes, bool overlap, std::function<void()> on_failure);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Plans the buckets; comms[r] is replica r's handle. Call once.
+  void bind(const std::vector<std::vector<Param*>>& per_replica, std::vector<Communicator*> comms);
+  bool bound() const { return !lanes_.empty(); }
+  bool overlap() const { return overlap_; }
+
+  void ready(int r, size_t from);  // overlap only; a no-op otherwise
+  void reduce(int r);              // without overlap
+  void wait(int r);                // with overlap
+
+ private:
+  struct Lane;
+  void serve(Lane& lane);
+
+  GradientBuckets buckets_;
+  bool overlap_;
+  std::function<void()> on_failure_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+};
+
+}  // namespace baton

@@ -1,0 +1,129 @@
+// MultiWorkerMirroredStrategy: one process per MPI rank, one or more
+// replicas (threads) per process, gradients allreduced over a communicator
+// that spans the processes (MPI), nested inside a LocalGroup when a process
+// holds several replicas.
+#include <baton/comm/communicator.h>
+#include <baton/comm/local.h>
+#include <baton/comm/nested.h>
+#include <baton/core/error.h>
+#include <baton/strategy/strategy.h>
+
+#include "gradient_buckets.h"
+#include "replica_pool.h"
+
+namespace baton {
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm,
+                                                         int local_replicas, GradientOptions grads,
+                                                         const CommOptions& local)
+    : local_(local_replicas), grads_(grads) {
+  if (local_replicas < 1)
+    throw InputError("multi_worker_mirrored: replicas_per_worker must be >= 1");
+  if (local_ == 1) {
+    comm_ = std::move(comm);
+    return;
+  }
+  // Inside a process the replicas share memory: the native local
+  // collectives, whatever algorithm the processes use between them.
+  CommOptions inner = local;
+  inner.algorithm = CommAlgorithm::kNative;
+  nested_ = std::make_unique<NestedGroup>(std::move(comm), local_, inner);
+  pool_ = std::make_unique<ReplicaPool>(local_, [this] { nested_->abort(); });
+}
+
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
+  // The communication threads first: they use the communicators.
+  reducer_.reset();
+}
+
+Communicator& MultiWorkerMirroredStrategy::outer() const {
+  return nested_ ? nested_->outer() : *comm_;
+}
+
+Communicator& MultiWorkerMirroredStrategy::handle(int r) const {
+  return nested_ ? nested_->rank(r) : *comm_;
+}
+
+int MultiWorkerMirroredStrategy::num_replicas() const { return outer().size() * local_; }
+
+int MultiWorkerMirroredStrategy::first_replica() const { return outer().rank() * local_; }
+
+bool MultiWorkerMirroredStrategy::is_chief() const { return outer().rank() == 0; }
+
+std::vector<std::string> MultiWorkerMirroredStrategy::devices() const {
+  std::vector<std::string> d;
+  for (int r = 0; r < local_; ++r) {
+    d.push_back("worker:" + std::to_string(outer().rank()) + "/cpu:" + std::to_string(r));
+  }
+  return d;
+}
+
+void MultiWorkerMirroredStrategy::run(const std::function<void(const ReplicaContext&)>& step_fn) {
+  if (!pool_) {
+    step_fn(ReplicaContext{0, num_replicas()});
+    return;
+  }
+  pool_->run([&](int r) { step_fn(ReplicaContext{r, num_replicas()}); });
+}
+
+double MultiWorkerMirroredStrategy::reduce(ReduceOp op, const PerReplica<double>& values) const {
+  // This process's share first, then across the processes.
+  const ReduceOp inner = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  auto v = static_cast<float>(Strategy::reduce(inner, values));
+  outer().allreduce(&v, 1, inner);
+  return op == ReduceOp::kMean ? v / num_replicas() : v;
+}
+
+void MultiWorkerMirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                                                 bool overlap_allowed) {
+  std::vector<Communicator*> comms;
+  for (int r = 0; r < local_; ++r) comms.push_back(&handle(r));
+  std::function<void()> on_failure;
+  if (nested_) on_failure = [this] { nested_->abort(); };
+  reducer_ = std::make_unique<GradientReducer>(
+      grads_.bucket_bytes, grads_.overlap && overlap_allowed && num_replicas() > 1, on_failure);
+  reducer_->bind(per_replica, std::move(comms));
+}
+
+bool MultiWorkerMirroredStrategy::overlaps_backward() const {
+  return reducer_ && reducer_->overlap();
+}
+
+void MultiWorkerMirroredStrategy::gradients_ready(int r, size_t from) { reducer_->ready(r, from); }
+
+void MultiWorkerMirroredStrategy::reduce_gradients(
+    const PerReplica<std::vector<Param*>>& per_replica) {
+  if (!reducer_) bind_gradients(per_replica, false);
+  if (reducer_->overlap()) {
+    for (int r = 0; r < local_; ++r) reducer_->wait(r);
+  } else if (pool_) {
+    pool_->run([&](int r) { reducer_->reduce(r); });
+  } else {
+    reducer_->reduce(0);
+  }
+}
+
+void MultiWorkerMirroredStrategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                                                const std::function<void(int)>& apply) {
+  if (!pool_) {
+    Strategy::apply_updates(per_replica, apply);
+    return;
+  }
+  pool_->run([&](int r) { apply(r); });
+}
+
+bool MultiWorkerMirroredStrategy::agree_to_stop(bool local) {
+  // One float, max over the ranks: any rank's request stops every rank at
+  // this same step, so none is left waiting in the next step's collectives.
+  float v = local ? 1.0f : 0.0f;
+  outer().allreduce(&v, 1, ReduceOp::kMax);
+  return v > 0.0f;
+}
+
+std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() {
+  return nested_ ? nested_->drain_links() : comm_->links().drain();
+}
+
+std::string MultiWorkerMirroredStrategy::communication() const { return handle(0).describe(); }
+
+}  // namespace baton

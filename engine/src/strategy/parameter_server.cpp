@@ -1,0 +1,306 @@
+// ParameterServerStrategy over MPI (see strategy.h). The protocol, on a
+// duplicate of MPI_COMM_WORLD (its own message space):
+//   worker -> server  kTagHeader: double[4] {kind (kPush|kDone), the version
+//                     the worker's values of this shard came from, lr, 0};
+//                     then for a push kTagGrad: the shard's gradients (floats,
+//                     the shard's parameters in model order, flattened).
+//   server -> worker  kTagReplyHeader: double[2] {new version, staleness};
+//                     kTagReply: the shard's current values.
+// A worker posts its receives before its sends, so a server's (blocking)
+// reply always finds its receive posted: no cycle of blocked sends.
+#include <baton/comm/mpi.h>
+#include <baton/core/error.h>
+#include <baton/strategy/strategy.h>
+
+#ifdef BATON_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+namespace baton {
+
+#ifdef BATON_HAVE_MPI
+namespace {
+constexpr int kTagHeader = 11, kTagGrad = 12, kTagReplyHeader = 13, kTagReply = 14;
+constexpr double kPush = 1, kDone = 2;
+}  // namespace
+
+struct ParameterServerStrategy::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<MPI_Request> requests;               // 4 per server
+  std::vector<std::array<double, 4>> send_header;  // per server
+  std::vector<std::array<double, 2>> recv_header;  // per server
+  std::vector<std::vector<float>> values;          // per server: received values
+  ~Impl() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+  }
+};
+
+namespace {
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw CommError(std::string("parameter_server: ") + what + ": " + std::string(text, len));
+}
+int count_of(int64_t n) {
+  if (n > INT_MAX) throw CommError("parameter_server: a shard of more than 2^31 floats");
+  return static_cast<int>(n);
+}
+}  // namespace
+#else
+struct ParameterServerStrategy::Impl {};
+#endif
+
+ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, const std::string& file)
+    : num_ps_(num_ps), sync_(sync) {
+#ifdef BATON_HAVE_MPI
+  if (!MpiRuntime::is_initialized()) {
+    throw InputError(file +
+                     ": strategy.type: parameter_server runs one process per MPI rank "
+                     "(workers, then num_ps servers): start it with mpirun, e.g. mpirun -n 3 "
+                     "baton train " +
+                     file);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  if (num_ps_ < 1 || num_ps_ >= size_) {
+    throw InputError(file + ": strategy.num_ps: " + std::to_string(num_ps_) +
+                     " parameter server(s) in a job of " + std::to_string(size_) +
+                     " process(es) leave no worker; start at least " + std::to_string(num_ps_ + 1) +
+                     " ranks or lower num_ps");
+  }
+  num_workers_ = size_ - num_ps_;
+  is_ps_ = rank_ >= num_workers_;
+  impl_ = std::make_unique<Impl>();
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
+  impl_->requests.assign(static_cast<size_t>(4 * num_ps_), MPI_REQUEST_NULL);
+  impl_->send_header.assign(static_cast<size_t>(num_ps_), {0, 0, 0, 0});
+  impl_->recv_header.assign(static_cast<size_t>(num_ps_), {0, 0});
+#else
+  (void)sync_;
+  throw InputError(file +
+                   ": strategy.type: parameter_server needs MPI, and this build has "
+                   "none (BATON_WITH_MPI=OFF)");
+#endif
+}
+
+ParameterServerStrategy::~ParameterServerStrategy() = default;
+
+std::vector<std::string> ParameterServerStrategy::devices() const {
+  if (is_ps_) return {"ps:" + std::to_string(rank_ - num_workers_) + "/cpu:0"};
+  return {"worker:" + std::to_string(rank_) + "/cpu:0"};
+}
+
+std::string ParameterServerStrategy::communication() const {
+  return std::string("mpi/ps-") + (sync_ ? "sync" : "async");
+}
+
+void ParameterServerStrategy::run(const std::function<void(const ReplicaContext&)>& step_fn) {
+  step_fn(ReplicaContext{0, num_workers_});
+}
+
+void ParameterServerStrategy::plan(const std::vector<Param*>& params) {
+  // By size: the largest tensor first, each to the least-loaded server (ties
+  // to the lower index). Every rank computes the same plan from the same
+  // model.
+  shard_of_.assign(params.size(), 0);
+  shard_size_.assign(static_cast<size_t>(num_ps_), 0);
+  std::vector<size_t> order(params.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return params[a]->value.numel() > params[b]->value.numel();
+  });
+  for (size_t i : order) {
+    const int s = static_cast<int>(std::min_element(shard_size_.begin(), shard_size_.end()) -
+                                   shard_size_.begin());
+    shard_of_[i] = s;
+    shard_size_[static_cast<size_t>(s)] += params[i]->value.numel();
+  }
+  version_.assign(static_cast<size_t>(num_ps_), 0);
+  buf_.resize(static_cast<size_t>(num_ps_));
+  for (int s = 0; s < num_ps_; ++s) {
+    buf_[static_cast<size_t>(s)].assign(static_cast<size_t>(shard_size_[static_cast<size_t>(s)]),
+                                        0.0f);
+  }
+#ifdef BATON_HAVE_MPI
+  impl_->values = buf_;
+#endif
+}
+
+#ifdef BATON_HAVE_MPI
+namespace {
+// Flattens the `field` (grad or value) of shard s's parameters into out.
+void pack(const std::vector<Param*>& params, const std::vector<int>& shard_of, int s, bool grad,
+          float* out) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (shard_of[i] != s) continue;
+    const Tensor& t = grad ? params[i]->grad : params[i]->value;
+    std::memcpy(out, t.data(), sizeof(float) * static_cast<size_t>(t.numel()));
+    out += t.numel();
+  }
+}
+void unpack(const std::vector<Param*>& params, const std::vector<int>& shard_of, int s, bool grad,
+            const float* in) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (shard_of[i] != s) continue;
+    Tensor& t = grad ? params[i]->grad : params[i]->value;
+    std::memcpy(t.data(), in, sizeof(float) * static_cast<size_t>(t.numel()));
+    in += t.numel();
+  }
+}
+}  // namespace
+#endif
+
+void ParameterServerStrategy::reduce_gradients(const PerReplica<std::vector<Param*>>& /*pr*/) {
+  // Nothing to combine among workers: the servers do it (apply_updates).
+}
+
+void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
+                                            const std::function<void(int)>& apply) {
+  // Clipping (and the norm for telemetry); the trainer does not step its own
+  // optimizer under remote updates.
+  apply(0);
+#ifdef BATON_HAVE_MPI
+  const std::vector<Param*>& params = per_replica[0];
+  if (shard_of_.size() != params.size()) plan(params);
+  Impl& m = *impl_;
+  for (int s = 0; s < num_ps_; ++s) {
+    const size_t us = static_cast<size_t>(s);
+    const int server = num_workers_ + s;
+    const int n = count_of(shard_size_[us]);
+    check(MPI_Irecv(m.recv_header[us].data(), 2, MPI_DOUBLE, server, kTagReplyHeader, m.comm,
+                    &m.requests[4 * us]),
+          "MPI_Irecv");
+    check(MPI_Irecv(m.values[us].data(), n, MPI_FLOAT, server, kTagReply, m.comm,
+                    &m.requests[4 * us + 1]),
+          "MPI_Irecv");
+    pack(params, shard_of_, s, true, buf_[us].data());
+    m.send_header[us] = {kPush, static_cast<double>(version_[us]), static_cast<double>(lr_), 0};
+    check(MPI_Isend(m.send_header[us].data(), 4, MPI_DOUBLE, server, kTagHeader, m.comm,
+                    &m.requests[4 * us + 2]),
+          "MPI_Isend");
+    check(
+        MPI_Isend(buf_[us].data(), n, MPI_FLOAT, server, kTagGrad, m.comm, &m.requests[4 * us + 3]),
+        "MPI_Isend");
+  }
+  check(MPI_Waitall(static_cast<int>(m.requests.size()), m.requests.data(), MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
+  for (int s = 0; s < num_ps_; ++s) {
+    const size_t us = static_cast<size_t>(s);
+    unpack(params, shard_of_, s, false, m.values[us].data());
+    version_[us] = static_cast<int64_t>(m.recv_header[us][0]);
+    const auto stale = static_cast<int64_t>(m.recv_header[us][1]);
+    window_.add(stale);
+    total_.add(stale);
+  }
+#else
+  (void)per_replica;
+#endif
+}
+
+void ParameterServerStrategy::finish() {
+  if (is_ps_ || finished_) return;
+  finished_ = true;
+#ifdef BATON_HAVE_MPI
+  for (int s = 0; s < num_ps_; ++s) {
+    const std::array<double, 4> done{kDone, 0, 0, 0};
+    check(MPI_Send(done.data(), 4, MPI_DOUBLE, num_workers_ + s, kTagHeader, impl_->comm),
+          "MPI_Send");
+  }
+#endif
+}
+
+StalenessStats ParameterServerStrategy::drain_staleness() {
+  StalenessStats out = window_;
+  window_ = StalenessStats{};
+  return out;
+}
+
+int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
+                                       const OptimizerOptions& opt) {
+  int64_t version = 0;
+#ifdef BATON_HAVE_MPI
+  plan(params);
+  const int me = rank_ - num_workers_;
+  std::vector<Param*> mine;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (shard_of_[i] == me) mine.push_back(params[i]);
+  }
+  const std::vector<int> mine_shard(mine.size(), me);
+  Optimizer optimizer(opt, mine);
+  const int n = count_of(shard_size_[static_cast<size_t>(me)]);
+  std::vector<float> in(static_cast<size_t>(n)), acc(static_cast<size_t>(n)),
+      out(static_cast<size_t>(n));
+  struct Pending {
+    int source;
+    int64_t staleness;
+  };
+  std::vector<Pending> pending;
+  pending.reserve(static_cast<size_t>(num_workers_));
+  float lr = 0;
+  const MPI_Comm comm = impl_->comm;
+  // Applies the gradient in `g` and replies to the pending workers.
+  auto update_and_reply = [&](const float* g) {
+    unpack(mine, mine_shard, me, true, g);
+    optimizer.step(lr);
+    ++version;
+    pack(mine, mine_shard, me, false, out.data());
+    for (const Pending& p : pending) {
+      const std::array<double, 2> header{static_cast<double>(version),
+                                         static_cast<double>(p.staleness)};
+      check(MPI_Send(header.data(), 2, MPI_DOUBLE, p.source, kTagReplyHeader, comm), "MPI_Send");
+      check(MPI_Send(out.data(), n, MPI_FLOAT, p.source, kTagReply, comm), "MPI_Send");
+    }
+    pending.clear();
+  };
+  int active = num_workers_;
+  while (active > 0) {
+    std::array<double, 4> header{};
+    MPI_Status st;
+    check(MPI_Recv(header.data(), 4, MPI_DOUBLE, MPI_ANY_SOURCE, kTagHeader, comm, &st),
+          "MPI_Recv");
+    if (header[0] == kDone) {
+      --active;
+    } else {
+      check(MPI_Recv(in.data(), n, MPI_FLOAT, st.MPI_SOURCE, kTagGrad, comm, MPI_STATUS_IGNORE),
+            "MPI_Recv");
+      const int64_t stale = version - static_cast<int64_t>(header[1]);
+      lr = static_cast<float>(header[2]);
+      pending.push_back({st.MPI_SOURCE, stale});
+      window_.add(stale);
+      total_.add(stale);
+      if (!sync_) {
+        update_and_reply(in.data());
+        continue;
+      }
+      // sync: the gradients are already scaled by 1/global batch: sum them.
+      if (pending.size() == 1) {
+        acc = in;
+      } else {
+        for (size_t i = 0; i < acc.size(); ++i) acc[i] += in[i];
+      }
+    }
+    if (sync_ && !pending.empty() && static_cast<int>(pending.size()) >= active) {
+      update_and_reply(acc.data());
+    }
+  }
+#else
+  (void)params;
+  (void)opt;
+#endif
+  return version;
+}
+
+}  // namespace baton

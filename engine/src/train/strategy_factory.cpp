@@ -1,0 +1,62 @@
+#include "strategy_factory.h"
+
+#include <baton/cluster/cluster_spec.h>
+#include <baton/comm/communicator.h>
+#include <baton/comm/mpi.h>
+#include <baton/core/error.h>
+
+#include <cstdlib>
+
+namespace baton {
+
+std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file) {
+  if (s.type == "one_device") return std::make_unique<OneDeviceStrategy>(s.device);
+  CommOptions comm;
+  comm.algorithm = parse_comm_algorithm(s.algorithm);
+  comm.timeout_ms = s.timeout_ms;
+  GradientOptions grads{s.bucket_bytes, s.overlap};
+  if (s.type == "multi_worker_mirrored") {
+#ifdef BATON_HAVE_MPI
+    if (!MpiRuntime::is_initialized()) {
+      throw InputError(file +
+                       ": strategy.type: multi_worker_mirrored runs one process per MPI "
+                       "rank: start it with mpirun, e.g. mpirun -n 2 baton train " +
+                       file);
+    }
+    // Another thread than the main one calls MPI when replicas are threads or
+    // buckets are reduced during backward: that needs MPI_THREAD_SERIALIZED.
+    const bool threads_ok =
+        MpiRuntime::current_thread_level() >= MpiRuntime::ThreadLevel::kSerialized;
+    if (!threads_ok && s.replicas > 1) {
+      throw InputError(file +
+                       ": strategy.replicas_per_worker: several replicas per worker need an MPI "
+                       "with MPI_THREAD_SERIALIZED support; this one has less (use 1)");
+    }
+    grads.overlap = grads.overlap && threads_ok;
+    return std::make_unique<MultiWorkerMirroredStrategy>(std::make_unique<MpiCommunicator>(comm),
+                                                         s.replicas, grads, comm);
+#else
+    throw InputError(file +
+                     ": strategy.type: multi_worker_mirrored needs MPI, and this build "
+                     "has none (BATON_WITH_MPI=OFF)");
+#endif
+  }
+  if (s.type == "parameter_server") {
+    // num_ps by default: TF_CONFIG's ps tasks when it is set, else 1.
+    int num_ps = s.num_ps;
+    if (num_ps == 0) {
+      num_ps = 1;
+      if (const char* tf = std::getenv("TF_CONFIG"); tf != nullptr && *tf != '\0') {
+        const ClusterSpec spec = parse_tf_config(std::string(tf), "TF_CONFIG");
+        if (!spec.ps.empty()) num_ps = static_cast<int>(spec.ps.size());
+      }
+    }
+    return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", file);
+  }
+  if (s.type == "central_storage") {
+    return std::make_unique<CentralStorageStrategy>(s.replicas, comm, grads);
+  }
+  return std::make_unique<MirroredStrategy>(s.replicas, comm, grads);
+}
+
+}  // namespace baton

@@ -1,0 +1,17 @@
+// The strategy a run config names, with its communicator and gradient
+// options (private to train/: the Trainer builds it).
+#pragma once
+
+#include <baton/strategy/strategy.h>
+#include <baton/train/run_config.h>
+
+#include <memory>
+#include <string>
+
+namespace baton {
+
+// `file` names the config in messages. Throws InputError for a strategy this
+// process cannot run (multi_worker_mirrored outside mpirun, no MPI, ...).
+std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file);
+
+}  // namespace baton

@@ -1,0 +1,265 @@
+#include <baton/comm/communicator.h>
+#include <baton/core/error.h>
+#include <baton/nn/kernels.h>
+#include <baton/train/trainer.h>
+
+#include <cmath>
+
+#include "strategy_factory.h"
+#include "trainer_internal.h"
+
+namespace baton {
+
+using Clock = TrainerClock;
+
+Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& telemetry,
+                 TrainOptions options)
+    : cfg_(std::move(config)), telemetry_(telemetry), opt_(std::move(options)) {
+  cpu::set_num_threads(cfg_.threads);
+
+  // Data: the training set, then a held-out or separate validation set, then
+  // standardisation fitted on the training split only.
+  DatasetContext dctx{cfg_.base_dir, cfg_.seed};
+  ConfigNode train_node(cfg_.data.train, cfg_.file, "data.train");
+  std::shared_ptr<const Dataset> all =
+      registry.dataset(cfg_.data.train.at("type").get<std::string>(), train_node)(train_node, dctx);
+  if (cfg_.data.validation) {
+    ConfigNode val_node(*cfg_.data.validation, cfg_.file, "data.validation");
+    train_ = all;
+    val_ = registry.dataset(cfg_.data.validation->at("type").get<std::string>(), val_node)(val_node,
+                                                                                           dctx);
+    if (val_->features() != train_->features()) {
+      val_node.fail("type", "the validation data has " + std::to_string(val_->features()) +
+                                " features, the training data " +
+                                std::to_string(train_->features()));
+    }
+  } else {
+    Split split = split_dataset(all, cfg_.data.validation_split, cfg_.data.split_seed);
+    train_ = split.train;
+    val_ = split.validation;
+  }
+  if (cfg_.data.standardize) {
+    auto fitted = StandardizedDataset::fit(train_, *train_);
+    if (val_) val_ = std::make_shared<StandardizedDataset>(val_, fitted->mean(), fitted->stddev());
+    train_ = fitted;
+  }
+
+  loss_ = make_loss(cfg_.loss);
+  if (loss_->is_classification() && train_->classes() == 0) {
+    throw InputError(cfg_.file +
+                     ": loss: softmax_cross_entropy needs a classification dataset; "
+                     "this one is a regression dataset (use \"mse\")");
+  }
+  if (!loss_->is_classification() && train_->classes() > 0) {
+    throw InputError(cfg_.file + ": loss: mse needs a regression dataset (task: regression)");
+  }
+
+  strategy_ = make_strategy(cfg_.strategy, cfg_.file);
+
+  PipelineOptions po;
+  po.global_batch = cfg_.global_batch;
+  po.shuffle_buffer = cfg_.data.shuffle_buffer;
+  po.cache = cfg_.data.cache;
+  po.prefetch = cfg_.data.prefetch;
+  po.policy = cfg_.data.shard_policy;
+  po.drop_remainder = cfg_.data.drop_remainder;
+  po.seed = Rng::derive(cfg_.seed, kPipelineSeed);
+  pipelines_ = strategy_->distribute(train_, po);
+  steps_per_epoch_ = pipelines_[0]->batches_per_epoch();
+  total_steps_ = cfg_.max_steps > 0 ? cfg_.max_steps : cfg_.epochs * steps_per_epoch_;
+
+  // Replicas: the same architecture and the same initial values on every
+  // replica (one seed), so they stay identical under synchronous updates.
+  const int64_t max_rows = pipelines_[0]->options().shard_batch;
+  const ModelShape shape{train_->features(),
+                         train_->classes() > 0 ? train_->classes() : train_->target_width()};
+  ConfigNode model_node(cfg_.model, cfg_.file, "model");
+  const ModelFactory& factory =
+      registry.model(cfg_.model.at("type").get<std::string>(), model_node);
+  for (int r = 0; r < strategy_->local_replicas(); ++r) {
+    auto rep = std::make_unique<Replica>();
+    rep->index = r;
+    ConfigNode node(cfg_.model, cfg_.file, "model");
+    rep->model = factory(node, shape);
+    const int64_t out = rep->model->plan(max_rows, shape.in_features);
+    if (out != shape.out_features) {
+      throw InputError(cfg_.file + ": model: the last layer has " + std::to_string(out) +
+                       " outputs, but the dataset needs " + std::to_string(shape.out_features) +
+                       (train_->classes() > 0 ? " (one per class)" : " (the target width)"));
+    }
+    Rng init(Rng::derive(cfg_.seed, kInitSeed));
+    rep->model->init(init);
+    rep->model->attach(strategy_->replica_communicator(r));
+    rep->params = rep->model->params();
+    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params);
+    rep->doutput = Tensor({max_rows, out});
+    replicas_.push_back(std::move(rep));
+  }
+  model_description_ = replicas_[0]->model->describe();
+  bind_gradients();
+
+  if (val_) {
+    PipelineOptions vo;
+    vo.global_batch = vo.shard_batch = max_rows;
+    vo.prefetch = cfg_.data.prefetch;
+    vo.cache = cfg_.data.cache;
+    vo.policy = ShardPolicy::kOff;
+    val_pipeline_ = std::make_unique<Pipeline>(val_, vo);
+  }
+  if (!opt_.checkpoint_dir.empty()) {
+    checkpoints_ = std::make_unique<CheckpointManager>(opt_.checkpoint_dir, cfg_.checkpoint.keep);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+Sequential& Trainer::model(int replica) { return *replicas_.at(replica)->model; }
+
+void Trainer::log(LogLevel level, const std::string& message) const {
+  emit(LogEvent{opt_.run_id, level, message});
+}
+
+Trainer::Evaluation Trainer::evaluate() {
+  Evaluation ev;
+  if (!val_pipeline_) return ev;
+  Replica& rep = *replicas_[0];
+  ForwardContext ctx{Mode::kEval, 0};
+  double loss = 0;
+  int64_t correct = 0;
+  val_pipeline_->start_epoch(0);
+  while (const Batch* b = val_pipeline_->next()) {
+    if (b->rows == 0) continue;
+    const Tensor& out = rep.model->forward(b->x, ctx);
+    LossResult r = loss_->compute(out, b->labels.data(), b->targets.empty() ? nullptr : &b->targets,
+                                  rep.doutput, 1.0f);
+    loss += r.loss_sum;
+    correct += r.correct;
+    ev.samples += r.count;
+  }
+  if (ev.samples > 0) {
+    ev.loss = loss / static_cast<double>(ev.samples);
+    ev.accuracy = static_cast<double>(correct) / static_cast<double>(ev.samples);
+  }
+  return ev;
+}
+
+CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch) {
+  // Replicas are identical after every synchronous step: replica 0 speaks
+  // for all of them.
+  Replica& rep = *replicas_[0];
+  CheckpointData d;
+  d.step = step;
+  for (size_t i = 0; i < rep.params.size(); ++i) {
+    d.tensors.emplace_back("param." + std::to_string(i) + "." + rep.params[i]->name,
+                           rep.params[i]->value);
+  }
+  for (auto& [name, t] : rep.model->buffers()) d.tensors.emplace_back("buffer." + name, *t);
+  for (auto& [name, t] : rep.optimizer->state()) d.tensors.emplace_back("optim." + name, *t);
+  d.meta = {{"step", step},
+            {"epoch", epoch},
+            {"batch_in_epoch", batch_in_epoch},
+            {"optimizer_steps", rep.optimizer->steps_taken()},
+            {"seed", cfg_.seed},
+            {"model", model_description_},
+            {"run", opt_.run_id},
+            {"config", cfg_.raw}};
+  return d;
+}
+
+void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in_epoch) {
+  const std::string where = "checkpoint at step " + std::to_string(d.step);
+  if (d.meta.value("model", std::string()) != model_description_) {
+    throw InputError(where + " holds the model " + d.meta.value("model", std::string("?")) +
+                     ", but this config builds " + model_description_);
+  }
+  for (auto& rep : replicas_) {
+    std::vector<std::pair<std::string, Tensor*>> targets;
+    for (size_t i = 0; i < rep->params.size(); ++i) {
+      targets.emplace_back("param." + std::to_string(i) + "." + rep->params[i]->name,
+                           &rep->params[i]->value);
+    }
+    for (auto& [name, t] : rep->model->buffers()) targets.emplace_back("buffer." + name, t);
+    for (auto& [name, t] : rep->optimizer->state()) targets.emplace_back("optim." + name, t);
+    if (targets.size() != d.tensors.size()) {
+      throw InputError(where + " holds " + std::to_string(d.tensors.size()) +
+                       " tensors, the model and optimizer need " + std::to_string(targets.size()));
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const auto& [name, src] = d.tensors[i];
+      if (name != targets[i].first || src.shape() != targets[i].second->shape()) {
+        throw InputError(where + ": tensor " + name + " " + src.shape_string() +
+                         " does not match " + targets[i].first + " " +
+                         targets[i].second->shape_string());
+      }
+      *targets[i].second = src;
+    }
+    rep->optimizer->set_steps_taken(d.meta.at("optimizer_steps").get<int64_t>());
+  }
+  *epoch = d.meta.at("epoch").get<int64_t>();
+  *batch_in_epoch = d.meta.at("batch_in_epoch").get<int64_t>();
+}
+
+std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch) {
+  // The chief alone writes: the replicas are identical.
+  if (!strategy_->is_chief()) return "";
+  // The data position is where the next batch comes from; the end of an
+  // epoch is the start of the next one.
+  if (batch_in_epoch >= steps_per_epoch_) {
+    ++epoch;
+    batch_in_epoch = 0;
+  }
+  const auto t0 = Clock::now();
+  auto [path, bytes] = checkpoints_->save(snapshot(step, epoch, batch_in_epoch));
+  emit(CheckpointEvent{opt_.run_id, step, path, bytes, ms_between(t0, Clock::now())});
+  return path;
+}
+
+void Trainer::bind_gradients() {
+  // A layer that communicates during backward (SyncBatchNorm) shares the
+  // replica's communicator with the bucket reduction: no overlap then.
+  bool layer_communicates = false;
+  for (size_t i = 0; i < replicas_[0]->model->size(); ++i) {
+    layer_communicates = layer_communicates || replicas_[0]->model->layer(i).communicates();
+  }
+  PerReplica<std::vector<Param*>> all;
+  for (auto& rep : replicas_) all.push_back(rep->params);
+  strategy_->bind_gradients(all, !layer_communicates);
+  if (cfg_.strategy.overlap && layer_communicates && strategy_->num_replicas() > 1) {
+    overlap_note_ = "gradient overlap is off: a layer communicates during backward (syncbatchnorm)";
+  }
+  if (!strategy_->overlaps_backward()) return;
+  for (auto& rep : replicas_) {
+    size_t first = 0;
+    for (size_t i = 0; i < rep->model->size(); ++i) {
+      rep->layer_first_param.push_back(first);
+      first += rep->model->layer(i).params().size();
+    }
+    Replica* rp = rep.get();
+    rep->on_layer_done = [this, rp](size_t layer) {
+      strategy_->gradients_ready(rp->index, rp->layer_first_param[layer]);
+    };
+  }
+}
+
+void Trainer::replica_step(int r, const StepInputs& in) {
+  Replica& rep = *replicas_[r];
+  const Batch& b = *(*in.batches)[r];
+  const Tensor& out = rep.model->forward(b.x, in.ctx);
+  rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
+                            rep.doutput, in.grad_scale);
+  rep.model->backward(rep.doutput, rep.on_layer_done);
+  (*in.loss_parts)[r] = rep.last.loss_sum;
+  (*in.correct_parts)[r] = static_cast<double>(rep.last.correct);
+}
+
+void Trainer::replica_update(int r, const UpdateInputs& in) {
+  Replica& rep = *replicas_[r];
+  if (in.need_norm) {
+    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm);
+    if (r == 0) *in.grad_norm = norm;
+  }
+  // Under a parameter server the servers own the optimizer.
+  if (!strategy_->remote_updates()) rep.optimizer->step(in.lr);
+}
+
+}  // namespace baton

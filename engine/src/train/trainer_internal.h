@@ -1,0 +1,38 @@
+// What the Trainer's translation units share (private to train/): the
+// replica record, the clock and the seed streams.
+#pragma once
+
+#include <baton/train/trainer.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace baton {
+
+using TrainerClock = std::chrono::steady_clock;
+
+inline double ms_between(TrainerClock::time_point a, TrainerClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Seeds for independent streams, all derived from the run seed.
+enum SeedStream : uint64_t { kPipelineSeed = 1, kInitSeed = 2, kStepSeed = 3 };
+
+struct Trainer::Replica {
+  int index = 0;  // local replica index
+  std::unique_ptr<Sequential> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<Param*> params;
+  // layer_first_param[i]: the index in `params` of layer i's first
+  // parameter; with gradient overlap, backward reports each finished layer
+  // through on_layer_done (built once: the step does not allocate).
+  std::vector<size_t> layer_first_param;
+  std::function<void(size_t)> on_layer_done;
+  Tensor doutput;  // (shard batch, outputs)
+  LossResult last;
+};
+
+}  // namespace baton

@@ -1,0 +1,335 @@
+// Trainer::run(): the fit loop, in named phases - resume, (serve, for a
+// parameter server), run_start, epochs of steps with their telemetry
+// windows and checkpoints, run_end.
+#include <baton/comm/communicator.h>
+#include <baton/core/error.h>
+#include <baton/core/rng.h>
+#include <baton/nn/kernels.h>
+#include <baton/train/trainer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "trainer_internal.h"
+
+namespace baton {
+
+using Clock = TrainerClock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+// Everything one run() keeps between its phases. Sized before the first
+// step: the steps themselves do not allocate.
+struct Trainer::RunState {
+  TrainSummary sum;
+  Clock::time_point run_t0, train_t0;
+  int64_t step = 0, epoch = 0;
+  int64_t skip = 0;  // batches of the first epoch already trained (a resume)
+  int nrep = 0;
+  std::vector<const Batch*> batches;
+  std::vector<std::vector<Param*>> all_params;
+  PerReplica<double> loss_parts, correct_parts;
+  // Window accumulators for step events (means over log_every_steps).
+  struct Window {
+    int64_t steps = 0, samples = 0;
+    double loss = 0, correct = 0, data = 0, compute = 0, comm = 0, optim = 0, total = 0;
+  } win;
+  double last_loss = 0, grad_norm = 0;
+  bool stopped = false;
+  int64_t samples_total = 0;
+  // The epoch in progress.
+  Clock::time_point epoch_t0;
+  double ep_loss = 0, ep_correct = 0;
+  int64_t ep_samples = 0, step_in_epoch = 0;
+};
+
+TrainSummary Trainer::run() {
+  const cpu::ScopedFlushDenormals ftz;
+  RunState s;
+  s.run_t0 = Clock::now();
+  resume(s);
+  s.sum.start_step = s.step;
+  if (strategy_->serves()) return serve(s);
+
+  emit_run_start(s);
+  s.sum.step_losses.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - s.step)));
+  s.nrep = strategy_->local_replicas();
+  s.batches.assign(static_cast<size_t>(s.nrep), nullptr);
+  for (auto& r : replicas_) s.all_params.push_back(r->params);
+  s.loss_parts.assign(static_cast<size_t>(s.nrep), 0.0);
+  s.correct_parts.assign(static_cast<size_t>(s.nrep), 0.0);
+  s.train_t0 = Clock::now();
+  try {
+    for (; s.step < total_steps_ && !s.stopped; ++s.epoch, s.skip = 0) {
+      train_epoch(s);
+      if (s.stopped) break;
+      end_epoch(s);
+    }
+    if (s.stopped && checkpoints_) {
+      s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step - s.epoch * steps_per_epoch_);
+    }
+    strategy_->finish();
+  } catch (const std::exception& e) {
+    emit_run_failed(s, e);
+    throw;
+  }
+  return finish_run(s);
+}
+
+void Trainer::resume(RunState& s) {
+  if (opt_.resume && strategy_->remote_updates()) {
+    throw InputError(
+        "--resume is not supported with parameter_server yet (the servers' "
+        "optimizer state is not checkpointed)");
+  }
+  if (!opt_.resume) return;
+  if (!checkpoints_) throw InputError("--resume needs a checkpoint directory");
+  std::vector<std::string> skipped;
+  auto data = checkpoints_->load_latest(&skipped);
+  for (const auto& name : skipped) log(LogLevel::kWarning, "skipped checkpoint " + name);
+  if (!data) {
+    log(LogLevel::kWarning,
+        "no valid checkpoint in " + checkpoints_->dir() + "; starting from step 0");
+    return;
+  }
+  restore(*data, &s.epoch, &s.skip);
+  s.step = data->step;
+  log(LogLevel::kInfo, "resumed from step " + std::to_string(s.step) + " (epoch " +
+                           std::to_string(s.epoch) + ", batch " + std::to_string(s.skip) + ")");
+}
+
+TrainSummary Trainer::serve(RunState& s) {
+  // A parameter server: no data or model loop; serve until every worker is
+  // done.
+  log(LogLevel::kInfo, "serving " + strategy_->devices()[0] + " for " +
+                           std::to_string(strategy_->num_replicas()) + " worker(s)");
+  try {
+    s.sum.steps = strategy_->serve(replicas_[0]->params, cfg_.optimizer);
+  } catch (const std::exception& e) {
+    RunEndEvent end;
+    end.run = opt_.run_id;
+    end.status = "failed";
+    end.error = e.what();
+    emit(end);
+    throw;
+  }
+  const StalenessStats st = strategy_->total_staleness();
+  s.sum.status = "completed";
+  s.sum.staleness_mean = st.mean();
+  s.sum.staleness_max = st.max;
+  s.sum.wall_time_s = seconds_since(s.run_t0);
+  char line[160];
+  std::snprintf(line, sizeof line, "served %lld updates; staleness mean %.2f max %lld",
+                static_cast<long long>(s.sum.steps), st.mean(), static_cast<long long>(st.max));
+  log(LogLevel::kInfo, line);
+  return s.sum;
+}
+
+void Trainer::emit_run_start(const RunState& s) {
+  RunStartEvent start;
+  start.run = opt_.run_id;
+  start.name = cfg_.name;
+  start.strategy = strategy_->name();
+  start.model = model_description_;
+  start.dataset = train_->describe();
+  start.kernel_path = cpu::kernel_path();
+  start.replicas = strategy_->num_replicas();
+  start.communication = strategy_->communication();
+  start.total_steps = total_steps_;
+  start.steps_per_epoch = steps_per_epoch_;
+  start.global_batch = cfg_.global_batch;
+  start.parameters = replicas_[0]->model->num_parameters();
+  start.start_step = s.step;
+  start.config = cfg_.raw;
+  emit(start);
+  if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);
+}
+
+void Trainer::train_epoch(RunState& s) {
+  s.epoch_t0 = Clock::now();
+  for (auto& p : pipelines_) p->start_epoch(s.epoch, s.skip);
+  s.ep_loss = s.ep_correct = 0;
+  s.ep_samples = 0;
+  s.step_in_epoch = s.skip;
+  while (s.step < total_steps_) {
+    if (opt_.stop && strategy_->agree_to_stop(opt_.stop->load(std::memory_order_relaxed))) {
+      s.stopped = true;
+      return;
+    }
+    if (!train_step(s)) return;  // epoch done
+  }
+}
+
+bool Trainer::train_step(RunState& s) {
+  const auto t0 = Clock::now();
+  for (int r = 0; r < s.nrep; ++r) s.batches[r] = pipelines_[r]->next();
+  if (s.batches[0] == nullptr) return false;
+  const auto t1 = Clock::now();
+  const int64_t global_rows = s.batches[0]->global_rows;
+  const float grad_scale = 1.0f / static_cast<float>(global_rows);
+  const ForwardContext ctx{Mode::kTrain, Rng::derive(cfg_.seed, kStepSeed, s.step)};
+  // One pointer-sized capture: std::function keeps it inline, so the step
+  // does not allocate.
+  const StepInputs in{&s.batches, &s.loss_parts, &s.correct_parts, ctx, grad_scale};
+  strategy_->run([this, &in](const ReplicaContext& rc) { replica_step(rc.replica_id, in); });
+  const auto t2 = Clock::now();
+  const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, s.step, total_steps_);
+  strategy_->set_learning_rate(lr);
+  strategy_->reduce_gradients(s.all_params);
+  const auto t3 = Clock::now();
+  // The norm costs a pass over every gradient: take it when clipping needs
+  // it or a step event reports it.
+  const bool log_step = (s.step + 1) % cfg_.log_every_steps == 0 || s.step + 1 == total_steps_;
+  const bool need_norm = cfg_.optimizer.clip_global_norm > 0.0f || log_step;
+  const UpdateInputs up{lr, need_norm, &s.grad_norm};
+  strategy_->apply_updates(s.all_params, [this, &up](int r) { replica_update(r, up); });
+  const auto t4 = Clock::now();
+
+  const double loss_sum = strategy_->reduce(ReduceOp::kSum, s.loss_parts);
+  const double correct = strategy_->reduce(ReduceOp::kSum, s.correct_parts);
+  // Under remote updates the workers do not combine their metrics: a step's
+  // loss is this worker's own batch's.
+  int64_t counted_rows = global_rows;
+  if (strategy_->remote_updates()) {
+    counted_rows = 0;
+    for (int r = 0; r < s.nrep; ++r) counted_rows += s.batches[r]->rows;
+  }
+  s.last_loss = loss_sum / static_cast<double>(std::max<int64_t>(1, counted_rows));
+  if (!std::isfinite(s.last_loss)) {
+    throw RuntimeError("the loss became " + std::to_string(s.last_loss) + " at step " +
+                       std::to_string(s.step) + "; lower the learning rate or clip gradients");
+  }
+  s.sum.step_losses.push_back(s.last_loss);
+  s.ep_loss += loss_sum;
+  s.ep_correct += correct;
+  s.ep_samples += counted_rows;
+  s.samples_total += counted_rows;
+  ++s.step;
+  ++s.step_in_epoch;
+
+  RunState::Window& w = s.win;
+  w.steps++;
+  w.samples += counted_rows;
+  w.loss += loss_sum;
+  w.correct += correct;
+  w.data += ms_between(t0, t1);
+  w.compute += ms_between(t1, t2);
+  w.comm += ms_between(t2, t3);
+  w.optim += ms_between(t3, t4);
+  w.total += ms_between(t0, t4);
+  if (log_step) report_window(s, lr);
+  if (checkpoints_ && cfg_.checkpoint.every_steps > 0 &&
+      s.step % cfg_.checkpoint.every_steps == 0) {
+    s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step_in_epoch);
+  }
+  return true;
+}
+
+void Trainer::report_window(RunState& s, float lr) {
+  const RunState::Window& w = s.win;
+  const double k = static_cast<double>(w.steps);
+  StepEvent e;
+  e.run = opt_.run_id;
+  e.step = s.step;
+  e.epoch = s.epoch;
+  e.loss = w.loss / static_cast<double>(w.samples);
+  e.accuracy = loss_->is_classification() ? w.correct / static_cast<double>(w.samples) : 0.0;
+  e.lr = lr;
+  e.grad_norm = s.grad_norm;
+  e.samples_per_s = w.total > 0 ? w.samples / (w.total / 1000.0) : 0.0;
+  e.step_time_ms = w.total / k;
+  e.data_ms = w.data / k;
+  e.compute_ms = w.compute / k;
+  e.comm_ms = w.comm / k;
+  e.optimizer_ms = w.optim / k;
+  e.wall_time_s = seconds_since(s.run_t0);
+  e.rank = strategy_->first_replica();
+  emit(e);
+  s.win = RunState::Window{};
+  if (const StalenessStats st = strategy_->drain_staleness(); st.count > 0) {
+    char line[160];
+    std::snprintf(line, sizeof line, "step %lld: staleness mean %.2f max %lld over %lld updates",
+                  static_cast<long long>(s.step), st.mean(), static_cast<long long>(st.max),
+                  static_cast<long long>(st.count));
+    log(LogLevel::kInfo, line);
+  }
+  for (const LinkSample& l : strategy_->drain_links()) {
+    emit(LinkEvent{opt_.run_id, s.step, l.src, l.dst, l.num_bytes, l.seconds,
+                   l.seconds > 0 ? l.num_bytes / l.seconds / 1e9 : 0.0, l.estimated});
+  }
+}
+
+void Trainer::end_epoch(RunState& s) {
+  EpochEvent ev;
+  ev.run = opt_.run_id;
+  ev.epoch = s.epoch;
+  ev.step = s.step;
+  ev.train_loss = s.ep_samples ? s.ep_loss / static_cast<double>(s.ep_samples) : 0.0;
+  ev.train_accuracy = s.ep_samples && loss_->is_classification()
+                          ? s.ep_correct / static_cast<double>(s.ep_samples)
+                          : 0.0;
+  ev.epoch_time_s = seconds_since(s.epoch_t0);
+  ev.samples_per_s = ev.epoch_time_s > 0 ? s.ep_samples / ev.epoch_time_s : 0.0;
+  if (val_pipeline_) {
+    const Evaluation e = evaluate();
+    ev.has_validation = true;
+    ev.val_loss = e.loss;
+    ev.val_accuracy = e.accuracy;
+    s.sum.has_validation = true;
+    s.sum.val_loss = e.loss;
+    s.sum.val_accuracy = e.accuracy;
+  }
+  emit(ev);
+  s.sum.epochs_completed++;
+  s.sum.train_loss = ev.train_loss;
+  if (checkpoints_ && (cfg_.checkpoint.every_epoch || s.step == total_steps_)) {
+    s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step_in_epoch);
+  }
+}
+
+void Trainer::emit_run_failed(const RunState& s, const std::exception& e) {
+  RunEndEvent end;
+  end.run = opt_.run_id;
+  end.status = "failed";
+  end.step = s.step;
+  end.wall_time_s = seconds_since(s.run_t0);
+  end.error = e.what();
+  emit(end);
+}
+
+TrainSummary Trainer::finish_run(RunState& s) {
+  TrainSummary& sum = s.sum;
+  sum.steps = s.step;
+  sum.status = s.stopped ? "interrupted" : "completed";
+  sum.wall_time_s = seconds_since(s.run_t0);
+  const double train_s = seconds_since(s.train_t0);
+  sum.samples_per_s = train_s > 0 ? s.samples_total / train_s : 0.0;
+  if (sum.epochs_completed == 0) sum.train_loss = s.last_loss;
+  if (strategy_->remote_updates()) {
+    const StalenessStats st = strategy_->total_staleness();
+    sum.has_staleness = true;
+    sum.staleness_mean = st.mean();
+    sum.staleness_max = st.max;
+  }
+  RunEndEvent end;
+  end.run = opt_.run_id;
+  end.status = sum.status;
+  end.step = s.step;
+  end.wall_time_s = sum.wall_time_s;
+  end.train_loss = sum.train_loss;
+  end.has_validation = sum.has_validation;
+  end.val_loss = sum.val_loss;
+  end.val_accuracy = sum.val_accuracy;
+  end.samples_per_s = sum.samples_per_s;
+  emit(end);
+  return std::move(sum);
+}
+
+}  // namespace baton

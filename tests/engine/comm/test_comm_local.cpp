@@ -1,0 +1,160 @@
+// The local communicator: every collective and algorithm, with counts 0, 1,
+// a prime and a large one, checked against closed forms.
+#include <baton/comm/communicator.h>
+#include <baton/comm/local.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "comm_test_util.h"
+
+namespace baton {
+namespace {
+
+// One thread per rank (comm_test_util.h).
+void on_ranks(LocalGroup& g, const std::function<void(Communicator&)>& fn) {
+  baton::on_ranks<LocalGroup, Communicator>(g, fn);
+}
+
+class LocalComm : public ::testing::TestWithParam<std::tuple<int, CommAlgorithm>> {};
+
+TEST_P(LocalComm, AllreduceSumMeanMaxMin) {
+  const auto [n, algo] = GetParam();
+  CommOptions o;
+  o.algorithm = algo;
+  o.segment_bytes = 4096;  // several segments per chunk for the large count
+  o.timeout_ms = 20000;
+  LocalGroup g(n, o);
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{100003}}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+      std::vector<std::vector<float>> data(n);
+      on_ranks(g, [&](Communicator& c) {
+        auto& d = data[c.rank()];
+        d.resize(count);
+        for (int64_t i = 0; i < count; ++i) d[i] = value(c.rank(), i);
+        c.allreduce(d.data(), count, op);
+      });
+      for (int r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < count; ++i) {
+          const float base = static_cast<float>(i % 64) * 0.5f;
+          float want = 0;
+          switch (op) {
+            case ReduceOp::kSum:
+              want = n * base + n * (n - 1) / 2.0f;
+              break;
+            case ReduceOp::kMean:
+              want = base + (n - 1) / 2.0f;
+              break;
+            case ReduceOp::kMax:
+              want = base + (n - 1);
+              break;
+            default:
+              want = base;
+              break;
+          }
+          ASSERT_FLOAT_EQ(data[r][i], want) << "n=" << n << " count=" << count << " rank " << r
+                                            << " i=" << i << " op " << static_cast<int>(op);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(LocalComm, ReduceScatterAllgatherBroadcastSendRecv) {
+  const auto [n, algo] = GetParam();
+  CommOptions o;
+  o.algorithm = algo;
+  o.timeout_ms = 20000;
+  LocalGroup g(n, o);
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{65537}}) {
+    on_ranks(g, [&](Communicator& c) {
+      const int r = c.rank();
+      std::vector<float> in(n * count), out(count), all(n * count);
+      for (int64_t i = 0; i < n * count; ++i) in[i] = value(r, i);
+      c.reduce_scatter(in.data(), out.data(), count, ReduceOp::kSum);
+      for (int64_t i = 0; i < count; ++i) {
+        const float base = static_cast<float>((r * count + i) % 64) * 0.5f;
+        ASSERT_FLOAT_EQ(out[i], n * base + n * (n - 1) / 2.0f);
+      }
+      std::vector<float> mine(count, static_cast<float>(r) + 0.25f);
+      c.allgather(mine.data(), all.data(), count);
+      for (int q = 0; q < n; ++q) {
+        for (int64_t i = 0; i < count; ++i) ASSERT_EQ(all[q * count + i], q + 0.25f);
+      }
+      for (int root = 0; root < n; ++root) {
+        std::vector<float> b(count, r == root ? 42.0f + root : -1.0f);
+        c.broadcast(b.data(), count, root);
+        for (float v : b) ASSERT_EQ(v, 42.0f + root);
+      }
+      // A ring of sendrecv, then a send/recv pair.
+      std::vector<float> send(count, static_cast<float>(r)), recv(count, -1.0f);
+      c.sendrecv(send.data(), count, (r + 1) % n, recv.data(), count, (r + n - 1) % n);
+      for (float v : recv) ASSERT_EQ(v, static_cast<float>((r + n - 1) % n));
+      if (n > 1 && r == 0) c.send(send.data(), count, 1);
+      if (n > 1 && r == 1) {
+        c.recv(recv.data(), count, 0);
+        for (float v : recv) ASSERT_EQ(v, 0.0f);
+      }
+      c.barrier();
+    });
+  }
+}
+
+TEST_P(LocalComm, LinkStatsAreRecorded) {
+  const auto [n, algo] = GetParam();
+  if (n == 1) GTEST_SKIP() << "one rank moves no data";
+  CommOptions o;
+  o.algorithm = algo;
+  LocalGroup g(n, o);
+  on_ranks(g, [&](Communicator& c) {
+    std::vector<float> d(1000, 1.0f);
+    c.allreduce(d.data(), 1000, ReduceOp::kSum);
+  });
+  for (int r = 0; r < n; ++r) {
+    auto links = g.rank(r).links().drain();
+    ASSERT_FALSE(links.empty()) << "rank " << r;
+    int64_t bytes = 0;
+    for (const auto& l : links) {
+      EXPECT_EQ(l.src, r);
+      EXPECT_EQ(l.dst, (r + 1) % n);
+      EXPECT_EQ(l.estimated, algo != CommAlgorithm::kRing);
+      bytes += l.num_bytes;
+    }
+    // A ring allreduce sends 2(n-1)/n of the buffer from each rank.
+    EXPECT_NEAR(static_cast<double>(bytes), 2.0 * (n - 1) / n * 4000, 8.0 * n);
+    EXPECT_TRUE(g.rank(r).links().drain().empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalComm,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(CommAlgorithm::kNative,
+                                                              CommAlgorithm::kRing,
+                                                              CommAlgorithm::kHierarchical)));
+
+TEST(LocalCommFailure, AbortWakesWaitingRanks) {
+  CommOptions o;
+  o.timeout_ms = 60000;
+  LocalGroup g(3, o);
+  // Rank 2 fails before the collective; ranks 0 and 1 must not wait a minute.
+  EXPECT_THROW(on_ranks(g,
+                        [&](Communicator& c) {
+                          if (c.rank() == 2) throw RuntimeError("replica 2 failed");
+                          std::vector<float> d(10, 1.0f);
+                          c.allreduce(d.data(), 10, ReduceOp::kSum);
+                        }),
+               RuntimeError);
+}
+
+TEST(LocalCommFailure, TimeoutIsACommError) {
+  CommOptions o;
+  o.timeout_ms = 50;
+  LocalGroup g(2, o);
+  // Only rank 0 enters the barrier.
+  EXPECT_THROW(g.rank(0).barrier(), CommError);
+}
+
+}  // namespace
+}  // namespace baton

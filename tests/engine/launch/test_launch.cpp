@@ -1,0 +1,292 @@
+// The launch part: the one way to start a run (RunSession) that `baton
+// train` and the studio share, the mpirun argument vector, the config made
+// runnable from anywhere, and the stop signals.
+#include <baton/core/error.h>
+#include <baton/history/store.h>
+#include <baton/launch/mpirun_command.h>
+#include <baton/launch/run_session.h>
+#include <baton/launch/stop_signals.h>
+#include <baton/train/run_config.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace baton {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RunSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("baton_launch_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static nlohmann::json tiny() {
+    return {
+        {"name", "tiny"},
+        {"seed", 3},
+        {"model", {{"type", "mlp"}, {"layers", {8, 16, 3}}}},
+        {"data",
+         {{"train",
+           {{"type", "synthetic_classification"},
+            {"features", 8},
+            {"classes", 3},
+            {"samples", 64},
+            {"seed", 11}}}}},
+        {"optimizer", {{"type", "sgd"}, {"lr", 0.1}}},
+        {"train", {{"epochs", 2}, {"global_batch_size", 16}, {"log_every_steps", 1}}},
+    };
+  }
+
+  RunSpec spec(const nlohmann::json& doc = tiny()) {
+    RunSpec s;
+    s.config = parse_run_config(doc, (dir_ / "run.json").string());
+    s.plugin_dir = BATON_PLUGIN_DIR;
+    s.runs_root = (dir_ / "runs").string();
+    s.history_db = (dir_ / "runs.db").string();
+    s.in_mpi_job = false;
+    return s;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(RunSessionTest, WritesTheRunDirectoryAndRecordsTheRun) {
+  Telemetry telemetry;
+  int run_ends = 0;
+  telemetry.add(std::make_shared<CallbackSink>([&](const Event& e) {
+    if (std::holds_alternative<RunEndEvent>(e)) ++run_ends;
+  }));
+  RunSpec s = spec();
+  s.topology = {{"launcher", "test"}};
+  RunSession session(std::move(s), telemetry);
+  EXPECT_TRUE(session.chief());
+  EXPECT_EQ(session.run_id().rfind("tiny-", 0), 0u) << session.run_id();
+  // The run's files are written by run(), not before.
+  EXPECT_FALSE(fs::exists(dir_ / "runs" / session.run_id() / "config.json"));
+
+  const RunOutcome out = session.run();
+  EXPECT_EQ(out.summary.status, "completed");
+  EXPECT_EQ(out.summary.steps, 8);
+  EXPECT_EQ(run_ends, 1);
+  EXPECT_EQ(out.dir.id, session.run_id());
+  EXPECT_EQ(out.checkpoint_dir, out.dir.checkpoints());
+  for (const std::string& f : {out.dir.config(), out.dir.events(), out.dir.summary()}) {
+    EXPECT_TRUE(fs::exists(f)) << f;
+  }
+  std::ifstream summary(out.dir.summary());
+  const auto js = nlohmann::json::parse(summary);
+  EXPECT_EQ(js.at("run"), session.run_id());
+  EXPECT_EQ(js.at("steps"), 8);
+
+  ASSERT_EQ(out.history_db, (dir_ / "runs.db").string());
+  EXPECT_TRUE(out.history_error.empty()) << out.history_error;
+  ASSERT_GT(out.history_run, 0);
+  const HistoryStore store(out.history_db, HistoryStore::Open::kExisting);
+  const RunRecord rec = store.run(out.history_run);
+  EXPECT_EQ(rec.uid, session.run_id());
+  EXPECT_EQ(rec.status, "completed");
+  EXPECT_EQ(rec.topology.at("launcher"), "test");
+  EXPECT_EQ(rec.topology.at("world_size"), 1);
+  EXPECT_EQ(rec.hosts, session.hosts());
+}
+
+TEST_F(RunSessionTest, WithoutHistoryNothingIsRecorded) {
+  Telemetry telemetry;
+  RunSpec s = spec();
+  s.record_history = false;
+  RunSession session(std::move(s), telemetry);
+  const RunOutcome out = session.run();
+  EXPECT_EQ(out.summary.status, "completed");
+  EXPECT_TRUE(out.history_db.empty());
+  EXPECT_EQ(out.history_run, 0);
+  EXPECT_FALSE(fs::exists(dir_ / "runs.db"));
+}
+
+TEST_F(RunSessionTest, AForeignHistoryFileFailsBeforeAnythingIsWritten) {
+  {
+    std::ofstream f(dir_ / "runs.db");
+    f << "not a database, and it must stay so";
+  }
+  Telemetry telemetry;
+  EXPECT_THROW(RunSession(spec(), telemetry), InputError);
+  EXPECT_FALSE(fs::exists(dir_ / "runs"));
+  std::ifstream f(dir_ / "runs.db");
+  std::string text;
+  std::getline(f, text);
+  EXPECT_EQ(text, "not a database, and it must stay so");
+}
+
+TEST_F(RunSessionTest, ABadModelFailsAtConstruction) {
+  nlohmann::json doc = tiny();
+  doc["model"]["layers"] = {8, 16, 4};  // the data has 3 classes
+  Telemetry telemetry;
+  EXPECT_THROW(RunSession(spec(doc), telemetry), InputError);
+  EXPECT_FALSE(fs::exists(dir_ / "runs"));
+}
+
+TEST_F(RunSessionTest, ResumeContinuesTheNewestRunOfTheConfig) {
+  std::string first_id;
+  {
+    Telemetry telemetry;
+    RunSession session(spec(), telemetry);
+    first_id = session.run_id();
+    session.run();
+  }
+  {
+    Telemetry telemetry;
+    RunSpec s = spec();
+    s.resume = true;
+    RunSession session(std::move(s), telemetry);
+    EXPECT_FALSE(session.resume_found_nothing());
+    EXPECT_EQ(session.run_id(), first_id);
+    const RunOutcome out = session.run();
+    EXPECT_EQ(out.summary.start_step, 8);  // the first run's last checkpoint
+  }
+  {
+    nlohmann::json other = tiny();
+    other["name"] = "other";
+    Telemetry telemetry;
+    RunSpec s = spec(other);
+    s.resume = true;
+    RunSession session(std::move(s), telemetry);
+    EXPECT_TRUE(session.resume_found_nothing());
+    EXPECT_NE(session.run_id(), first_id);
+  }
+}
+
+TEST_F(RunSessionTest, AStopFlagEndsTheRunInterrupted) {
+  std::atomic<bool> stop{true};
+  Telemetry telemetry;
+  RunSpec s = spec();
+  s.stop = &stop;
+  RunSession session(std::move(s), telemetry);
+  const RunOutcome out = session.run();
+  EXPECT_EQ(out.summary.status, "interrupted");
+  EXPECT_EQ(out.summary.steps, 0);
+  const HistoryStore store(out.history_db, HistoryStore::Open::kExisting);
+  EXPECT_EQ(store.run(out.history_run).status, "interrupted");
+}
+
+TEST_F(RunSessionTest, AGivenRunIdIsKept) {
+  Telemetry telemetry;
+  RunSpec s = spec();
+  s.run_id = "chosen-id";
+  RunSession session(std::move(s), telemetry);
+  EXPECT_EQ(session.run_id(), "chosen-id");
+  EXPECT_EQ(session.run().dir.path, (dir_ / "runs" / "chosen-id").string());
+}
+
+TEST(MpirunCommand, TheArgumentVectorInOrder) {
+  MpirunSpec s;
+  s.ranks = 3;
+  s.hostfile = "/tmp/h file";  // one argument, spaces and all: never a shell
+  s.baton = "/opt/baton/bin/baton";
+  s.config = "/tmp/run.json";
+  s.runs_dir = "/data/runs";
+  s.history_db = "/data/runs.db";
+  s.train_args = {"--seed", "7"};
+  const std::vector<std::string> want = {"-n",
+                                         "3",
+                                         "--oversubscribe",
+                                         "--hostfile",
+                                         "/tmp/h file",
+                                         "/opt/baton/bin/baton",
+                                         "train",
+                                         "/tmp/run.json",
+                                         "--events",
+                                         "-",
+                                         "--quiet",
+                                         "--runs-dir",
+                                         "/data/runs",
+                                         "--db",
+                                         "/data/runs.db",
+                                         "--seed",
+                                         "7"};
+  EXPECT_EQ(mpirun_arguments(s), want);
+}
+
+TEST(MpirunCommand, OptionalPartsAreLeftOut) {
+  MpirunSpec s;
+  s.ranks = 2;
+  s.oversubscribe = false;
+  s.baton = "baton";
+  s.config = "c.json";
+  s.events = "";
+  s.quiet = false;
+  const std::vector<std::string> want = {"-n", "2", "baton", "train", "c.json"};
+  EXPECT_EQ(mpirun_arguments(s), want);
+}
+
+TEST(MpirunCommand, RootGetsOpenMpisPermission) {
+  const auto env = mpirun_environment();
+  if (::geteuid() == 0) {
+    ASSERT_EQ(env.size(), 2u);
+    EXPECT_EQ(env[0].first, "OMPI_ALLOW_RUN_AS_ROOT");
+    EXPECT_EQ(env[1].first, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
+  } else {
+    EXPECT_TRUE(env.empty());
+  }
+}
+
+TEST(AbsolutizePaths, RelativeDatasetAndCheckpointPathsBecomeAbsolute) {
+  const nlohmann::json cfg = {
+      {"data",
+       {{"train", {{"type", "csv"}, {"path", "../datasets/d.csv"}}},
+        {"validation", {{"type", "idx"}, {"images", "/abs/i.idx"}, {"labels", "l.idx"}}}}},
+      {"checkpoint", {{"dir", "ckpt"}}},
+      {"name", "relative/not/a/path"}};
+  const nlohmann::json out = absolutize_paths(cfg, "/home/u/examples");
+  EXPECT_EQ(out["data"]["train"]["path"], "/home/u/datasets/d.csv");
+  EXPECT_EQ(out["data"]["validation"]["images"], "/abs/i.idx");
+  EXPECT_EQ(out["data"]["validation"]["labels"], "/home/u/examples/l.idx");
+  EXPECT_EQ(out["checkpoint"]["dir"], "/home/u/examples/ckpt");
+  EXPECT_EQ(out["name"], "relative/not/a/path");
+}
+
+TEST(AbsolutizePaths, OtherShapesAreLeftAsTheyAre) {
+  const nlohmann::json cfg = {{"data", {{"train", {{"path", 5}}}}}, {"checkpoint", "x"}};
+  EXPECT_EQ(absolutize_paths(cfg, "/base"), cfg);
+  EXPECT_EQ(absolutize_paths(nlohmann::json::array({1}), "/base"), nlohmann::json::array({1}));
+}
+
+// SIGUSR1 with a handler of the test's own, to see StopSignals put it back.
+std::atomic<int> g_own_handler_calls{0};
+extern "C" void own_handler(int) { g_own_handler_calls.fetch_add(1); }
+
+TEST(StopSignals, ASignalSetsTheFlagAndTheOldHandlerComesBack) {
+  struct sigaction own {
+  }, old{};
+  own.sa_handler = own_handler;
+  sigemptyset(&own.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &own, &old), 0);
+  {
+    const StopSignals signals;
+    EXPECT_FALSE(StopSignals::flag()->load());
+    ASSERT_EQ(std::raise(SIGUSR1), 0);
+    EXPECT_TRUE(StopSignals::flag()->load());
+    EXPECT_EQ(g_own_handler_calls.load(), 0);
+  }
+  ASSERT_EQ(std::raise(SIGUSR1), 0);
+  EXPECT_EQ(g_own_handler_calls.load(), 1);
+  {
+    const StopSignals again;  // a new run starts with the flag clear
+    EXPECT_FALSE(StopSignals::flag()->load());
+  }
+  sigaction(SIGUSR1, &old, nullptr);
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,186 @@
+// Strategy equivalence: with the same seed and global batch, N replicas in
+// threads end with the same parameters as one replica, within a stated
+// tolerance (the only difference is the order in which per-row gradient
+// contributions are summed). And the replicas stay identical to each other.
+#include <baton/core/error.h>
+#include <baton/strategy/strategy.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "strategy_test_config.h"
+
+namespace baton {
+namespace {
+
+class Strategies : public ::testing::Test {
+ protected:
+  void SetUp() override { registry_.load_plugin_dir(BATON_PLUGIN_DIR); }
+
+  static nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer,
+                            int64_t global_batch) {
+    return equivalence_config(strategy, optimizer, global_batch);
+  }
+
+  // Trains and returns every replica's parameters, flattened.
+  std::vector<std::vector<float>> train(const nlohmann::json& d,
+                                        std::vector<Event>* events = nullptr) {
+    RunConfig cfg = parse_run_config(d, "strategy.json");
+    Telemetry t;
+    if (events)
+      t.add(std::make_shared<CallbackSink>([events](const Event& e) { events->push_back(e); }));
+    TrainOptions opt;
+    opt.run_id = "eq";
+    Trainer trainer(cfg, registry_, t, opt);
+    TrainSummary s = trainer.run();
+    EXPECT_EQ(s.status, "completed");
+    std::vector<std::vector<float>> out;
+    for (int r = 0; r < trainer.strategy().num_replicas(); ++r) {
+      std::vector<float> flat;
+      for (Param* p : trainer.model(r).params()) {
+        flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+      }
+      out.push_back(std::move(flat));
+    }
+    return out;
+  }
+
+  Registry registry_;
+};
+
+struct Case {
+  const char* type;
+  int replicas;
+  const char* algorithm;
+};
+
+TEST_F(Strategies, ReplicasMatchOneDevice) {
+  const nlohmann::json optimizers[] = {
+      {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
+      {{"type", "adam"}, {"lr", 0.01}},
+  };
+  const Case cases[] = {{"mirrored", 2, "native"},        {"mirrored", 4, "native"},
+                        {"mirrored", 3, "ring"},          {"mirrored", 4, "ring"},
+                        {"central_storage", 2, "native"}, {"central_storage", 4, "ring"}};
+  for (const auto& opt : optimizers) {
+    // 30 rows over 4 replicas: shares 8, 8, 7, 7 (the remainder rule).
+    for (int64_t batch : {32, 30}) {
+      const auto one = train(doc({{"type", "one_device"}}, opt, batch))[0];
+      for (const Case& c : cases) {
+        nlohmann::json st = {{"type", c.type},
+                             {"replicas", c.replicas},
+                             {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}}}};
+        const auto many = train(doc(st, opt, batch));
+        ASSERT_EQ(static_cast<int>(many.size()), c.replicas);
+        ASSERT_EQ(many[0].size(), one.size());
+        // Tolerance: |a - b| <= 1e-4 + 1e-3 |b|, from float sums in another order.
+        double worst = 0;
+        for (size_t i = 0; i < one.size(); ++i) {
+          const double err = std::fabs(many[0][i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i]));
+          worst = std::max(worst, err);
+        }
+        EXPECT_LE(worst, 1.0) << c.type << " x" << c.replicas << " " << c.algorithm << " batch "
+                              << batch << " " << opt.dump();
+        for (int r = 1; r < c.replicas; ++r) {
+          EXPECT_EQ(many[r], many[0]) << c.type << ": replica " << r << " drifted from replica 0";
+        }
+      }
+    }
+  }
+}
+
+// Overlapping the bucket allreduces with backward runs the same collectives
+// on the same buffers in the same order as reducing after backward: the
+// parameters must come out bit for bit the same. Tiny buckets (one per
+// parameter) make many collectives overlap.
+TEST_F(Strategies, OverlapGivesTheSameBitsAsReducingAfterBackward) {
+  const Case cases[] = {
+      {"mirrored", 2, "native"}, {"mirrored", 3, "ring"}, {"central_storage", 2, "native"}};
+  for (const Case& c : cases) {
+    std::vector<std::vector<float>> result[2];
+    for (bool overlap : {false, true}) {
+      nlohmann::json st = {
+          {"type", c.type},
+          {"replicas", c.replicas},
+          {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}, {"overlap", overlap}}}};
+      RunConfig cfg = parse_run_config(doc(st, {{"type", "adam"}, {"lr", 0.01}}, 30), "s.json");
+      Telemetry t;
+      TrainOptions opt;
+      opt.run_id = "overlap";
+      Trainer trainer(cfg, registry_, t, opt);
+      EXPECT_EQ(trainer.strategy().overlaps_backward(), overlap) << c.type;
+      EXPECT_EQ(trainer.run().status, "completed");
+      for (int r = 0; r < c.replicas; ++r) {
+        std::vector<float> flat;
+        for (Param* p : trainer.model(r).params()) {
+          flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+        }
+        result[overlap].push_back(std::move(flat));
+      }
+    }
+    EXPECT_EQ(result[1], result[0]) << c.type << " x" << c.replicas << " " << c.algorithm;
+  }
+}
+
+// SyncBatchNorm communicates during backward on the replica's communicator:
+// the strategy then reduces after backward, and the run says why.
+TEST_F(Strategies, SyncBatchNormTurnsOverlapOff) {
+  nlohmann::json d =
+      doc({{"type", "mirrored"}, {"replicas", 2}}, {{"type", "sgd"}, {"lr", 0.1}}, 32);
+  d["model"]["norm"] = "syncbatchnorm";
+  d["train"]["epochs"] = 1;
+  RunConfig cfg = parse_run_config(d, "s.json");
+  std::vector<Event> events;
+  Telemetry t;
+  t.add(std::make_shared<CallbackSink>([&events](const Event& e) { events.push_back(e); }));
+  TrainOptions opt;
+  opt.run_id = "syncbn";
+  Trainer trainer(cfg, registry_, t, opt);
+  EXPECT_FALSE(trainer.strategy().overlaps_backward());
+  EXPECT_EQ(trainer.run().status, "completed");
+  bool said = false;
+  for (const auto& e : events) {
+    if (auto* l = std::get_if<LogEvent>(&e)) {
+      said = said || l->message.find("gradient overlap is off") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(said);
+}
+
+TEST_F(Strategies, MirroredEmitsLinkEvents) {
+  std::vector<Event> events;
+  train(doc({{"type", "mirrored"}, {"replicas", 2}}, {{"type", "sgd"}, {"lr", 0.1}}, 32), &events);
+  int links = 0;
+  bool start_names_comm = false;
+  for (const auto& e : events) {
+    if (auto* l = std::get_if<LinkEvent>(&e)) {
+      ++links;
+      EXPECT_GT(l->num_bytes, 0);
+      EXPECT_NE(l->src, l->dst);
+    }
+    if (auto* s = std::get_if<RunStartEvent>(&e))
+      start_names_comm = s->communication == "local/native";
+  }
+  EXPECT_GT(links, 0);
+  EXPECT_TRUE(start_names_comm);
+}
+
+TEST_F(Strategies, SplitBatchRule) {
+  OneDeviceStrategy one;
+  EXPECT_EQ(one.split_batch(7), (std::vector<int64_t>{7}));
+  RunConfig cfg = parse_run_config(
+      doc({{"type", "mirrored"}, {"replicas", 4}}, {{"type", "sgd"}, {"lr", 0.1}}, 30),
+      "strategy.json");
+  Telemetry t;
+  TrainOptions opt;
+  opt.run_id = "split";
+  Trainer trainer(cfg, registry_, t, opt);
+  EXPECT_EQ(trainer.strategy().split_batch(30), (std::vector<int64_t>{8, 8, 7, 7}));
+  EXPECT_THROW(trainer.strategy().split_batch(3), InputError);
+}
+
+}  // namespace
+}  // namespace baton

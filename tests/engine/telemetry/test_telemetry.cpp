@@ -1,0 +1,113 @@
+// Telemetry events survive to_json -> event_from_json (the path a rank's
+// events take to the studio under mpirun); unknown types and newer schemas
+// are skipped; a known field of the wrong type is an error naming it.
+#include <baton/core/error.h>
+#include <baton/telemetry/telemetry.h>
+#include <gtest/gtest.h>
+
+namespace baton {
+namespace {
+
+template <class E>
+E round_trip(const E& e) {
+  const auto back = event_from_json(nlohmann::json::parse(to_json(Event{e}).dump()));
+  EXPECT_TRUE(back.has_value());
+  EXPECT_TRUE(std::holds_alternative<E>(*back));
+  return std::get<E>(*back);
+}
+
+TEST(Telemetry, EveryEventRoundTrips) {
+  RunStartEvent s;
+  s.run = "r1";
+  s.name = "digits";
+  s.strategy = "mirrored";
+  s.communication = "local/ring";
+  s.replicas = 3;
+  s.total_steps = 700;
+  s.global_batch = 64;
+  s.start_step = 12;
+  s.config = {{"seed", 4}};
+  const auto s2 = round_trip(s);
+  EXPECT_EQ(s2.run, "r1");
+  EXPECT_EQ(s2.strategy, "mirrored");
+  EXPECT_EQ(s2.communication, "local/ring");
+  EXPECT_EQ(s2.replicas, 3);
+  EXPECT_EQ(s2.total_steps, 700);
+  EXPECT_EQ(s2.start_step, 12);
+  EXPECT_EQ(s2.config, s.config);
+
+  StepEvent st;
+  st.run = "r1";
+  st.step = 40;
+  st.loss = 0.25;
+  st.accuracy = 0.875;
+  st.comm_ms = 1.5;
+  st.rank = 2;
+  st.wall_time_s = 3.25;
+  const auto st2 = round_trip(st);
+  EXPECT_EQ(st2.step, 40);
+  EXPECT_DOUBLE_EQ(st2.loss, 0.25);
+  EXPECT_DOUBLE_EQ(st2.accuracy, 0.875);
+  EXPECT_DOUBLE_EQ(st2.comm_ms, 1.5);
+  EXPECT_EQ(st2.rank, 2);
+  EXPECT_DOUBLE_EQ(st2.wall_time_s, 3.25);
+
+  EpochEvent ep;
+  ep.epoch = 3;
+  ep.has_validation = true;
+  ep.val_accuracy = 0.5;
+  const auto ep2 = round_trip(ep);
+  EXPECT_TRUE(ep2.has_validation);
+  EXPECT_DOUBLE_EQ(ep2.val_accuracy, 0.5);
+  EpochEvent no_val;
+  EXPECT_FALSE(round_trip(no_val).has_validation);
+
+  LogEvent lg;
+  lg.level = LogLevel::kWarning;
+  lg.message = "skipped";
+  EXPECT_EQ(round_trip(lg).level, LogLevel::kWarning);
+  EXPECT_EQ(round_trip(lg).message, "skipped");
+
+  CheckpointEvent ck;
+  ck.path = "/tmp/c";
+  ck.num_bytes = 99;
+  EXPECT_EQ(round_trip(ck).num_bytes, 99);
+
+  LinkEvent ln;
+  ln.src = 1;
+  ln.dst = 2;
+  ln.num_bytes = 4096;
+  ln.estimated = true;
+  const auto ln2 = round_trip(ln);
+  EXPECT_EQ(ln2.src, 1);
+  EXPECT_EQ(ln2.dst, 2);
+  EXPECT_TRUE(ln2.estimated);
+
+  RunEndEvent end;
+  end.status = "failed";
+  end.error = "boom";
+  EXPECT_EQ(round_trip(end).status, "failed");
+  EXPECT_EQ(round_trip(end).error, "boom");
+}
+
+TEST(Telemetry, UnknownTypesAndNewerSchemasAreSkipped) {
+  EXPECT_FALSE(event_from_json({{"v", 1}, {"type", "device"}, {"run", "r"}}).has_value());
+  EXPECT_FALSE(event_from_json({{"v", 2}, {"type", "step"}, {"run", "r"}}).has_value());
+  EXPECT_FALSE(event_from_json(nlohmann::json::array()).has_value());
+  // Unknown fields are ignored.
+  const auto e = event_from_json({{"v", 1}, {"type", "step"}, {"step", 5}, {"future", true}});
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(std::get<StepEvent>(*e).step, 5);
+}
+
+TEST(Telemetry, WrongFieldTypeNamesTheField) {
+  try {
+    event_from_json({{"v", 1}, {"type", "step"}, {"loss", "high"}});
+    FAIL() << "no error";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"loss\""), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace baton

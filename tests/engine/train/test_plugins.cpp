@@ -1,0 +1,85 @@
+// Plugin loading: the built-in plugins register their names; a plugin built
+// for another ABI version, or a library that is not a plugin, is refused
+// with a message naming it.
+#include <baton/core/error.h>
+#include <baton/train/registry.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace baton {
+namespace {
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(Plugins, BuiltinsRegisterModelsAndDatasets) {
+  Registry r;
+  EXPECT_EQ(r.load_plugin_dir(BATON_PLUGIN_DIR), 2);
+  EXPECT_TRUE(contains(r.model_names(), "mlp"));
+  for (const char* d : {"csv", "idx", "synthetic_classification"}) {
+    EXPECT_TRUE(contains(r.dataset_names(), d)) << d;
+  }
+  ASSERT_EQ(r.plugins().size(), 2u);
+  EXPECT_FALSE(r.plugins()[0].name.empty());
+}
+
+TEST(Plugins, WrongAbiVersionIsRefused) {
+  Registry r;
+  const std::string path = std::string(BATON_TEST_PLUGIN_DIR) + "/bad_abi.so";
+  try {
+    r.load_plugin(path);
+    FAIL() << "a plugin with a wrong ABI version was accepted";
+  } catch (const RuntimeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ABI version 42"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(r.plugins().empty());
+}
+
+TEST(Plugins, NonPluginLibraryIsRefused) {
+  Registry r;
+  EXPECT_THROW(r.load_plugin("/nonexistent/plugin.so"), RuntimeError);
+  // libz is a real shared library without the entry point.
+  try {
+    r.load_plugin("libz.so.1");
+    FAIL() << "a library without baton_plugin_entry was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("baton_plugin_entry"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Plugins, UnknownNamesListTheKnownOnes) {
+  Registry r;
+  r.load_plugin_dir(BATON_PLUGIN_DIR);
+  ConfigNode node(nlohmann::json{{"type", "transformer"}}, "run.json", "model");
+  try {
+    r.model("transformer", node);
+    FAIL();
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("run.json: model.type"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("mlp"), std::string::npos) << msg;
+  }
+}
+
+TEST(Plugins, MlpValidatesItsConfig) {
+  Registry r;
+  r.load_plugin_dir(BATON_PLUGIN_DIR);
+  auto build = [&](nlohmann::json j) {
+    ConfigNode node(j, "run.json", "model");
+    return r.model("mlp", node)(node, ModelShape{4, 3});
+  };
+  auto m = build({{"type", "mlp"}, {"layers", {4, 8, 3}}, {"norm", "batchnorm"}, {"dropout", 0.1}});
+  EXPECT_EQ(m->plan(2, 4), 3);
+  EXPECT_THROW(build({{"type", "mlp"}, {"layers", {5, 8, 3}}}), InputError);
+  EXPECT_THROW(build({{"type", "mlp"}, {"layers", {4, 8, 2}}}), InputError);
+  EXPECT_THROW(build({{"type", "mlp"}, {"layers", {4, 3}}, {"activaton", "relu"}}), InputError);
+  EXPECT_THROW(build({{"type", "mlp"}, {"layers", {4, 3}}, {"norm", "groupnorm"}}), InputError);
+}
+
+}  // namespace
+}  // namespace baton

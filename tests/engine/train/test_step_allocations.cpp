@@ -1,0 +1,82 @@
+// The steady-state training step does not touch the heap: buffers are
+// planned once. Counted by replacing the global operator new in this test
+// binary (the engine's allocations resolve to it too).
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+// GCC pairs malloc with operator new here and warns; the pairing is ours.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace baton {
+namespace {
+
+// Allocations of a whole run of `steps` steps (all inside one epoch).
+int64_t allocations_for(int64_t steps, const nlohmann::json& model, const Registry& registry) {
+  nlohmann::json doc = {
+      {"seed", 1},
+      {"model", model},
+      {"data",
+       {{"train",
+         {{"type", "synthetic_classification"},
+          {"features", 16},
+          {"classes", 4},
+          {"samples", 4096},
+          {"seed", 2}}},
+        {"shuffle_buffer", 512},
+        {"cache", true},
+        {"prefetch", 2}}},
+      {"optimizer", {{"type", "adam"}, {"lr", 0.001}, {"clip_global_norm", 1.0}}},
+      {"schedule", {{"type", "cosine"}, {"warmup_steps", 5}}},
+      {"train", {{"steps", steps}, {"global_batch_size", 32}, {"log_every_steps", 100000}}},
+      {"checkpoint", {{"every_epoch", false}}}};
+  RunConfig cfg = parse_run_config(doc, "alloc.json");
+  Telemetry telemetry;
+  TrainOptions opt;
+  opt.run_id = "alloc";
+  Trainer trainer(cfg, registry, telemetry, opt);
+  const int64_t before = g_allocations.load();
+  trainer.run();
+  return g_allocations.load() - before;
+}
+
+TEST(StepAllocations, MoreStepsDoNotAllocateMore) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  for (const char* norm : {"none", "layernorm", "batchnorm"}) {
+    const nlohmann::json model = {{"type", "mlp"},
+                                  {"layers", {16, 32, 32, 4}},
+                                  {"norm", norm},
+                                  {"dropout", 0.1},
+                                  {"activation", "gelu"}};
+    // The first run pays one-time costs (OpenMP and oneDNN start-up).
+    allocations_for(10, model, registry);
+    const int64_t short_run = allocations_for(10, model, registry);
+    const int64_t long_run = allocations_for(100, model, registry);
+    EXPECT_EQ(long_run, short_run)
+        << "norm " << norm << ": " << (long_run - short_run) << " allocations in 90 extra steps";
+  }
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,102 @@
+// The dashboard: events become points in the right series; a burst of
+// events costs one coalesced replot, not one per event; smoothing and the
+// x axis rebuild the curves without losing points; CSV export holds every
+// point.
+#include <qcustomplot.h>
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "common/dashboard.h"
+
+namespace baton::ui {
+
+class DashboardTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void events_become_series() {
+    Dashboard d;
+    RunStartEvent s;
+    s.run = "r1";
+    s.name = "demo";
+    s.replicas = 2;
+    d.add_event(s);
+    for (int i = 1; i <= 50; ++i) {
+      StepEvent e;
+      e.run = "r1";
+      e.step = i;
+      e.loss = 1.0 / i;
+      e.accuracy = 0.5;
+      e.samples_per_s = 1000;
+      e.compute_ms = 2;
+      e.comm_ms = 1;
+      e.wall_time_s = 0.1 * i;
+      d.add_event(e);
+    }
+    EpochEvent ep;
+    ep.run = "r1";
+    ep.step = 50;
+    ep.has_validation = true;
+    ep.val_loss = 0.1;
+    d.add_event(ep);
+    LinkEvent l;
+    l.run = "r1";
+    l.src = 0;
+    l.dst = 1;
+    l.bandwidth_gbps = 3;
+    d.add_event(l);
+    QCOMPARE(d.point_count("r1", "loss/train"), 50);
+    QCOMPARE(d.point_count("r1", "loss/val"), 1);
+    QCOMPARE(d.point_count("r1", "throughput/replica"), 50);
+    QCOMPARE(d.point_count("r1", "time/comm"), 50);
+    QCOMPARE(d.point_count("r1", "link/0->1"), 1);
+    QCOMPARE(d.point_count("r1", "nothing"), 0);
+    // Per replica = global / replicas.
+    QCPGraph* g = nullptr;
+    for (int i = 0; i < d.plot(Dashboard::Plot::kThroughput)->graphCount(); ++i) {
+      if (d.plot(Dashboard::Plot::kThroughput)->graph(i)->name() == QLatin1String("replica")) {
+        g = d.plot(Dashboard::Plot::kThroughput)->graph(i);
+      }
+    }
+    QVERIFY(g != nullptr);
+    QCOMPARE((g->data()->end() - 1)->value, 500.0);
+    // Stacked step time: comm sits on data + compute.
+    d.set_x_axis(Dashboard::XAxis::kRelative);
+    d.set_smoothing(0.9);
+    QCOMPARE(d.point_count("r1", "loss/train"), 50);
+    QTemporaryDir dir;
+    QString error;
+    const QString csv = dir.filePath("d.csv");
+    QVERIFY2(d.export_csv(csv, &error), qPrintable(error));
+    QFile f(csv);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = f.readAll().split('\n');
+    // Header + 50 * (2 loss/acc + 2 throughput + 4 time) + 2 val + 1 link + trailing "".
+    QCOMPARE(lines.size(), 1 + 50 * 8 + 2 + 1 + 1);
+    QVERIFY(d.export_png(dir.filePath("d.png"), &error));
+    QVERIFY(QFileInfo(dir.filePath("d.png")).size() > 1000);
+  }
+
+  void a_burst_costs_one_replot() {
+    Dashboard d;
+    d.show();
+    const int before = d.replot_count();
+    for (int i = 1; i <= 1000; ++i) {
+      StepEvent e;
+      e.run = "burst";
+      e.step = i;
+      e.loss = 1;
+      d.add_event(e);
+    }
+    // The coalescing timer fires once, 33 ms after the first event.
+    QTRY_VERIFY(d.replot_count() > before);
+    QCOMPARE(d.replot_count(), before + 1);
+    QCOMPARE(d.point_count("burst", "loss/train"), 1000);
+  }
+};
+
+}  // namespace baton::ui
+
+QTEST_MAIN(baton::ui::DashboardTest)
+#include "test_dashboard.moc"

@@ -1,0 +1,86 @@
+// Renders each of the studio's three views, with data in them, to PNG files
+// in the build tree (tests/ui/screenshots/): the Train view after a real
+// embedded digits run, the Cluster view with this host and its links
+// coloured by that run's bandwidth, the History view with the run overlaid.
+// Each image must exist and not be blank.
+#include <QDir>
+#include <QImage>
+#include <QSet>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QtTest>
+
+#include "cluster/cluster_view.h"
+#include "common/dashboard.h"
+#include "common/main_window.h"
+#include "history/history_view.h"
+#include "history/run_table_model.h"
+#include "train/run_form.h"
+#include "train/train_view.h"
+#include "ui_test_support.h"
+
+namespace baton::ui {
+namespace {
+
+// Distinct colours in a coarse grid of samples: a blank grab has 1-2.
+int colours(const QImage& img) {
+  QSet<QRgb> seen;
+  for (int y = 0; y < img.height(); y += 4) {
+    for (int x = 0; x < img.width(); x += 4) seen.insert(img.pixel(x, y));
+  }
+  return static_cast<int>(seen.size());
+}
+
+void save_view(QWidget& w, const QString& name) {
+  const QString dir = QStringLiteral(BATON_UI_TEST_OUTPUT "/screenshots");
+  QVERIFY(QDir().mkpath(dir));
+  const QString path = dir + QLatin1Char('/') + name;
+  const QImage img = w.grab().toImage();
+  QVERIFY2(img.save(path, "PNG"), qPrintable(path));
+  QVERIFY(QFileInfo(path).size() > 5000);
+  QVERIFY2(colours(img) > 30, qPrintable(name + ": looks blank"));
+}
+
+}  // namespace
+
+class ScreenshotTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void renders_each_view_filled() {  // (a name ending in _data would be a QtTest data function)
+    QTemporaryDir dir;
+    MainWindow w(test_context(dir));
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+
+    // Train: a short digits run, embedded.
+    w.show_view(MainWindow::View::kTrain);
+    w.train_view().form().epochs_spin()->setValue(4);
+    QSignalSpy finished(&w.train_view(), &TrainView::run_finished);
+    w.train_view().start();
+    QVERIFY(finished.wait(120000));
+    QCOMPARE(finished.at(0).at(1).toString(), QStringLiteral("completed"));
+    save_view(w, QStringLiteral("train.png"));
+
+    w.show_view(MainWindow::View::kCluster);
+    save_view(w, QStringLiteral("cluster.png"));
+
+    // History: the run lands there (run_finished refreshes it); overlay it.
+    w.show_view(MainWindow::View::kHistory);
+    HistoryView& h = w.history_view();
+    QTRY_COMPARE_WITH_TIMEOUT(h.model().rowCount(), 1, 10000);
+    h.select_runs({h.model().run_at(0).id});
+    QSignalSpy loaded(&h, &HistoryView::overlay_loaded);
+    h.overlay(h.selected_runs());
+    QVERIFY(loaded.wait(10000));
+    // The coalesced replot follows within ~33 ms.
+    const int replots = h.dashboard().replot_count();
+    QTRY_VERIFY(h.dashboard().replot_count() > replots);
+    save_view(w, QStringLiteral("history.png"));
+  }
+};
+
+}  // namespace baton::ui
+
+QTEST_MAIN(baton::ui::ScreenshotTest)
+#include "test_screenshots.moc"

@@ -1,0 +1,85 @@
+// The canvas items of the topology: a host box holding its device tiles, and
+// the ring's links with their class and (live) bandwidth. They draw what the
+// TopologyModel says; a drag of a host box is reported, not applied (the
+// model moves the box, through an undoable command).
+#pragma once
+
+#include <QGraphicsItem>
+#include <QGraphicsLineItem>
+#include <QPen>
+#include <functional>
+
+#include "cluster/topology_model.h"
+
+class QGraphicsSimpleTextItem;
+
+namespace baton::ui {
+
+class DeviceItem : public QGraphicsItem {
+ public:
+  static constexpr double kWidth = 68, kHeight = 30;
+  DeviceItem(int host_id, const TopologyDevice& device, int replica_rank, QGraphicsItem* parent);
+  QRectF boundingRect() const override;
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+  int host_id() const { return host_id_; }
+  const QString& device() const { return name_; }
+  int replica_rank() const { return rank_; }  // -1: not a replica
+
+ private:
+  int host_id_;
+  QString name_, kind_;
+  int rank_;
+};
+
+class HostItem : public QGraphicsItem {
+ public:
+  // Called on every mouse move of a drag: (host id, from, to, first move
+  // of this drag).
+  using DragFn = std::function<void(int, QPointF, QPointF, bool)>;
+  HostItem(const TopologyHost& host, const std::vector<Replica>& replicas, QStringList problems,
+           DragFn on_drag);
+  QRectF boundingRect() const override;
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+  int host_id() const { return id_; }
+  const std::vector<DeviceItem*>& devices() const { return devices_; }
+  const QStringList& problems() const { return problems_; }
+
+ protected:
+  void mousePressEvent(QGraphicsSceneMouseEvent* event) override;
+  void mouseMoveEvent(QGraphicsSceneMouseEvent* event) override;
+
+ private:
+  int id_;
+  QString title_, role_, summary_;
+  QStringList problems_;
+  QRectF rect_;
+  std::vector<DeviceItem*> devices_;
+  DragFn on_drag_;
+  QPointF press_scene_, press_pos_;
+  bool dragging_ = false;
+};
+
+class LinkItem : public QGraphicsLineItem {
+ public:
+  LinkItem(const TopologyLink& link, QGraphicsItem* a, QGraphicsItem* b, bool between_hosts);
+  // Re-reads the two ends' positions (after a host moved).
+  void update_geometry();
+  // Colours and thickens the line by the measured bandwidth; cheap when
+  // called often.
+  void set_bandwidth(double gbps);
+  double bandwidth_gbps() const { return gbps_; }
+  const TopologyLink& link() const { return link_; }
+  static QColor class_colour(LinkClass c);
+
+ private:
+  void update_label();
+
+  TopologyLink link_;
+  QGraphicsItem* a_;
+  QGraphicsItem* b_;
+  bool between_hosts_;
+  double gbps_ = -1;  // < 0: not measured
+  QGraphicsSimpleTextItem* label_ = nullptr;
+};
+
+}  // namespace baton::ui

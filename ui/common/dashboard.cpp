@@ -1,0 +1,409 @@
+#include "common/dashboard.h"
+
+#include <qcustomplot.h>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSlider>
+#include <QTextStream>
+#include <QVBoxLayout>
+
+namespace baton::ui {
+namespace {
+
+// Colour-blind-friendly qualitative colours, one per run.
+const QColor kRunColours[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e),
+                              QColor(0x2c, 0xa0, 0x2c), QColor(0xd6, 0x27, 0x28),
+                              QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b),
+                              QColor(0xe3, 0x77, 0xc2), QColor(0x17, 0xbe, 0xcf)};
+// The step-time parts, stacked in this order.
+const char* const kTimeParts[] = {"data", "compute", "comm", "optimizer"};
+const QColor kTimeColours[] = {QColor(0x9e, 0xc9, 0xe2), QColor(0x3c, 0x7d, 0xc4),
+                               QColor(0xf2, 0x8e, 0x2b), QColor(0x59, 0xa1, 0x4f)};
+
+const char* plot_title(Dashboard::Plot p) {
+  switch (p) {
+    case Dashboard::Plot::kLoss:
+      return "Loss";
+    case Dashboard::Plot::kAccuracy:
+      return "Accuracy";
+    case Dashboard::Plot::kThroughput:
+      return "Throughput (samples/s)";
+    case Dashboard::Plot::kStepTime:
+      return "Step time (ms, stacked)";
+    default:
+      return "Link bandwidth (GB/s)";
+  }
+}
+
+}  // namespace
+
+Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("X axis:")));
+  x_combo_ = new QComboBox;
+  x_combo_->setObjectName(QStringLiteral("xAxis"));
+  x_combo_->addItems({tr("Step"), tr("Relative time (s)"), tr("Wall clock")});
+  controls->addWidget(x_combo_);
+  controls->addSpacing(16);
+  controls->addWidget(new QLabel(tr("Smoothing:")));
+  smooth_slider_ = new QSlider(Qt::Horizontal);
+  smooth_slider_->setObjectName(QStringLiteral("smoothing"));
+  smooth_slider_->setRange(0, 99);
+  smooth_slider_->setValue(static_cast<int>(smoothing_ * 100));
+  smooth_slider_->setMaximumWidth(160);
+  controls->addWidget(smooth_slider_);
+  smooth_label_ = new QLabel(QString::number(smoothing_, 'f', 2));
+  controls->addWidget(smooth_label_);
+  controls->addSpacing(16);
+  log_box_ = new QCheckBox(tr("Log-scale loss"));
+  log_box_->setObjectName(QStringLiteral("logLoss"));
+  controls->addWidget(log_box_);
+  controls->addStretch(1);
+
+  auto* grid = new QGridLayout;
+  grid->setSpacing(4);
+  const QPalette pal = palette();
+  for (int i = 0; i < static_cast<int>(Plot::kCount); ++i) {
+    auto* p = new QCustomPlot;
+    p->setObjectName(QStringLiteral("plot%1").arg(i));
+    p->setMinimumSize(280, 180);
+    p->setBackground(pal.color(QPalette::Base));
+    for (QCPAxis* axis : {p->xAxis, p->yAxis}) {
+      axis->setBasePen(QPen(pal.color(QPalette::Text)));
+      axis->setTickPen(QPen(pal.color(QPalette::Text)));
+      axis->setSubTickPen(QPen(pal.color(QPalette::Mid)));
+      axis->setTickLabelColor(pal.color(QPalette::Text));
+      axis->setLabelColor(pal.color(QPalette::Text));
+      axis->grid()->setPen(QPen(pal.color(QPalette::Midlight), 0, Qt::DotLine));
+    }
+    auto* title = new QCPTextElement(p, tr(plot_title(static_cast<Plot>(i))),
+                                     QFont(font().family(), font().pointSize(), QFont::Bold));
+    title->setTextColor(pal.color(QPalette::Text));
+    p->plotLayout()->insertRow(0);
+    p->plotLayout()->addElement(0, 0, title);
+    p->legend->setVisible(false);  // shown once a series exists
+    p->legend->setFont(QFont(font().family(), std::max(6, font().pointSize() - 2)));
+    p->legend->setBrush(QBrush(pal.color(QPalette::Base)));
+    p->legend->setTextColor(pal.color(QPalette::Text));
+    p->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    plots_.push_back(p);
+  }
+  plot(Plot::kAccuracy)->yAxis->setRange(0, 1);
+  grid->addWidget(plots_[0], 0, 0);
+  grid->addWidget(plots_[1], 0, 1);
+  grid->addWidget(plots_[2], 1, 0);
+  grid->addWidget(plots_[3], 1, 1);
+  grid->addWidget(plots_[4], 2, 0, 1, 2);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addLayout(controls);
+  layout->addLayout(grid, 1);
+  apply_axis_labels();
+
+  replot_timer_.setInterval(33);
+  replot_timer_.setSingleShot(true);
+  connect(&replot_timer_, &QTimer::timeout, this, [this] {
+    if (dirty_) replot(QCustomPlot::rpQueuedReplot);
+  });
+  connect(x_combo_, &QComboBox::currentIndexChanged, this,
+          [this](int i) { set_x_axis(static_cast<XAxis>(i)); });
+  connect(smooth_slider_, &QSlider::valueChanged, this,
+          [this](int v) { set_smoothing(v / 100.0); });
+  connect(log_box_, &QCheckBox::toggled, this, &Dashboard::set_log_loss);
+}
+
+void Dashboard::clear() {
+  for (QCustomPlot* p : plots_) p->clearGraphs();
+  runs_.clear();
+  mark_dirty();
+}
+
+void Dashboard::begin_run(const QString& id, const QString& label, double start_unix_s) {
+  Run& r = run_for(id.toStdString());
+  r.label = label;
+  r.start_unix_s = start_unix_s;
+  for (auto& [key, s] : r.series) {
+    if (s.graph) s.graph->setName(label + QLatin1Char(' ') + key.section(QLatin1Char('/'), 1));
+  }
+}
+
+Dashboard::Run& Dashboard::run_for(const std::string& id) {
+  const QString key = QString::fromStdString(id);
+  auto it = runs_.find(key);
+  if (it != runs_.end()) return it->second;
+  Run r;
+  r.label = key;
+  r.index = static_cast<int>(runs_.size());
+  r.color = kRunColours[static_cast<size_t>(r.index) % std::size(kRunColours)];
+  r.start_unix_s = static_cast<double>(QDateTime::currentSecsSinceEpoch());
+  return runs_.emplace(key, std::move(r)).first->second;
+}
+
+QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
+  QCustomPlot* cp = plot(p);
+  QCPGraph* g = cp->addGraph();
+  const QString part = key.section(QLatin1Char('/'), 1);
+  g->setName(runs_.size() > 1 || p == Plot::kLinks ? run.label + QLatin1Char(' ') + part : part);
+  QPen pen(run.color, 1.6);
+  if (p == Plot::kStepTime) {
+    // Stacked: each part filled down to the part below it.
+    for (int i = 0; i < 4; ++i) {
+      if (part == QLatin1String(kTimeParts[i])) {
+        pen.setColor(kTimeColours[i]);
+        QColor fill = kTimeColours[i];
+        fill.setAlpha(runs_.size() > 1 ? 60 : 140);
+        g->setBrush(fill);
+        const QString below = QStringLiteral("time/") + kTimeParts[i > 0 ? i - 1 : 0];
+        if (i > 0 && run.series.count(below) && run.series[below].graph) {
+          g->setChannelFillGraph(run.series[below].graph);
+        }
+      }
+    }
+    if (runs_.size() > 1)
+      pen.setStyle(static_cast<Qt::PenStyle>(1 + run.index % 4));  // one dash pattern a run
+  } else if (p == Plot::kLinks) {
+    const int n = static_cast<int>(cp->graphCount());
+    pen.setColor(QColor::fromHsv((n * 67) % 360, 200, 200));
+  } else if (part == QLatin1String("val") || part == QLatin1String("replica")) {
+    pen.setStyle(Qt::DashLine);
+  }
+  g->setPen(pen);
+  return g;
+}
+
+double Dashboard::shown(Series& s, double raw) {
+  if (!s.smooth || smoothing_ <= 0) return raw;
+  s.ema = smoothing_ * s.ema + (1 - smoothing_) * raw;
+  s.ema_weight_sum = smoothing_ * s.ema_weight_sum + (1 - smoothing_);
+  return s.ema / s.ema_weight_sum;
+}
+
+double Dashboard::x_of(const Run& run, const Series& s, size_t i) const {
+  switch (x_mode_) {
+    case XAxis::kRelative:
+      return s.rel[i];
+    case XAxis::kWall:
+      return run.start_unix_s + s.rel[i];
+    default:
+      return s.step[i];
+  }
+}
+
+void Dashboard::append(Run& run, const QString& run_id, const QString& key, Plot p, double step,
+                       double rel, double value, bool smooth) {
+  (void)run_id;
+  Series& s = run.series[key];
+  if (!s.graph) {
+    s.smooth = smooth;
+    s.graph = make_graph(run, key, p);
+  }
+  s.step.push_back(step);
+  s.rel.push_back(rel);
+  s.value.push_back(value);
+  const size_t i = s.value.size() - 1;
+  double y = shown(s, value);
+  if (p == Plot::kStepTime) {
+    // Stack on the part below (its last point is at the same step).
+    const QString k = key.section(QLatin1Char('/'), 1);
+    for (int part = 1; part < 4; ++part) {
+      if (k != QLatin1String(kTimeParts[part])) continue;
+      const Series& below = run.series[QStringLiteral("time/") + kTimeParts[part - 1]];
+      if (!below.graph || below.graph->dataCount() == 0) break;
+      y += (below.graph->data()->end() - 1)->value;
+    }
+  }
+  s.graph->addData(x_of(run, s, i), y);
+}
+
+void Dashboard::add_events(const std::vector<Event>& events) {
+  for (const Event& ev : events) {
+    if (const auto* e = std::get_if<RunStartEvent>(&ev)) {
+      Run& r = run_for(e->run);
+      r.replicas = std::max(1, e->replicas);
+      if (r.label == QString::fromStdString(e->run) && !e->name.empty()) {
+        r.label = QString::fromStdString(e->name);
+      }
+    } else if (const auto* e = std::get_if<StepEvent>(&ev)) {
+      Run& r = run_for(e->run);
+      const QString id = QString::fromStdString(e->run);
+      const double st = static_cast<double>(e->step), t = e->wall_time_s;
+      r.last_rel = t;
+      // Under mpirun every rank reports; rank 0's figures are the job's.
+      if (e->rank != 0) {
+        append(r, id, QStringLiteral("throughput/rank %1").arg(e->rank), Plot::kThroughput, st, t,
+               e->samples_per_s / r.replicas, false);
+        continue;
+      }
+      append(r, id, QStringLiteral("loss/train"), Plot::kLoss, st, t, e->loss, true);
+      append(r, id, QStringLiteral("accuracy/train"), Plot::kAccuracy, st, t, e->accuracy, true);
+      append(r, id, QStringLiteral("throughput/global"), Plot::kThroughput, st, t, e->samples_per_s,
+             false);
+      append(r, id, QStringLiteral("throughput/replica"), Plot::kThroughput, st, t,
+             e->samples_per_s / r.replicas, false);
+      const double parts[] = {e->data_ms, e->compute_ms, e->comm_ms, e->optimizer_ms};
+      for (int i = 0; i < 4; ++i) {
+        append(r, id, QStringLiteral("time/") + kTimeParts[i], Plot::kStepTime, st, t, parts[i],
+               false);
+      }
+    } else if (const auto* e = std::get_if<EpochEvent>(&ev)) {
+      if (!e->has_validation) continue;
+      Run& r = run_for(e->run);
+      const QString id = QString::fromStdString(e->run);
+      const double st = static_cast<double>(e->step);
+      append(r, id, QStringLiteral("loss/val"), Plot::kLoss, st, r.last_rel, e->val_loss, false);
+      append(r, id, QStringLiteral("accuracy/val"), Plot::kAccuracy, st, r.last_rel,
+             e->val_accuracy, false);
+    } else if (const auto* e = std::get_if<LinkEvent>(&ev)) {
+      Run& r = run_for(e->run);
+      append(r, QString::fromStdString(e->run),
+             QStringLiteral("link/%1->%2").arg(e->src).arg(e->dst), Plot::kLinks,
+             static_cast<double>(e->step), r.last_rel, e->bandwidth_gbps, false);
+    }
+  }
+  mark_dirty();
+}
+
+void Dashboard::rebuild() {
+  for (auto& [id, run] : runs_) {
+    for (auto& [key, s] : run.series) {
+      if (!s.graph) continue;
+      s.graph->data()->clear();
+      s.ema = s.ema_weight_sum = 0;
+      const bool stacked = key.startsWith(QLatin1String("time/"));
+      QVector<double> xs, ys;
+      xs.reserve(static_cast<int>(s.value.size()));
+      ys.reserve(static_cast<int>(s.value.size()));
+      for (size_t i = 0; i < s.value.size(); ++i) {
+        xs.push_back(x_of(run, s, i));
+        ys.push_back(shown(s, s.value[i]));
+      }
+      if (stacked) {
+        // Re-stack on the parts below, point by point.
+        const QString k = key.section(QLatin1Char('/'), 1);
+        for (int part = 1; part < 4; ++part) {
+          if (k != QLatin1String(kTimeParts[part])) continue;
+          for (int below = 0; below < part; ++below) {
+            const Series& b = run.series[QStringLiteral("time/") + kTimeParts[below]];
+            for (int i = 0; i < ys.size() && i < static_cast<int>(b.value.size()); ++i) {
+              ys[i] += b.value[static_cast<size_t>(i)];
+            }
+          }
+        }
+      }
+      s.graph->setData(xs, ys, true);
+    }
+  }
+  mark_dirty();
+}
+
+void Dashboard::set_x_axis(XAxis mode) {
+  if (x_combo_->currentIndex() != static_cast<int>(mode)) {
+    x_combo_->setCurrentIndex(static_cast<int>(mode));  // comes back here
+    return;
+  }
+  x_mode_ = mode;
+  apply_axis_labels();
+  rebuild();
+}
+
+void Dashboard::apply_axis_labels() {
+  for (QCustomPlot* p : plots_) {
+    if (x_mode_ == XAxis::kWall) {
+      auto ticker = QSharedPointer<QCPAxisTickerDateTime>::create();
+      ticker->setDateTimeFormat(QStringLiteral("HH:mm:ss"));
+      p->xAxis->setTicker(ticker);
+      p->xAxis->setLabel(tr("time"));
+    } else {
+      p->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+      p->xAxis->setLabel(x_mode_ == XAxis::kStep ? tr("step") : tr("seconds"));
+    }
+  }
+}
+
+void Dashboard::set_smoothing(double weight) {
+  smoothing_ = std::clamp(weight, 0.0, 0.99);
+  smooth_label_->setText(QString::number(smoothing_, 'f', 2));
+  if (smooth_slider_->value() != static_cast<int>(smoothing_ * 100 + 0.5)) {
+    smooth_slider_->setValue(static_cast<int>(smoothing_ * 100 + 0.5));
+  }
+  rebuild();
+}
+
+void Dashboard::set_log_loss(bool on) {
+  log_loss_ = on;
+  if (log_box_->isChecked() != on) log_box_->setChecked(on);
+  QCPAxis* y = plot(Plot::kLoss)->yAxis;
+  y->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (on) {
+    y->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  } else {
+    y->setTicker(QSharedPointer<QCPAxisTicker>::create());
+  }
+  mark_dirty();
+}
+
+void Dashboard::mark_dirty() {
+  dirty_ = true;
+  if (!replot_timer_.isActive()) replot_timer_.start();
+}
+
+void Dashboard::replot(int priority) {
+  dirty_ = false;
+  for (QCustomPlot* p : plots_) {
+    p->legend->setVisible(p->graphCount() > 0);
+    p->rescaleAxes(true);
+    if (p == plot(Plot::kAccuracy)) p->yAxis->setRange(0, 1.0);
+    p->replot(static_cast<QCustomPlot::RefreshPriority>(priority));
+  }
+  ++replots_;
+}
+
+void Dashboard::replot_now() {
+  replot_timer_.stop();
+  replot(QCustomPlot::rpImmediateRefresh);
+}
+
+int Dashboard::point_count(const QString& run, const QString& series) const {
+  const auto r = runs_.find(run);
+  if (r == runs_.end()) return 0;
+  const auto s = r->second.series.find(series);
+  return s == r->second.series.end() ? 0 : static_cast<int>(s->second.value.size());
+}
+
+bool Dashboard::export_csv(const QString& path, QString* error) const {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) {
+    if (error) *error = tr("%1: cannot write (%2)").arg(path, f.errorString());
+    return false;
+  }
+  QTextStream out(&f);
+  out << "run,series,step,wall_time_s,value\n";
+  for (const auto& [id, run] : runs_) {
+    for (const auto& [key, s] : run.series) {
+      for (size_t i = 0; i < s.value.size(); ++i) {
+        out << id << ',' << key << ',' << static_cast<qint64>(s.step[i]) << ','
+            << QString::number(s.rel[i], 'g', 10) << ',' << QString::number(s.value[i], 'g', 10)
+            << '\n';
+      }
+    }
+  }
+  return true;
+}
+
+bool Dashboard::export_png(const QString& path, QString* error) {
+  replot_now();
+  if (!grab().save(path, "PNG")) {
+    if (error) *error = tr("%1: cannot write the image").arg(path);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace baton::ui

@@ -1,0 +1,111 @@
+// The run dashboard: loss (train, validation), accuracy, throughput (global
+// and per replica), step-time breakdown (data / compute / communication /
+// optimizer) and per-link bandwidth, as QCustomPlot plots fed with telemetry
+// events. Live runs, replays and overlays of several recorded runs all go
+// through add_events(): a run's events carry its id, and each run gets its
+// own colour.
+//
+// Redraws are coalesced: add_events() only appends data and marks the
+// plots dirty; a timer replots at most every 33 ms (~30 per second),
+// queued, so a stream of thousands of events a second costs a few replots.
+#pragma once
+
+#include <baton/telemetry/telemetry.h>
+
+#include <QHash>
+#include <QTimer>
+#include <QWidget>
+#include <map>
+#include <vector>
+
+class QCustomPlot;
+class QCPGraph;
+class QComboBox;
+class QSlider;
+class QCheckBox;
+class QLabel;
+
+namespace baton::ui {
+
+class Dashboard : public QWidget {
+  Q_OBJECT
+ public:
+  enum class Plot : int { kLoss = 0, kAccuracy, kThroughput, kStepTime, kLinks, kCount };
+  enum class XAxis : int { kStep = 0, kRelative, kWall };
+
+  explicit Dashboard(QWidget* parent = nullptr);
+
+  // Forgets every run and clears the plots.
+  void clear();
+  // Names a run and when it started (seconds since the Unix epoch, for the
+  // wall-clock axis) before its events come; a run_start event does the
+  // same for runs not named first.
+  void begin_run(const QString& id, const QString& label, double start_unix_s);
+  void add_events(const std::vector<Event>& events);
+  void add_event(const Event& e) { add_events({e}); }
+
+  void set_x_axis(XAxis mode);
+  XAxis x_axis() const { return x_mode_; }
+  // EMA weight 0 (raw) .. 0.99 on the training loss and accuracy, as
+  // TensorBoard's smoothing (debiased).
+  void set_smoothing(double weight);
+  void set_log_loss(bool on);
+
+  QCustomPlot* plot(Plot p) const { return plots_[static_cast<int>(p)]; }
+  // Points held for one series of one run ("loss/train", "loss/val",
+  // "accuracy/train", "accuracy/val", "throughput/global",
+  // "throughput/replica", "time/data", "time/compute", "time/comm",
+  // "time/optimizer", "link/<src>-><dst>"); 0 when absent.
+  int point_count(const QString& run, const QString& series) const;
+  int replot_count() const { return replots_; }
+  // Replots now (tests, exports).
+  void replot_now();
+  // Every series of every run as CSV: run,series,step,wall_time_s,value.
+  bool export_csv(const QString& path, QString* error) const;
+  // The whole dashboard as a PNG.
+  bool export_png(const QString& path, QString* error);
+
+ private:
+  struct Series {
+    std::vector<double> step, rel, value;
+    double ema = 0, ema_weight_sum = 0;  // running debiased EMA state
+    bool smooth = false;
+    QCPGraph* graph = nullptr;
+  };
+  struct Run {
+    QString label;
+    int index = 0;  // order of arrival: colour and dash pattern
+    QColor color;
+    double start_unix_s = 0;
+    int replicas = 1;
+    double last_rel = 0;  // wall time of the last step, for epoch events
+    std::map<QString, Series> series;
+  };
+
+  Run& run_for(const std::string& id);
+  void append(Run& run, const QString& run_id, const QString& key, Plot plot, double step,
+              double rel, double value, bool smooth);
+  QCPGraph* make_graph(Run& run, const QString& key, Plot plot);
+  double x_of(const Run& run, const Series& s, size_t i) const;
+  double shown(Series& s, double raw);
+  void rebuild();
+  void replot(int priority);
+  void mark_dirty();
+  void apply_axis_labels();
+
+  std::vector<QCustomPlot*> plots_;
+  std::map<QString, Run> runs_;
+  QHash<QString, QColor> palette_;
+  XAxis x_mode_ = XAxis::kStep;
+  double smoothing_ = 0.6;
+  bool log_loss_ = false;
+  bool dirty_ = false;
+  int replots_ = 0;
+  QTimer replot_timer_;
+  QComboBox* x_combo_ = nullptr;
+  QSlider* smooth_slider_ = nullptr;
+  QLabel* smooth_label_ = nullptr;
+  QCheckBox* log_box_ = nullptr;
+};
+
+}  // namespace baton::ui

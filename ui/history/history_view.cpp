@@ -1,0 +1,403 @@
+#include "history/history_view.h"
+
+#include <baton/history/store.h>
+
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QPointer>
+#include <QPushButton>
+#include <QShortcut>
+#include <QSlider>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "common/dashboard.h"
+#include "history/replay_controller.h"
+#include "history/run_loader.h"
+#include "history/run_table_model.h"
+
+namespace baton::ui {
+namespace {
+
+struct ListResult {
+  std::vector<RunRecord> runs;
+  QString error;
+};
+
+struct OverlayResult {
+  std::vector<LoadedRun> runs;
+  QString error;
+};
+
+QString json_text(const nlohmann::json& j) {
+  return j.is_null() ? QStringLiteral("(absent)") : QString::fromStdString(j.dump());
+}
+
+}  // namespace
+
+HistoryView::HistoryView(const StudioContext& ctx, QWidget* parent) : QWidget(parent), ctx_(ctx) {
+  model_ = new RunTableModel(this);
+  proxy_ = new QSortFilterProxyModel(this);
+  proxy_->setSourceModel(model_);
+  proxy_->setSortRole(Qt::UserRole);
+  proxy_->setFilterKeyColumn(-1);
+  proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+
+  filter_ = new QLineEdit;
+  filter_->setObjectName(QStringLiteral("filter"));
+  filter_->setPlaceholderText(tr("Filter runs: name, status, strategy, tag..."));
+  filter_->setClearButtonEnabled(true);
+  connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+
+  table_ = new QTableView;
+  table_->setObjectName(QStringLiteral("runs"));
+  table_->setModel(proxy_);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(RunTableModel::kId, Qt::DescendingOrder);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->setAlternatingRowColors(true);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          &HistoryView::on_selection);
+
+  dashboard_ = new Dashboard;
+  replay_ = new ReplayController(*dashboard_, this);
+  message_ = new QLabel;
+  message_->setObjectName(QStringLiteral("message"));
+  message_->setWordWrap(true);
+
+  build_actions();
+
+  auto* top = new QWidget;
+  auto* tl = new QVBoxLayout(top);
+  tl->setContentsMargins(0, 0, 0, 0);
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(filter_, 1);
+  for (QPushButton* b : {compare_, diff_, tag_, note_, delete_}) bar->addWidget(b);
+  tl->addLayout(bar);
+  tl->addWidget(table_, 1);
+  tl->addWidget(message_);
+
+  auto* replay_bar = new QHBoxLayout;
+  replay_bar->addWidget(replay_button_);
+  replay_bar->addWidget(pause_);
+  replay_bar->addWidget(speed_);
+  replay_bar->addWidget(scrubber_, 1);
+  replay_bar->addWidget(position_);
+  replay_bar->addWidget(export_png_);
+  replay_bar->addWidget(export_csv_);
+  auto* bottom = new QWidget;
+  auto* bl = new QVBoxLayout(bottom);
+  bl->setContentsMargins(0, 0, 0, 0);
+  bl->addLayout(replay_bar);
+  bl->addWidget(dashboard_, 1);
+
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(top);
+  split->addWidget(bottom);
+  split->setStretchFactor(0, 2);
+  split->setStretchFactor(1, 3);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(split);
+
+  connect(replay_, &ReplayController::position_changed, this, [this](qint64 step) {
+    scrubber_->blockSignals(true);
+    scrubber_->setValue(static_cast<int>(step));
+    scrubber_->blockSignals(false);
+    position_->setText(tr("step %1 / %2").arg(step).arg(replay_->last_step()));
+  });
+  connect(replay_, &ReplayController::ended, this, [this] {
+    pause_->setText(tr("Play"));
+    show_message(tr("Replay finished"));
+  });
+  new QShortcut(QKeySequence::Refresh, this, this, &HistoryView::refresh);
+  on_selection();
+  refresh();
+}
+
+HistoryView::~HistoryView() = default;
+
+QString HistoryView::db_path() const {
+  return ctx_.history_db.isEmpty() ? QString::fromStdString(default_history_db_path())
+                                   : ctx_.history_db;
+}
+
+QString HistoryView::message() const { return message_->text(); }
+
+void HistoryView::show_message(const QString& text, bool error) {
+  message_->setText(text);
+  QPalette p = message_->palette();
+  p.setColor(QPalette::WindowText,
+             error ? QColor(0xd0, 0x30, 0x30) : palette().color(QPalette::WindowText));
+  message_->setPalette(p);
+}
+
+void HistoryView::build_actions() {
+  auto button = [this](const QString& text, const char* name, const QString& tip) {
+    auto* b = new QPushButton(text);
+    b->setObjectName(QString::fromLatin1(name));
+    b->setToolTip(tip);
+    return b;
+  };
+  compare_ = button(tr("Compare"), "compare", tr("Overlay the selected runs' curves"));
+  diff_ = button(tr("Diff configs"), "diff", tr("Key-by-key config differences of two runs"));
+  tag_ = button(tr("Tag..."), "tag", tr("Add a tag to the selected runs"));
+  note_ = button(tr("Note..."), "note", tr("Set the selected run's note"));
+  delete_ = button(tr("Delete"), "delete", tr("Delete the selected runs and their records"));
+  replay_button_ = button(tr("Replay"), "replay", tr("Play the selected run back"));
+  pause_ = button(tr("Pause"), "pause", tr("Pause or continue the replay"));
+  speed_ = new QComboBox;
+  speed_->setObjectName(QStringLiteral("speed"));
+  for (int s : {1, 2, 5, 10, 25, 50, 100}) speed_->addItem(QStringLiteral("%1x").arg(s), s);
+  speed_->setCurrentIndex(3);
+  scrubber_ = new QSlider(Qt::Horizontal);
+  scrubber_->setObjectName(QStringLiteral("scrubber"));
+  scrubber_->setTracking(false);
+  position_ = new QLabel;
+  auto* export_png = new QPushButton(tr("Export PNG..."));
+  auto* export_csv = new QPushButton(tr("Export CSV..."));
+
+  connect(compare_, &QPushButton::clicked, this, [this] { overlay(selected_runs()); });
+  connect(diff_, &QPushButton::clicked, this, [this] {
+    const auto ids = selected_runs();
+    if (ids.size() != 2) return;
+    QString error;
+    const QStringList lines = diff(ids[0], ids[1], &error);
+    if (!error.isEmpty()) {
+      show_message(error, true);
+      return;
+    }
+    QDialog dlg(this);
+    dlg.setWindowTitle(tr("Config diff: run %1 vs run %2").arg(ids[0]).arg(ids[1]));
+    auto* text =
+        new QPlainTextEdit(lines.isEmpty() ? tr("The configs are the same.") : lines.join('\n'));
+    text->setReadOnly(true);
+    auto* box = new QDialogButtonBox(QDialogButtonBox::Close);
+    connect(box, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
+    auto* l = new QVBoxLayout(&dlg);
+    l->addWidget(text);
+    l->addWidget(box);
+    dlg.resize(640, 400);
+    dlg.exec();
+  });
+  connect(tag_, &QPushButton::clicked, this, [this] {
+    bool ok = false;
+    const QString tag =
+        QInputDialog::getText(this, tr("Tag runs"), tr("Tag:"), QLineEdit::Normal, {}, &ok)
+            .trimmed();
+    if (!ok || tag.isEmpty()) return;
+    try {
+      HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
+      for (int64_t id : selected_runs()) store.add_tag(id, tag.toStdString());
+    } catch (const std::exception& e) {
+      show_message(QString::fromUtf8(e.what()), true);
+    }
+    refresh();
+  });
+  connect(note_, &QPushButton::clicked, this, [this] {
+    const auto ids = selected_runs();
+    if (ids.size() != 1) return;
+    bool ok = false;
+    const QString note = QInputDialog::getMultiLineText(this, tr("Run note"), tr("Note:"), {}, &ok);
+    if (!ok) return;
+    try {
+      HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
+      store.set_note(ids[0], note.toStdString());
+    } catch (const std::exception& e) {
+      show_message(QString::fromUtf8(e.what()), true);
+    }
+    refresh();
+  });
+  connect(delete_, &QPushButton::clicked, this, [this] {
+    const auto ids = selected_runs();
+    if (ids.empty()) return;
+    if (QMessageBox::question(this, tr("Delete runs"),
+                              tr("Delete %n run(s) and everything recorded for them?", nullptr,
+                                 static_cast<int>(ids.size()))) != QMessageBox::Yes) {
+      return;
+    }
+    try {
+      HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
+      for (int64_t id : ids) store.remove_run(id);
+      show_message(tr("Deleted %n run(s)", nullptr, static_cast<int>(ids.size())));
+    } catch (const std::exception& e) {
+      show_message(QString::fromUtf8(e.what()), true);
+    }
+    refresh();
+  });
+  connect(replay_button_, &QPushButton::clicked, this, [this] {
+    const auto ids = selected_runs();
+    if (ids.size() != 1) return;
+    QString error;
+    if (!replay_run(ids[0], speed_->currentData().toDouble(), &error)) show_message(error, true);
+  });
+  connect(pause_, &QPushButton::clicked, this, [this] {
+    if (replay_->playing()) {
+      replay_->pause();
+      pause_->setText(tr("Play"));
+    } else {
+      replay_->resume();
+      pause_->setText(tr("Pause"));
+    }
+  });
+  connect(speed_, &QComboBox::currentIndexChanged, this,
+          [this] { replay_->set_speed(speed_->currentData().toDouble()); });
+  connect(scrubber_, &QSlider::valueChanged, this, [this](int step) { replay_->seek(step); });
+  connect(export_png, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(
+        this, tr("Export the plots"), QStringLiteral("runs.png"), tr("PNG images (*.png)"));
+    QString error;
+    if (!f.isEmpty() && !dashboard_->export_png(f, &error)) show_message(error, true);
+  });
+  connect(export_csv, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(
+        this, tr("Export the plotted data"), QStringLiteral("runs.csv"), tr("CSV files (*.csv)"));
+    QString error;
+    if (!f.isEmpty() && !dashboard_->export_csv(f, &error)) show_message(error, true);
+  });
+  export_png_ = export_png;
+  export_csv_ = export_csv;
+  position_->setMinimumWidth(120);
+}
+
+void HistoryView::on_selection() {
+  const size_t n = selected_runs().size();
+  compare_->setEnabled(n >= 1);
+  diff_->setEnabled(n == 2);
+  tag_->setEnabled(n >= 1);
+  note_->setEnabled(n == 1);
+  delete_->setEnabled(n >= 1);
+  replay_button_->setEnabled(n == 1);
+}
+
+std::vector<int64_t> HistoryView::selected_runs() const {
+  std::vector<int64_t> ids;
+  for (const QModelIndex& idx : table_->selectionModel()->selectedRows()) {
+    ids.push_back(model_->run_at(proxy_->mapToSource(idx).row()).id);
+  }
+  return ids;
+}
+
+void HistoryView::select_runs(const std::vector<int64_t>& ids) {
+  table_->clearSelection();
+  for (int64_t id : ids) {
+    const int row = model_->row_of(id);
+    if (row < 0) continue;
+    const QModelIndex idx = proxy_->mapFromSource(model_->index(row, 0));
+    table_->selectionModel()->select(idx, QItemSelectionModel::Select | QItemSelectionModel::Rows);
+  }
+}
+
+void HistoryView::refresh() {
+  const quint64 job = ++list_job_;
+  const std::string db = db_path().toStdString();
+  auto* watcher = new QFutureWatcher<ListResult>(this);
+  connect(watcher, &QFutureWatcher<ListResult>::finished, this, [this, watcher, job] {
+    watcher->deleteLater();
+    if (job != list_job_) return;  // a newer refresh is on its way
+    ListResult r = watcher->result();
+    if (!r.error.isEmpty()) {
+      show_message(r.error, true);
+      return;
+    }
+    const auto keep = selected_runs();
+    const int n = static_cast<int>(r.runs.size());
+    model_->set_runs(std::move(r.runs));
+    select_runs(keep);
+    Q_EMIT refreshed(n);
+  });
+  watcher->setFuture(QtConcurrent::run([db]() -> ListResult {
+    ListResult r;
+    try {
+      const HistoryStore store(db, HistoryStore::Open::kCreate);
+      r.runs = store.list_runs();
+    } catch (const std::exception& e) {
+      r.error = QString::fromUtf8(e.what());
+    }
+    return r;
+  }));
+}
+
+void HistoryView::overlay(const std::vector<int64_t>& ids) {
+  replay_->stop();
+  const quint64 job = ++overlay_job_;
+  const std::string db = db_path().toStdString();
+  auto* watcher = new QFutureWatcher<OverlayResult>(this);
+  connect(watcher, &QFutureWatcher<OverlayResult>::finished, this, [this, watcher, job] {
+    watcher->deleteLater();
+    if (job != overlay_job_) return;
+    const OverlayResult r = watcher->result();
+    if (!r.error.isEmpty()) {
+      show_message(r.error, true);
+      return;
+    }
+    dashboard_->clear();
+    for (const LoadedRun& run : r.runs) {
+      dashboard_->begin_run(QString::fromStdString(run.uid), QString::fromStdString(run.name),
+                            run.start_unix_s);
+      dashboard_->add_events(run.events);
+    }
+    show_message(tr("Showing %n run(s)", nullptr, static_cast<int>(r.runs.size())));
+    Q_EMIT overlay_loaded(static_cast<int>(r.runs.size()));
+  });
+  watcher->setFuture(QtConcurrent::run([db, ids]() -> OverlayResult {
+    OverlayResult r;
+    try {
+      for (int64_t id : ids) r.runs.push_back(load_run_events(db, id));
+    } catch (const std::exception& e) {
+      r.error = QString::fromUtf8(e.what());
+    }
+    return r;
+  }));
+}
+
+QStringList HistoryView::diff(int64_t a, int64_t b, QString* error) const {
+  QStringList lines;
+  try {
+    const HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
+    const RunRecord ra = store.run(a), rb = store.run(b);
+    for (const ConfigChange& c : diff_configs(ra.config, rb.config)) {
+      const QString key = QString::fromStdString(c.key);
+      switch (c.kind) {
+        case ConfigChange::Kind::kAdded:
+          lines << QStringLiteral("+ %1: %2").arg(key, json_text(c.after));
+          break;
+        case ConfigChange::Kind::kRemoved:
+          lines << QStringLiteral("- %1: %2").arg(key, json_text(c.before));
+          break;
+        default:
+          lines
+              << QStringLiteral("~ %1: %2 -> %3").arg(key, json_text(c.before), json_text(c.after));
+      }
+    }
+  } catch (const std::exception& e) {
+    *error = QString::fromUtf8(e.what());
+  }
+  return lines;
+}
+
+bool HistoryView::replay_run(int64_t id, double speed, QString* error) {
+  if (!replay_->start(db_path(), QString::number(id), speed, error)) return false;
+  scrubber_->setRange(0, static_cast<int>(replay_->last_step()));
+  pause_->setText(tr("Pause"));
+  show_message(tr("Replaying run %1 at %2x").arg(id).arg(speed));
+  Q_EMIT replay_requested();
+  return true;
+}
+
+}  // namespace baton::ui

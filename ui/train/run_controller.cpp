@@ -1,0 +1,250 @@
+#include "train/run_controller.h"
+
+#include <baton/launch/mpirun_command.h>
+#include <baton/launch/run_session.h>
+#include <baton/train/run_config.h>
+#include <baton/train/run_dir.h>
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <chrono>
+#include <csignal>
+
+namespace baton::ui {
+
+// ---- EmbeddedRun ----------------------------------------------------------
+
+EmbeddedRun::EmbeddedRun(const StudioContext& ctx, RunRequest request, QObject* parent)
+    : RunController(parent), ctx_(ctx), req_(std::move(request)) {
+  queue_ = std::make_shared<EventQueue>();
+  pump_ = new EventPump(queue_, 30, this);
+  connect(pump_, &EventPump::events, this, &RunController::events);
+  run_id_ = req_.run_id;
+  if (run_id_.isEmpty()) {
+    const std::string name = req_.config.value("name", std::string("run"));
+    run_id_ = QString::fromStdString(make_run_id(name));
+  }
+}
+
+EmbeddedRun::~EmbeddedRun() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void EmbeddedRun::start() {
+  if (running_) return;
+  running_ = true;
+  stop_ = false;
+  pump_->start();
+  thread_ = std::thread([this] { work(); });
+}
+
+void EmbeddedRun::stop() { stop_ = true; }
+
+void EmbeddedRun::work() {
+  QString status = QStringLiteral("failed"), error;
+  try {
+    // The engine's one way to start a run (launch/run_session.h), alone in
+    // this process: the run directory, the history record and the config
+    // copy as `baton train` makes them.
+    baton::RunSpec spec;
+    spec.config = parse_run_config(req_.config, req_.config_path.toStdString());
+    spec.plugin_dir = ctx_.plugin_dir.toStdString();
+    spec.runs_root = ctx_.runs_dir.toStdString();
+    spec.run_id = run_id_.toStdString();
+    spec.in_mpi_job = false;
+    spec.history_db = ctx_.history_db.toStdString();
+    spec.topology = {{"launcher", "baton-studio"}, {"cluster", req_.topology}};
+    spec.stop = &stop_;
+    Telemetry telemetry;
+    telemetry.add(std::make_shared<QueueSink>(queue_));
+    RunSession session(std::move(spec), telemetry);
+    const RunOutcome outcome = session.run();
+    status = QString::fromStdString(outcome.summary.status);
+    if (!outcome.history_error.empty()) error = QString::fromStdString(outcome.history_error);
+  } catch (const std::exception& e) {
+    error = QString::fromUtf8(e.what());
+  }
+  // Back on the GUI thread (dropped if this object is gone).
+  QMetaObject::invokeMethod(
+      this,
+      [this, status, error] {
+        if (thread_.joinable()) thread_.join();
+        pump_->pump();
+        pump_->stop();
+        running_ = false;
+        Q_EMIT finished(status, error);
+      },
+      Qt::QueuedConnection);
+}
+
+// ---- LaunchedRun ----------------------------------------------------------
+
+LaunchedRun::LaunchedRun(const StudioContext& ctx, RunRequest request, int ranks,
+                         std::string hostfile, QObject* parent)
+    : RunController(parent),
+      ctx_(ctx),
+      req_(std::move(request)),
+      ranks_(ranks),
+      hostfile_(std::move(hostfile)) {
+  tmp_ =
+      std::make_unique<QTemporaryDir>(QDir::temp().filePath(QStringLiteral("baton-launch-XXXXXX")));
+  dir_ = tmp_->path();
+  connect(&proc_, &QProcess::readyReadStandardOutput, this, &LaunchedRun::read_stdout);
+  connect(&proc_, &QProcess::readyReadStandardError, this, &LaunchedRun::read_stderr);
+  connect(&proc_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    Q_EMIT finished(QStringLiteral("failed"),
+                    tr("cannot start %1 (%2): install OpenMPI (openmpi-bin) to run "
+                       "multi-process strategies")
+                        .arg(program_, proc_.errorString()));
+  });
+  connect(&proc_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus how) {
+    read_stdout();
+    read_stderr();
+    if (!out_buf_.isEmpty()) Q_EMIT output(QString::fromUtf8(out_buf_));
+    out_buf_.clear();
+    QString status = last_status_;
+    QString error = last_error_;
+    if (stopping_) {
+      status = QStringLiteral("interrupted");
+    } else if (how != QProcess::NormalExit || code != 0) {
+      status = QStringLiteral("failed");
+      if (error.isEmpty()) error = tr("mpirun exited with code %1 (see the log)").arg(code);
+    } else if (status.isEmpty()) {
+      status = QStringLiteral("completed");
+    }
+    Q_EMIT finished(status, error);
+  });
+}
+
+LaunchedRun::~LaunchedRun() {
+  if (proc_.state() != QProcess::NotRunning) {
+    proc_.terminate();
+    if (!proc_.waitForFinished(5000)) proc_.kill();
+    proc_.waitForFinished(2000);
+  }
+}
+
+bool LaunchedRun::running() const { return proc_.state() != QProcess::NotRunning; }
+
+QStringList LaunchedRun::arguments() const {
+  // The engine builds the argument vector (launch/mpirun_command.h).
+  MpirunSpec spec;
+  spec.ranks = ranks_;
+  if (!hostfile_.empty())
+    spec.hostfile = QDir(dir_).filePath(QStringLiteral("hostfile")).toStdString();
+  spec.baton = ctx_.baton_exe.toStdString();
+  spec.config = QDir(dir_).filePath(QStringLiteral("config.json")).toStdString();
+  spec.runs_dir = ctx_.runs_dir.toStdString();
+  // The chief records the run in the same history the studio shows.
+  spec.history_db = ctx_.history_db.toStdString();
+  QStringList a;
+  for (const std::string& arg : mpirun_arguments(spec)) a << QString::fromStdString(arg);
+  return a;
+}
+
+bool LaunchedRun::write_inputs(QString* error) {
+  if (!tmp_->isValid()) {
+    *error = tr("cannot create a temporary directory for the launch (%1)").arg(tmp_->errorString());
+    return false;
+  }
+  const QString base = QFileInfo(req_.config_path).absolutePath();
+  const std::string text = absolutize_paths(req_.config, base.toStdString()).dump(2) + "\n";
+  QFile cfg(QDir(dir_).filePath(QStringLiteral("config.json")));
+  if (!cfg.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      cfg.write(text.data(), static_cast<qint64>(text.size())) < 0) {
+    *error = tr("%1: cannot write (%2)").arg(cfg.fileName(), cfg.errorString());
+    return false;
+  }
+  if (!hostfile_.empty()) {
+    QFile hf(QDir(dir_).filePath(QStringLiteral("hostfile")));
+    if (!hf.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+        hf.write(hostfile_.data(), static_cast<qint64>(hostfile_.size())) < 0) {
+      *error = tr("%1: cannot write (%2)").arg(hf.fileName(), hf.errorString());
+      return false;
+    }
+  }
+  return true;
+}
+
+void LaunchedRun::start() {
+  QString error;
+  if (!write_inputs(&error)) {
+    Q_EMIT finished(QStringLiteral("failed"), error);
+    return;
+  }
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  for (const auto& [key, value] : mpirun_environment()) {
+    env.insert(QString::fromStdString(key), QString::fromStdString(value));
+  }
+  proc_.setProcessEnvironment(env);
+  stopping_ = false;
+  last_status_.clear();
+  last_error_.clear();
+  proc_.start(program_, arguments());
+}
+
+void LaunchedRun::stop() {
+  if (proc_.state() == QProcess::NotRunning) return;
+  if (stopping_) {  // asked twice: end it now
+    proc_.terminate();
+    return;
+  }
+  stopping_ = true;
+  // mpirun passes SIGUSR1 on to every rank; `baton train` then stops all
+  // ranks at the same step, checkpoints and records the run as interrupted.
+  // If that takes too long, mpirun is terminated.
+  ::kill(static_cast<pid_t>(proc_.processId()), SIGUSR1);
+  QTimer::singleShot(std::chrono::seconds(60), this, [this] {
+    if (proc_.state() != QProcess::NotRunning) proc_.terminate();
+  });
+}
+
+void LaunchedRun::read_stdout() {
+  out_buf_ += proc_.readAllStandardOutput();
+  std::vector<Event> batch;
+  qsizetype nl;
+  while ((nl = out_buf_.indexOf('\n')) >= 0) {
+    const QByteArray line = out_buf_.left(nl).trimmed();
+    out_buf_.remove(0, nl + 1);
+    if (line.isEmpty()) continue;
+    std::optional<Event> e;
+    if (line.startsWith('{')) {
+      const auto j =
+          nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr,
+                                /*allow_exceptions=*/false);
+      try {
+        if (!j.is_discarded()) e = event_from_json(j);
+      } catch (const std::exception&) {
+        e.reset();
+      }
+    }
+    if (!e) {
+      Q_EMIT output(QString::fromUtf8(line));
+      continue;
+    }
+    if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
+      last_status_ = QString::fromStdString(end->status);
+      if (!end->error.empty()) last_error_ = QString::fromStdString(end->error);
+    }
+    if (const auto* log = std::get_if<LogEvent>(&*e)) {
+      Q_EMIT output(QString::fromStdString(log->message));
+    }
+    batch.push_back(std::move(*e));
+  }
+  if (!batch.empty()) Q_EMIT events(batch);
+}
+
+void LaunchedRun::read_stderr() {
+  const QString text = QString::fromUtf8(proc_.readAllStandardError());
+  for (const QString& line : text.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+    Q_EMIT output(line);
+    if (last_error_.isEmpty() && line.contains(QLatin1String("error"))) last_error_ = line;
+  }
+}
+
+}  // namespace baton::ui

@@ -1,0 +1,83 @@
+// The run form: the run config's common fields (model, dataset, global
+// batch, epochs, optimizer, learning rate, checkpointing) over a base config
+// file, validated as the user types by the engine's own config parser. Each
+// message is shown under the field it is about. The strategy comes from the
+// topology (set_strategy).
+#pragma once
+
+#include <QHash>
+#include <QWidget>
+#include <nlohmann/json.hpp>
+
+#include "common/studio_context.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QSpinBox;
+
+namespace baton::ui {
+
+class RunForm : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunForm(const StudioContext& ctx, QWidget* parent = nullptr);
+
+  // Loads a config file as the base; false (and *error) when it cannot be
+  // read or parsed - the form keeps what it had.
+  bool load(const QString& path, QString* error);
+  QString config_path() const { return path_; }
+  // The run config the form describes now, with `strategy_` in it.
+  nlohmann::json config() const;
+  // `replicas`: how many replicas share the global batch.
+  void set_strategy(const nlohmann::json& strategy, const QString& description, int replicas);
+
+  // Whether the config passes the engine's validation, and the messages by
+  // field ("name", "model", "data", "batch", "epochs", "optimizer", "lr",
+  // "checkpoint", "strategy", "form").
+  bool valid() const { return errors_.isEmpty(); }
+  QHash<QString, QString> errors() const { return errors_; }
+  QString first_error() const;
+
+  // The widgets, for tests.
+  QLineEdit* layers_edit() const { return layers_; }
+  QSpinBox* batch_spin() const { return batch_; }
+  QSpinBox* epochs_spin() const { return epochs_; }
+  QLineEdit* lr_edit() const { return lr_; }
+  QComboBox* optimizer_combo() const { return optimizer_; }
+
+ Q_SIGNALS:
+  void validity_changed(bool valid);
+
+ private:
+  void fill_from_base();
+  void validate();
+  QLabel* error_label(const QString& field);
+  QString field_for(const std::string& message) const;
+
+  const StudioContext& ctx_;
+  QString path_;
+  nlohmann::json base_;
+  nlohmann::json strategy_ = {{"type", "one_device"}};
+  int replicas_ = 1;
+  bool filling_ = false;
+  QHash<QString, QString> errors_;
+  QHash<QString, QLabel*> error_labels_;
+  QComboBox* examples_ = nullptr;
+  QLabel* source_ = nullptr;
+  QLineEdit* name_ = nullptr;
+  QLineEdit* layers_ = nullptr;
+  QComboBox* activation_ = nullptr;
+  QLabel* dataset_ = nullptr;
+  QSpinBox* batch_ = nullptr;
+  QLabel* per_replica_ = nullptr;
+  QSpinBox* epochs_ = nullptr;
+  QComboBox* optimizer_ = nullptr;
+  QLineEdit* lr_ = nullptr;
+  QCheckBox* ckpt_epoch_ = nullptr;
+  QSpinBox* ckpt_keep_ = nullptr;
+  QLabel* strategy_label_ = nullptr;
+};
+
+}  // namespace baton::ui

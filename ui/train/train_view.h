@@ -1,0 +1,79 @@
+// The Train view: the run form (validated as the user types), Start/Stop,
+// progress with ETA, the live dashboard and the log console. Single-process
+// strategies run embedded; multi-process ones are launched through mpirun
+// (RunController). Failures - a bad config, a missing dataset, no mpirun, a
+// run that fails - are shown in the window, never as a crash or a freeze.
+#pragma once
+
+#include <baton/telemetry/telemetry.h>
+
+#include <QElapsedTimer>
+#include <QPointer>
+#include <QWidget>
+#include <memory>
+
+#include "common/studio_context.h"
+
+class QAction;
+class QLabel;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+
+namespace baton::ui {
+
+class Dashboard;
+class RunController;
+class RunForm;
+class TopologyModel;
+
+class TrainView : public QWidget {
+  Q_OBJECT
+ public:
+  TrainView(const StudioContext& ctx, TopologyModel& topology, QWidget* parent = nullptr);
+  ~TrainView() override;
+  QAction* start_action() const { return start_; }
+  QAction* stop_action() const { return stop_; }
+  // Asks before closing the window over a running run; true = may close.
+  bool confirm_close();
+
+  RunForm& form() { return *form_; }
+  Dashboard& dashboard() { return *dashboard_; }
+  bool running() const;
+  QString status_text() const;
+  QString current_run() const { return run_id_; }
+
+ public Q_SLOTS:
+  void start();
+  void stop();
+
+ Q_SIGNALS:
+  void link_bandwidth(int src, int dst, double gbps);
+  void run_started(const QString& run_id);
+  void run_finished(const QString& run_id, const QString& status);
+
+ private:
+  void on_events(const std::vector<baton::Event>& batch);
+  void on_finished(const QString& status, const QString& error);
+  void update_strategy();
+  void set_status(const QString& text, bool error = false);
+  void log_line(const QString& line);
+
+  const StudioContext& ctx_;
+  TopologyModel& topology_;
+  RunForm* form_ = nullptr;
+  Dashboard* dashboard_ = nullptr;
+  QPlainTextEdit* log_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QLabel* status_ = nullptr;
+  QPushButton* start_button_ = nullptr;
+  QPushButton* stop_button_ = nullptr;
+  QAction* start_ = nullptr;
+  QAction* stop_ = nullptr;
+  std::unique_ptr<RunController> run_;
+  QString run_id_;
+  int64_t total_steps_ = 0, start_step_ = 0;
+  QElapsedTimer clock_;
+};
+
+}  // namespace baton::ui
