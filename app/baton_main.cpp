@@ -1,6 +1,7 @@
 // baton: the headless command line. Wiring only: each command parses its
 // arguments and calls the engine. Exit codes: 0 success, 2 bad input (the
 // message names the file, key or line), 1 runtime failure.
+#include <baton/comm/nccl.h>
 #include <baton/core/error.h>
 #include <baton/discovery/discovery.h>
 #include <baton/nn/kernels.h>
@@ -27,8 +28,10 @@ std::string self_exe(const char* argv0) {
 }
 
 std::string version_text() {
+  const std::string no_nccl = baton::nccl_build_unavailable_reason();
   return std::string("baton ") + BATON_VERSION_STRING + " (" + BATON_BUILD_TYPE + ")\n" +
-         "kernels: " + baton::cpu::kernel_path();
+         "kernels: " + baton::cpu::kernel_path() + "\n" +
+         "nccl: " + (no_nccl.empty() ? std::string("built") : "not built: " + no_nccl);
 }
 
 }  // namespace

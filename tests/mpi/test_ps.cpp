@@ -4,7 +4,8 @@
 //     reaches >= 90% validation accuracy on the chief, with 1 and 2 servers;
 //   - sync mode ends with the same parameters as one device with the whole
 //     global batch (within 1e-4 + 1e-3 |x|), with 1 and 2 servers;
-//   - num_ps leaving no worker is an InputError naming strategy.num_ps.
+//   - num_ps leaving no worker is an InputError naming strategy.num_ps;
+//   - syncbatchnorm is refused (its workers have no link for the statistics).
 #include <baton/comm/mpi.h>
 #include <baton/core/error.h>
 #include <baton/train/registry.h>
@@ -35,8 +36,9 @@ int world_rank() {
   return rank;
 }
 
-nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer, int64_t batch) {
-  return equivalence_config(strategy, optimizer, batch);
+nlohmann::json doc(const nlohmann::json& strategy, const nlohmann::json& optimizer, int64_t batch,
+                   const char* norm = nullptr) {
+  return equivalence_config(strategy, optimizer, batch, norm);
 }
 
 std::vector<float> train(const RunConfig& cfg, const Registry& registry, TrainSummary* out) {
@@ -110,6 +112,33 @@ TEST(ParameterServer, SyncMatchesOneDevice) {
       }
     }
   }
+}
+
+// The workers of a parameter server never talk to each other: SyncBatchNorm's
+// statistics over the global batch cannot be had, and the run is refused
+// (it used to train as per-worker BatchNorm without a word).
+TEST(ParameterServer, SyncBatchNormIsRefusedNamingTheKey) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json opt = {{"type", "sgd"}, {"lr", 0.05}};
+  ASSERT_GE(workers(1), 2) << "needs 2 workers + 1 ps";
+  RunConfig cfg = parse_run_config(
+      doc({{"type", "parameter_server"}, {"num_ps", 1}}, opt, 32, "syncbatchnorm"), "ps.json");
+  Telemetry t;
+  TrainOptions o;
+  o.run_id = "ps";
+  try {
+    Trainer trainer(cfg, registry, t, o);
+    ADD_FAILURE() << "syncbatchnorm under parameter_server accepted";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ps.json: model.norm: SyncBatchNorm"), std::string::npos) << what;
+    EXPECT_NE(what.find("parameter_server"), std::string::npos) << what;
+  }
+  // Plain BatchNorm (each worker's own rows) is what it is, and accepted.
+  RunConfig bn = parse_run_config(
+      doc({{"type", "parameter_server"}, {"num_ps", 1}}, opt, 32, "batchnorm"), "ps.json");
+  EXPECT_NO_THROW({ const Trainer accepted(bn, registry, t, o); });
 }
 
 TEST(ParameterServer, NumPsLeavingNoWorkerIsAnInputError) {

@@ -21,6 +21,18 @@ struct TopologyDeleter {
 };
 using Topology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 
+// MemTotal from /proc/meminfo, in bytes; 0 when it cannot be read.
+uint64_t meminfo_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    std::getline(in, unit);
+    if (key == "MemTotal:") return value * 1024;  // the kernel writes kB (KiB)
+  }
+  return 0;
+}
+
 Topology load_topology() {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) {
@@ -107,12 +119,15 @@ HostInfo probe_cpus() {
   if (host.cpu_model.empty()) host.cpu_model = tidy(cpuinfo_model());
   if (host.cpu_model.empty()) host.cpu_model = "unknown";
 
-  hwloc_obj_t root = hwloc_get_root_obj(t);
-  host.memory_bytes = root->total_memory;
+  // The machine's memory is the kernel's MemTotal. hwloc's root total can
+  // be far less (on these VMs it reports the first NUMA node's share, 5.5
+  // of 23.5 GiB), so it is only the last resort.
+  host.memory_bytes = meminfo_total_bytes();
   if (host.memory_bytes == 0) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0) host.memory_bytes = static_cast<uint64_t>(pages) * page;
   }
+  if (host.memory_bytes == 0) host.memory_bytes = hwloc_get_root_obj(t)->total_memory;
 
   // One device per physical core; where hwloc sees no cores (it happens on
   // some virtual machines), one per hardware thread.

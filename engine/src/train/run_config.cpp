@@ -99,7 +99,14 @@ RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file) {
     root.fail("name", "expected a non-empty name without '/'");
   }
   rc.seed = static_cast<uint64_t>(root.integer_or("seed", 0, 0));
-  rc.deterministic = root.boolean_or("deterministic", true);
+  // Runs are always deterministic (fixed reduction orders, the same kernels
+  // for the same ISA): a switch that changed nothing is gone, with a
+  // message rather than the bare "unknown key".
+  if (root.has("deterministic")) {
+    root.fail("deterministic",
+              "no longer a setting: every run is deterministic (the same config, seed and "
+              "threads give the same losses); remove the key");
+  }
   rc.threads = static_cast<int>(root.integer_or("threads", 1, 1, 1024));
 
   ConfigNode model = root.child("model");

@@ -89,6 +89,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     }
     Rng init(Rng::derive(cfg_.seed, kInitSeed));
     rep->model->init(init);
+    refuse_unlinked_cross_replica_layers(*rep->model, r);
     rep->model->attach(strategy_->replica_communicator(r));
     rep->params = rep->model->params();
     rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params);
@@ -112,6 +113,20 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::refuse_unlinked_cross_replica_layers(Sequential& model, int replica) {
+  if (strategy_->num_replicas() <= 1 || strategy_->replica_communicator(replica) != nullptr) return;
+  for (size_t i = 0; i < model.size(); ++i) {
+    if (!model.layer(i).needs_cross_replica()) continue;
+    // parameter_server's workers never talk to each other, so batch
+    // statistics over the global batch are not there to be had (TF has no
+    // SyncBatchNormalization under ParameterServerStrategy either).
+    throw InputError(cfg_.file + ": model" + (cfg_.model.contains("norm") ? ".norm" : "") + ": " +
+                     model.layer(i).describe() + " needs batch statistics over all replicas, and " +
+                     strategy_->name() + " gives its " + std::to_string(strategy_->num_replicas()) +
+                     " replicas no link for them (use batchnorm, or a mirrored strategy)");
+  }
+}
 
 Sequential& Trainer::model(int replica) { return *replicas_.at(replica)->model; }
 

@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -39,6 +41,21 @@ TEST(Discovery, LocalProbeFindsTheCpu) {
               h.hostname.c_str(), h.cpu_model.c_str(), h.cores, h.threads, h.numa_nodes,
               static_cast<unsigned long long>(h.memory_bytes), h.gpu_count(),
               h.gpu_note.empty() ? "" : ": ", h.gpu_note.c_str());
+}
+
+// The machine's memory is the kernel's MemTotal, read here independently
+// (hwloc's root total reported 5.2 of 23.5 GiB on these VMs).
+TEST(Discovery, MemoryIsTheKernelsMemTotal) {
+  std::ifstream in("/proc/meminfo");
+  if (!in) GTEST_SKIP() << "no /proc/meminfo on this system";
+  std::string line;
+  unsigned long long kib = 0;
+  while (std::getline(in, line)) {
+    if (std::sscanf(line.c_str(), "MemTotal: %llu kB", &kib) == 1) break;
+  }
+  ASSERT_GT(kib, 0u) << "no MemTotal line in /proc/meminfo";
+  const HostInfo h = baton::probe_local_host(with_cuda());
+  EXPECT_EQ(h.memory_bytes, kib * 1024ull);
 }
 
 TEST(Discovery, OneCpuDevicePerCoreNamedInOrder) {

@@ -307,13 +307,22 @@ std::string run_error(const json& doc, const std::string& file = "runs/exp.json"
 
 }  // namespace
 
+// `deterministic` changed nothing (runs are always deterministic): the key
+// is refused with a message that says so.
+TEST(RunConfig, TheRemovedDeterministicKeyIsExplained) {
+  json doc = minimal_run();
+  doc["deterministic"] = true;
+  const std::string e = run_error(doc);
+  EXPECT_TRUE(starts_with(e, "runs/exp.json: deterministic: ")) << e;
+  EXPECT_TRUE(contains(e, "every run is deterministic")) << e;
+}
+
 TEST(RunConfig, MinimalConfigTakesDefaults) {
   const baton::RunConfig rc = baton::parse_run_config(minimal_run(), "configs/exp1.json");
   EXPECT_EQ(rc.file, "configs/exp1.json");
   EXPECT_EQ(rc.base_dir, "configs");
   EXPECT_EQ(rc.name, "exp1") << "the name defaults to the file's stem";
   EXPECT_EQ(rc.seed, 0u);
-  EXPECT_TRUE(rc.deterministic);
   EXPECT_EQ(rc.threads, 1);
   EXPECT_EQ(rc.model["type"], "mlp");
   EXPECT_EQ(rc.model["layers"], json({4, 3})) << "the model object is kept for its plugin";

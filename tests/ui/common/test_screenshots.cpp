@@ -11,6 +11,9 @@
 #include <QtTest>
 
 #include "cluster/cluster_view.h"
+#include "cluster/topology_items.h"
+#include "cluster/topology_model.h"
+#include "cluster/topology_scene.h"
 #include "common/dashboard.h"
 #include "common/main_window.h"
 #include "history/history_view.h"
@@ -53,7 +56,10 @@ class ScreenshotTest : public QObject {
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
 
-    // Train: a short digits run, embedded.
+    // Train: a short digits run, embedded, mirrored over this host's cores
+    // (2 replicas or more: their links carry traffic the Cluster view shows).
+    w.topology().set_strategy(QStringLiteral("mirrored"));
+    if (w.topology().replica_count() < 2) QSKIP("mirrored needs 2 CPU cores here for a link");
     w.show_view(MainWindow::View::kTrain);
     w.train_view().form().epochs_spin()->setValue(4);
     QSignalSpy finished(&w.train_view(), &TrainView::run_finished);
@@ -62,7 +68,11 @@ class ScreenshotTest : public QObject {
     QCOMPARE(finished.at(0).at(1).toString(), QStringLiteral("completed"));
     save_view(w, QStringLiteral("train.png"));
 
+    // The run's link events coloured the ring's first link.
     w.show_view(MainWindow::View::kCluster);
+    const LinkItem* link = w.cluster_view().scene().link_item(0, 1);
+    QVERIFY(link != nullptr);
+    QVERIFY2(link->bandwidth_gbps() > 0.0, "the run's link events did not reach the canvas");
     save_view(w, QStringLiteral("cluster.png"));
 
     // History: the run lands there (run_finished refreshes it); overlay it.

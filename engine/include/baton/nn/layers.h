@@ -61,6 +61,10 @@ class Layer {
   virtual void attach(CrossReplicaSum* /*replicas*/) {}
   // Whether the layer uses the attached link (in forward/backward).
   virtual bool communicates() const { return false; }
+  // Whether the layer is only right with a link between the replicas (its
+  // statistics are over the global batch): a strategy that gives none with
+  // several replicas must refuse it.
+  virtual bool needs_cross_replica() const { return false; }
 
   void set_index(size_t i) { index_ = i; }
   size_t index() const { return index_; }
@@ -180,6 +184,7 @@ class BatchNorm : public Layer {
     comm_ = stats_scope_ == BatchStats::kGlobal ? replicas : nullptr;
   }
   bool communicates() const override { return comm_ != nullptr; }
+  bool needs_cross_replica() const override { return stats_scope_ == BatchStats::kGlobal; }
 
  private:
   float momentum_, eps_;

@@ -58,7 +58,6 @@ struct RunConfig {
   nlohmann::json raw;    // the document after --set overrides
   std::string name = "run";
   uint64_t seed = 0;
-  bool deterministic = true;
   int threads = 1;
   nlohmann::json model;  // {"type": ..., ...}
   DataConfig data;

@@ -112,6 +112,9 @@ class Trainer {
   // Plans the strategy's gradient reduction and, with overlap, the
   // backward hooks.
   void bind_gradients();
+  // InputError when a layer needs a link between replicas the strategy
+  // does not give (syncbatchnorm under parameter_server).
+  void refuse_unlinked_cross_replica_layers(Sequential& model, int replica);
   // Clipping and the optimizer step of replica r.
   void replica_update(int r, const UpdateInputs& in);
   void emit(const Event& e) const { telemetry_.emit(e); }
