@@ -98,7 +98,7 @@ Parse parse_number(std::string_view field, T& out) {
 }
 
 struct Options {
-  std::string path;
+  std::vector<std::string> paths;  // one or more files (a list or a glob)
   bool header = false;
   std::optional<std::string> label_name;
   int64_t label_index = -1;
@@ -110,7 +110,7 @@ struct Options {
 Options read_options(const ConfigNode& config, const DatasetContext& ctx) {
   Options o;
   config.accept("type");
-  o.path = input_path(config, "path", ctx);
+  o.paths = input_paths(config, "path", ctx);
   o.header = config.boolean_or("header", false);
   // The label is a column name (a JSON string) or an index (an integer).
   if (config.has("label") && config.json().at("label").is_string()) {
@@ -144,7 +144,7 @@ Options read_options(const ConfigNode& config, const DatasetContext& ctx) {
 }
 
 // Finds the label column once the first row has fixed the column count.
-size_t label_column(const ConfigNode& config, const Options& o,
+size_t label_column(const ConfigNode& config, const Options& o, const std::string& path,
                     const std::vector<std::string>& names, size_t ncols) {
   if (o.label_name) {
     std::optional<size_t> found;
@@ -152,7 +152,7 @@ size_t label_column(const ConfigNode& config, const Options& o,
       if (names[c] != *o.label_name) continue;
       if (found) {
         config.fail("label", "column \"" + *o.label_name + "\" appears twice in the header of " +
-                                 o.path + " (columns " + std::to_string(*found + 1) + " and " +
+                                 path + " (columns " + std::to_string(*found + 1) + " and " +
                                  std::to_string(c + 1) + ")");
       }
       found = c;
@@ -170,7 +170,7 @@ size_t label_column(const ConfigNode& config, const Options& o,
   const int64_t i = o.label_index < 0 ? o.label_index + n : o.label_index;
   if (i < 0 || i >= n) {
     config.fail("label", "column index " + std::to_string(o.label_index) +
-                             " is out of range: " + o.path + " has " + std::to_string(n) +
+                             " is out of range: " + path + " has " + std::to_string(n) +
                              " columns (use 0.." + std::to_string(n - 1) + ", or -" +
                              std::to_string(n) + "..-1 counting from the end)");
   }
@@ -183,11 +183,16 @@ std::string header_name(const std::string_view field) {
   return std::string(s);
 }
 
-}  // namespace
+// One file's rows, parsed and checked.
+struct CsvFile {
+  std::string path;
+  int64_t rows = 0, features = 0, max_label = -1;
+  std::vector<float> xs, targets;
+  std::vector<int32_t> labels;
+};
 
-std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetContext& ctx) {
-  const Options o = read_options(config, ctx);
-  GzReader in(o.path);
+CsvFile read_csv_file(const ConfigNode& config, const Options& o, const std::string& path) {
+  GzReader in(path);
   LineReader lines(in);
 
   std::vector<std::string> names;
@@ -200,14 +205,14 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
   std::string_view line;
   while (lines.next(line)) {
     const size_t ln = lines.line_number();
-    const std::string at = o.path + ":" + std::to_string(ln) + ": ";
+    const std::string at = path + ":" + std::to_string(ln) + ": ";
     if (ln == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);  // UTF-8 BOM
     if (trim(line).empty()) {
       if (blank == 0) blank = ln;
       continue;
     }
     if (blank != 0) {
-      throw InputError(o.path + ":" + std::to_string(blank) +
+      throw InputError(path + ":" + std::to_string(blank) +
                        ": blank line inside the data (only trailing blank lines are allowed)");
     }
     last_content = ln;
@@ -222,7 +227,7 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
                          quote(std::string(1, o.delim)) + " right?)");
       }
       for (auto f : fields) names.push_back(o.header ? header_name(f) : std::string());
-      label_col = label_column(config, o, names, ncols);
+      label_col = label_column(config, o, path, names, ncols);
       if (o.header) continue;
     } else if (fields.size() != ncols) {
       const bool fewer = fields.size() < ncols;
@@ -278,27 +283,62 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
   }
 
   if (rows == 0) {
-    throw InputError(o.path + ":" + std::to_string(last_content + 1) + ": no data rows" +
+    throw InputError(path + ":" + std::to_string(last_content + 1) + ": no data rows" +
                      (last_content == 0 ? " (the file is empty)" : " after the header"));
   }
-  const auto nf = static_cast<int64_t>(ncols - 1);
-  Tensor x({rows, nf});
-  std::copy(xs.begin(), xs.end(), x.data());
-  std::string desc = "csv " + o.path + " (" + std::to_string(rows) + " rows, " +
-                     std::to_string(nf) + " features, ";
-  if (!o.classification) {
-    Tensor t({rows, 1});
-    std::copy(targets.begin(), targets.end(), t.data());
-    return std::make_shared<InMemoryDataset>(std::move(x), std::move(t), desc + "regression)");
+  CsvFile f;
+  f.path = path;
+  f.rows = rows;
+  f.features = static_cast<int64_t>(ncols - 1);
+  f.max_label = max_label;
+  f.xs = std::move(xs);
+  f.targets = std::move(targets);
+  f.labels = std::move(labels);
+  return f;
+}
+
+}  // namespace
+
+std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetContext& ctx) {
+  const Options o = read_options(config, ctx);
+  std::vector<CsvFile> files;
+  int64_t max_label = -1;
+  for (const std::string& path : o.paths) {
+    files.push_back(read_csv_file(config, o, path));
+    max_label = std::max(max_label, files.back().max_label);
+    if (files.back().features != files.front().features) {
+      throw InputError(path + ": " + std::to_string(files.back().features) +
+                       " feature columns, but " + files.front().path + " has " +
+                       std::to_string(files.front().features) +
+                       " (every file of the dataset needs the same columns)");
+    }
   }
+  // Classes over every file (one file may hold only some of them).
   const int64_t classes = o.classes > 0 ? o.classes : max_label + 1;
-  if (classes < 2) {
-    throw InputError(o.path +
+  if (o.classification && classes < 2) {
+    throw InputError(o.paths.front() + (o.paths.size() > 1 ? " (and the other files)" : "") +
                      ": every class label is 0, but a classification needs at least 2 "
                      "classes (set \"classes\", or use \"task\": \"regression\")");
   }
-  return std::make_shared<InMemoryDataset>(std::move(x), std::move(labels), classes,
-                                           desc + std::to_string(classes) + " classes)");
+  std::vector<std::shared_ptr<const Dataset>> parts;
+  for (CsvFile& f : files) {
+    Tensor x({f.rows, f.features});
+    std::copy(f.xs.begin(), f.xs.end(), x.data());
+    std::string desc = "csv " + f.path + " (" + std::to_string(f.rows) + " rows, " +
+                       std::to_string(f.features) + " features, ";
+    if (!o.classification) {
+      Tensor t({f.rows, 1});
+      std::copy(f.targets.begin(), f.targets.end(), t.data());
+      parts.push_back(
+          std::make_shared<InMemoryDataset>(std::move(x), std::move(t), desc + "regression)"));
+    } else {
+      parts.push_back(
+          std::make_shared<InMemoryDataset>(std::move(x), std::move(f.labels), classes,
+                                            desc + std::to_string(classes) + " classes)"));
+    }
+  }
+  if (parts.size() == 1) return parts.front();
+  return std::make_shared<ConcatDataset>(std::move(parts));
 }
 
 }  // namespace baton::datasets

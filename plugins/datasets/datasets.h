@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct gzFile_s;  // zlib's handle; keeps <zlib.h> out of this header
 
@@ -20,10 +21,13 @@ std::shared_ptr<const Dataset> make_synthetic(const ConfigNode& config, const Da
 std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetContext& ctx);
 std::shared_ptr<const Dataset> make_idx(const ConfigNode& config, const DatasetContext& ctx);
 
-// Reads the path string at `key`, resolves it against ctx.base_dir and
-// checks that it names a readable regular file; the InputError names the
-// config key and the resolved path.
-std::string input_path(const ConfigNode& config, std::string_view key, const DatasetContext& ctx);
+// The files at `key`: a path, a glob pattern ("data/part-*.csv.gz": every
+// match, in name order; none is an error) or a list of paths. Each is
+// resolved against ctx.base_dir and checked to name a readable regular
+// file; the InputError names the config key and the resolved path. Never
+// empty.
+std::vector<std::string> input_paths(const ConfigNode& config, std::string_view key,
+                                     const DatasetContext& ctx);
 
 // A file read through zlib: gzip data is decompressed, anything else is
 // passed through unchanged. Every error is an InputError naming the path.

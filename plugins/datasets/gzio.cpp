@@ -1,5 +1,6 @@
 #include <baton/core/error.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -14,10 +15,14 @@
 
 namespace baton::datasets {
 
-std::string input_path(const ConfigNode& config, std::string_view key, const DatasetContext& ctx) {
+namespace {
+
+// `given` resolved against the base directory and checked to be a readable
+// regular file; failures name `where` (the key, or the key and list index).
+std::string checked_path(const ConfigNode& config, std::string_view where, const std::string& given,
+                         const DatasetContext& ctx) {
   namespace fs = std::filesystem;
-  const std::string given = config.string(key);
-  if (given.empty()) config.fail(key, "expected a file path, got an empty string");
+  if (given.empty()) config.fail(where, "expected a file path, got an empty string");
   fs::path p(given);
   if (p.is_relative() && !ctx.base_dir.empty()) p = fs::path(ctx.base_dir) / p;
   // Not lexically_normal(): "dir/../x" differs from "x" when dir is a link.
@@ -25,11 +30,50 @@ std::string input_path(const ConfigNode& config, std::string_view key, const Dat
   std::error_code ec;
   const auto st = fs::status(p, ec);
   if (st.type() == fs::file_type::not_found) {
-    config.fail(key, "cannot open \"" + resolved + "\": no such file");
+    config.fail(where, "cannot open \"" + resolved + "\": no such file");
   }
-  if (ec) config.fail(key, "cannot open \"" + resolved + "\": " + ec.message());
-  if (fs::is_directory(st)) config.fail(key, "\"" + resolved + "\" is a directory, not a file");
+  if (ec) config.fail(where, "cannot open \"" + resolved + "\": " + ec.message());
+  if (fs::is_directory(st)) config.fail(where, "\"" + resolved + "\" is a directory, not a file");
   return resolved;
+}
+
+bool is_glob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+}  // namespace
+
+std::vector<std::string> input_paths(const ConfigNode& config, std::string_view key,
+                                     const DatasetContext& ctx) {
+  const nlohmann::json& v = config.json().contains(std::string(key))
+                                ? config.json().at(std::string(key))
+                                : nlohmann::json();
+  std::vector<std::string> out;
+  if (v.is_array()) {
+    if (v.empty()) config.fail(key, "expected a path, a glob or a non-empty list of paths, got []");
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string where = std::string(key) + "[" + std::to_string(i) + "]";
+      if (!v[i].is_string()) config.fail(where, "expected a path (a string), got " + v[i].dump());
+      out.push_back(checked_path(config, where, v[i].get<std::string>(), ctx));
+    }
+    config.accept(key);
+    return out;
+  }
+  const std::string given = config.string(key);
+  if (!is_glob(given)) return {checked_path(config, key, given, ctx)};
+  std::filesystem::path pattern(given);
+  if (pattern.is_relative() && !ctx.base_dir.empty())
+    pattern = std::filesystem::path(ctx.base_dir) / pattern;
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  if (rc == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);  // sorted by glob
+  }
+  ::globfree(&g);
+  if (rc == GLOB_NOMATCH || (rc == 0 && out.empty())) {
+    config.fail(key, "no file matches \"" + pattern.string() + "\"");
+  }
+  if (rc != 0) config.fail(key, "cannot read the files matching \"" + pattern.string() + "\"");
+  for (std::string& p : out) p = checked_path(config, key, p, ctx);
+  return out;
 }
 
 GzReader::GzReader(std::string path) : path_(std::move(path)) {

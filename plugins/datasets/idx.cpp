@@ -137,14 +137,12 @@ IdxFile read_idx(const std::string& path, bool labels) {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> make_idx(const ConfigNode& config, const DatasetContext& ctx) {
-  config.accept("type");
-  const std::string images_path = input_path(config, "images", ctx);
-  const std::string labels_path = input_path(config, "labels", ctx);
-  const bool normalize = config.boolean_or("normalize", true);
-  const int64_t classes = config.integer_or("classes", 10, 2, int64_t{1} << 20);
-  config.finish();
+namespace {
 
+// One pair of files: images and their labels.
+std::shared_ptr<const Dataset> read_idx_pair(const std::string& images_path,
+                                             const std::string& labels_path, bool normalize,
+                                             int64_t classes) {
   const IdxFile images = read_idx(images_path, false);
   const IdxFile labels = read_idx(labels_path, true);
   const uint32_t n = images.dims[0];
@@ -174,6 +172,30 @@ std::shared_ptr<const Dataset> make_idx(const ConfigNode& config, const DatasetC
                      std::to_string(features) + " features, " + std::to_string(classes) +
                      " classes" + (normalize ? ", scaled to [0, 1])" : ")");
   return std::make_shared<InMemoryDataset>(std::move(x), std::move(y), classes, std::move(desc));
+}
+
+}  // namespace
+
+std::shared_ptr<const Dataset> make_idx(const ConfigNode& config, const DatasetContext& ctx) {
+  config.accept("type");
+  // One file each, or as many image files as label files (lists or globs,
+  // paired in order): several files shard by file.
+  const std::vector<std::string> images = input_paths(config, "images", ctx);
+  const std::vector<std::string> labels = input_paths(config, "labels", ctx);
+  const bool normalize = config.boolean_or("normalize", true);
+  const int64_t classes = config.integer_or("classes", 10, 2, int64_t{1} << 20);
+  if (images.size() != labels.size()) {
+    config.fail("labels", std::to_string(labels.size()) + " label file(s) for " +
+                              std::to_string(images.size()) +
+                              " image file(s): give one label file per image file");
+  }
+  config.finish();
+  std::vector<std::shared_ptr<const Dataset>> parts;
+  for (size_t i = 0; i < images.size(); ++i) {
+    parts.push_back(read_idx_pair(images[i], labels[i], normalize, classes));
+  }
+  if (parts.size() == 1) return parts.front();
+  return std::make_shared<ConcatDataset>(std::move(parts));
 }
 
 }  // namespace baton::datasets

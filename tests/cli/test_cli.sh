@@ -238,6 +238,22 @@ fi
 # TF_CONFIG checked against the job (exit 2 when malformed or inconsistent).
 check mirrored 0 "val accuracy +9[5-9]\." -- \
   "$BATON" train "$SRC/resources/examples/mirrored.json" --runs-dir "$RUNS" --set train.epochs=10 -q
+# shard_policy file: the digits data in 4 files (a glob); each of the
+# replicas reads whole files (tf.data's FILE policy).
+python3 - "$SRC/resources/datasets/digits.csv.gz" "$WORK/parts" <<'PY'
+import gzip, os, sys
+rows = gzip.open(sys.argv[1], "rt").read().splitlines()
+os.makedirs(sys.argv[2], exist_ok=True)
+for k in range(4):
+    with open(os.path.join(sys.argv[2], "digits-%d.csv" % k), "w") as f:
+        f.write("\n".join(rows[k::4]) + "\n")
+PY
+check mirrored-file-shards 0 "val accuracy +9[0-9]\." -- \
+  "$BATON" train "$SRC/resources/examples/mirrored.json" --runs-dir "$RUNS" --set train.epochs=10 \
+  --set strategy.replicas=2 --set "data.train.path=$WORK/parts/digits-*.csv" --set data.shard_policy=file -q
+check file-shards-too-few 2 "mirrored.json: data.shard_policy: file needs at least as many files as replicas" -- \
+  "$BATON" train "$SRC/resources/examples/mirrored.json" --runs-dir "$RUNS" --set strategy.replicas=2 \
+  --set data.shard_policy=file -q
 if [ "$HAVE_MPIRUN" = 1 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
   MWM="$SRC/resources/examples/multi_worker_mirrored.json"

@@ -49,6 +49,46 @@ std::string SubsetDataset::describe() const {
   return base_->describe() + " [" + label_ + ": " + std::to_string(idx_.size()) + " samples]";
 }
 
+ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> parts)
+    : parts_(std::move(parts)) {
+  if (parts_.empty()) throw RuntimeError("ConcatDataset: no parts");
+  starts_.push_back(0);
+  file_starts_.push_back(0);
+  const Dataset& first = *parts_.front();
+  for (const auto& p : parts_) {
+    if (p->features() != first.features() || (p->classes() > 0) != (first.classes() > 0) ||
+        p->target_width() != first.target_width()) {
+      throw InputError(p->describe() + " does not match " + first.describe() +
+                       ": every file of a dataset needs the same features and task");
+    }
+    classes_ = std::max(classes_, p->classes());
+    starts_.push_back(starts_.back() + p->size());
+    file_starts_.push_back(file_starts_.back() + p->num_files());
+  }
+}
+
+size_t ConcatDataset::part_of(int64_t i) const {
+  return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin() -
+                             1);
+}
+
+int64_t ConcatDataset::file_of(int64_t i) const {
+  const size_t k = part_of(i);
+  return file_starts_[k] + parts_[k]->file_of(i - starts_[k]);
+}
+
+void ConcatDataset::read(int64_t i, float* x, int32_t* label, float* target) const {
+  const size_t k = part_of(i);
+  parts_[k]->read(i - starts_[k], x, label, target);
+}
+
+std::string ConcatDataset::describe() const {
+  std::string s = std::to_string(parts_.size()) + " files, " + std::to_string(size()) +
+                  " samples: " + parts_.front()->describe();
+  if (parts_.size() > 1) s += " ... " + parts_.back()->describe();
+  return s;
+}
+
 StandardizedDataset::StandardizedDataset(std::shared_ptr<const Dataset> base,
                                          std::vector<float> mean, std::vector<float> stddev)
     : base_(std::move(base)), mean_(std::move(mean)), std_(std::move(stddev)) {}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <numeric>
 
@@ -50,6 +51,7 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
   const int64_t step = policy == ShardPolicy::kData ? opt_.global_batch : opt_.shard_batch;
   if (step <= 0) throw InputError("per-replica batch size must be > 0");
   batches_per_epoch_ = opt_.drop_remainder ? walk / step : (walk + step - 1) / step;
+  if (policy != ShardPolicy::kData) plan_shards(n);
   if (batches_per_epoch_ == 0) {
     throw InputError("the dataset (" + std::to_string(walk) +
                      " samples) is smaller than one batch (" + std::to_string(step) +
@@ -77,6 +79,39 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
 
 Pipeline::~Pipeline() { stop_worker(); }
 
+void Pipeline::plan_shards(int64_t n) {
+  shard_rows_ = opt_.shard_batches;
+  if (shard_rows_.empty())
+    shard_rows_.assign(static_cast<size_t>(opt_.num_shards), opt_.shard_batch);
+  if (static_cast<int64_t>(shard_rows_.size()) != opt_.num_shards ||
+      shard_rows_[static_cast<size_t>(opt_.shard_index)] != opt_.shard_batch) {
+    throw RuntimeError("Pipeline: shard_batches does not match num_shards and shard_batch");
+  }
+  // Every shard's walk: the whole dataset (OFF) or its files' samples (FILE).
+  shard_walks_.assign(shard_rows_.size(), opt_.policy == ShardPolicy::kOff ? n : 0);
+  if (opt_.policy == ShardPolicy::kFile) {
+    for (int64_t i = 0; i < n; ++i)
+      ++shard_walks_[static_cast<size_t>(data_->file_of(i) % opt_.num_shards)];
+  }
+  // One epoch: as long as the longest shard (drop_remainder: the shortest
+  // whole run of batches), the same for every shard so they step together.
+  int64_t batches = opt_.drop_remainder ? INT64_MAX : 0;
+  for (size_t k = 0; k < shard_rows_.size(); ++k) {
+    const int64_t b = opt_.drop_remainder ? shard_walks_[k] / shard_rows_[k]
+                                          : (shard_walks_[k] + shard_rows_[k] - 1) / shard_rows_[k];
+    batches = opt_.drop_remainder ? std::min(batches, b) : std::max(batches, b);
+  }
+  batches_per_epoch_ = batches;
+}
+
+int64_t Pipeline::global_rows_of(int64_t index) const {
+  int64_t total = 0;
+  for (size_t k = 0; k < shard_rows_.size(); ++k) {
+    total += std::clamp<int64_t>(shard_walks_[k] - index * shard_rows_[k], 0, shard_rows_[k]);
+  }
+  return total;
+}
+
 void Pipeline::stop_worker() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -89,7 +124,7 @@ void Pipeline::stop_worker() {
 int64_t Pipeline::samples_per_epoch() const {
   const int64_t walk = static_cast<int64_t>(base_indices_.size());
   if (opt_.policy != ShardPolicy::kData) {
-    return opt_.drop_remainder ? batches_per_epoch_ * opt_.shard_batch : walk;
+    return std::min(walk, batches_per_epoch_ * opt_.shard_batch);
   }
   int64_t total = 0;
   for (int64_t b = 0; b < batches_per_epoch_; ++b) {
@@ -125,7 +160,12 @@ void Pipeline::build_order(int64_t epoch, std::vector<int64_t>& order) const {
 std::vector<int64_t> Pipeline::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order;
   build_order(epoch, order);
-  if (opt_.policy != ShardPolicy::kData) return order;
+  if (opt_.policy != ShardPolicy::kData) {
+    // drop_remainder may end the epoch before this shard's last samples.
+    order.resize(
+        std::min<size_t>(order.size(), static_cast<size_t>(batches_per_epoch_ * opt_.shard_batch)));
+    return order;
+  }
   std::vector<int64_t> mine;
   for (int64_t b = 0; b < batches_per_epoch_; ++b) {
     const int64_t start = b * opt_.global_batch + opt_.shard_offset;
@@ -146,8 +186,8 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
     rows = std::clamp<int64_t>(b.global_rows - opt_.shard_offset, 0, opt_.shard_batch);
   } else {
     start = index * opt_.shard_batch;
-    rows = std::min(opt_.shard_batch, n - start);
-    b.global_rows = rows;
+    rows = std::clamp<int64_t>(n - start, 0, opt_.shard_batch);
+    b.global_rows = global_rows_of(index);
   }
   b.epoch = epoch;
   b.index = index;

@@ -28,6 +28,7 @@ std::vector<std::unique_ptr<Pipeline>> Strategy::distribute(std::shared_ptr<cons
     o.num_shards = num_replicas();
     o.shard_index = g;
     o.shard_batch = shares[g];
+    o.shard_batches = shares;
     o.shard_offset = 0;
     for (int q = 0; q < g; ++q) o.shard_offset += shares[q];
     out.push_back(std::make_unique<Pipeline>(data, o));

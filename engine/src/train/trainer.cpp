@@ -64,6 +64,13 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   po.policy = cfg_.data.shard_policy;
   po.drop_remainder = cfg_.data.drop_remainder;
   po.seed = Rng::derive(cfg_.seed, kPipelineSeed);
+  if (po.policy == ShardPolicy::kFile && train_->num_files() < strategy_->num_replicas()) {
+    throw InputError(cfg_.file + ": data.shard_policy: file needs at least as many files as " +
+                     "replicas: data.train has " + std::to_string(train_->num_files()) +
+                     " file(s) for " + std::to_string(strategy_->num_replicas()) +
+                     " replicas (give data.train.path a list or a glob of files, or use data or "
+                     "auto)");
+  }
   pipelines_ = strategy_->distribute(train_, po);
   steps_per_epoch_ = pipelines_[0]->batches_per_epoch();
   total_steps_ = cfg_.max_steps > 0 ? cfg_.max_steps : cfg_.epochs * steps_per_epoch_;

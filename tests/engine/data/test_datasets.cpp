@@ -252,6 +252,61 @@ TEST_F(Datasets, CsvConfigAndFileErrors) {
   EXPECT_NE(e.find("data.train.path"), std::string::npos) << e;
 }
 
+// Several files: a glob (every match, in name order) or a list. Each file
+// is a file for the FILE shard policy; the classes are over all of them.
+TEST_F(Datasets, CsvTakesAGlobOrAListOfFiles) {
+  write("part-2.csv", "5,0\n6,0\n");  // only class 0 here
+  write("part-0.csv", "1,1\n2,2\n");
+  write("part-1.csv.gz", gzip_bytes("3,0\n"));
+  write("part-3.csv", "7,1\n8,0\n9,1\n");
+  write("other.csv", "0,0\n");
+  auto d = load({{"type", "csv"}, {"path", "part-*.csv*"}});
+  ASSERT_EQ(d->size(), 8);
+  EXPECT_EQ(d->num_files(), 4);
+  EXPECT_EQ(d->classes(), 3);
+  // Name order: part-0, part-1, part-2, part-3.
+  const std::vector<float> firsts = {1, 2, 3, 5, 6, 7, 8, 9};
+  const std::vector<int64_t> files = {0, 0, 1, 2, 2, 3, 3, 3};
+  for (int64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(row(*d, i)[0], firsts[static_cast<size_t>(i)]) << i;
+    EXPECT_EQ(d->file_of(i), files[static_cast<size_t>(i)]) << i;
+  }
+  auto listed = load({{"type", "csv"}, {"path", {"part-3.csv", "part-0.csv"}}});
+  ASSERT_EQ(listed->size(), 5);
+  EXPECT_EQ(listed->num_files(), 2);
+  EXPECT_EQ(row(*listed, 0)[0], 7.0f);
+  EXPECT_EQ(listed->file_of(4), 1);
+
+  std::string e = error_of({{"type", "csv"}, {"path", "nothing-*.csv"}});
+  EXPECT_NE(e.find("data.train.path: no file matches"), std::string::npos) << e;
+  e = error_of({{"type", "csv"}, {"path", {"part-0.csv", "missing.csv"}}});
+  EXPECT_NE(e.find("data.train.path[1]"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing.csv"), std::string::npos) << e;
+  e = error_of({{"type", "csv"}, {"path", json::array()}});
+  EXPECT_NE(e.find("data.train.path"), std::string::npos) << e;
+  write("wide.csv", "1,2,0\n");
+  e = error_of({{"type", "csv"}, {"path", {"part-0.csv", "wide.csv"}}});
+  EXPECT_NE(e.find("wide.csv: 2 feature columns, but"), std::string::npos) << e;
+}
+
+TEST_F(Datasets, IdxPairsImageAndLabelFiles) {
+  write("a-img.idx", idx_file(0x08, {2, 1, 2}, {1, 2, 3, 4}));
+  write("a-lab.idx", idx_file(0x08, {2}, {5, 6}));
+  write("b-img.idx", idx_file(0x08, {1, 1, 2}, {9, 9}));
+  write("b-lab.idx", idx_file(0x08, {1}, {7}));
+  auto d = load({{"type", "idx"}, {"images", "*-img.idx"}, {"labels", "*-lab.idx"}});
+  ASSERT_EQ(d->size(), 3);
+  EXPECT_EQ(d->num_files(), 2);
+  int32_t label = -1;
+  row(*d, 2, &label);
+  EXPECT_EQ(label, 7);
+  EXPECT_EQ(d->file_of(2), 1);
+  const std::string e =
+      error_of({{"type", "idx"}, {"images", "*-img.idx"}, {"labels", "a-lab.idx"}});
+  EXPECT_NE(e.find("data.train.labels: 1 label file(s) for 2 image file(s)"), std::string::npos)
+      << e;
+}
+
 TEST_F(Datasets, CsvCorruptGzip) {
   // A wrong CRC: the data decompresses but fails the check at the end.
   std::string gz = gzip_bytes("1,2,0\n3,4,1\n");

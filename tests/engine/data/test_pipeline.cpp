@@ -100,6 +100,110 @@ TEST(Pipeline, NoShuffleKeepsOrder) {
   for (int64_t i = 0; i < 20; ++i) EXPECT_EQ(o[i], i);
 }
 
+// OFF (tf.data's OFF): every shard reads the whole dataset once per epoch,
+// the shards step together for as long as the longest of them (uneven
+// shares: the smaller share takes more batches) and each batch's
+// global_rows is the rows of all shards together.
+TEST(Pipeline, OffShardsEachReadEverythingAndCountTheGlobalRows) {
+  const int64_t n = 50;
+  const std::vector<int64_t> shares = {7, 6};  // a global batch of 13 over 2 replicas
+  std::vector<std::unique_ptr<Pipeline>> ps;
+  for (int64_t k = 0; k < 2; ++k) {
+    PipelineOptions o = options(13, 1000, k == 0 ? 2 : 0);
+    o.policy = ShardPolicy::kOff;
+    o.num_shards = 2;
+    o.shard_index = k;
+    o.shard_batch = shares[static_cast<size_t>(k)];
+    o.shard_batches = shares;
+    ps.push_back(std::make_unique<Pipeline>(indexed(n), o));
+  }
+  // ceil(50 / 6) = 9 batches for both (the 7-row shard is done after 8).
+  EXPECT_EQ(ps[0]->batches_per_epoch(), 9);
+  EXPECT_EQ(ps[1]->batches_per_epoch(), 9);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    std::vector<std::vector<int>> seen(2, std::vector<int>(n, 0));
+    for (auto& p : ps) p->start_epoch(epoch);
+    for (int64_t b = 0; b < 9; ++b) {
+      int64_t together = 0;
+      std::vector<int64_t> globals;
+      for (size_t k = 0; k < 2; ++k) {
+        const Batch* batch = ps[k]->next();
+        ASSERT_NE(batch, nullptr) << "shard " << k << " batch " << b;
+        together += batch->rows;
+        globals.push_back(batch->global_rows);
+        for (int64_t r = 0; r < batch->rows; ++r)
+          seen[k][static_cast<int64_t>(batch->x.at(r, 0)) / 10]++;
+      }
+      EXPECT_EQ(globals[0], together) << "batch " << b;
+      EXPECT_EQ(globals[1], together) << "batch " << b;
+    }
+    for (auto& p : ps) EXPECT_EQ(p->next(), nullptr);
+    for (size_t k = 0; k < 2; ++k) {
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[k][i], 1) << "shard " << k << " sample " << i;
+    }
+  }
+}
+
+// FILE (tf.data's FILE): shard k reads whole files k, k+N, ...; 4 files of
+// different sizes over 2 and 3 shards: every sample once per epoch across
+// the shards, each from one of its shard's files, and the shards step
+// together with each batch's global_rows the rows of all of them.
+TEST(Pipeline, FileShardsReadWholeFilesAndEverySampleOnce) {
+  std::vector<std::shared_ptr<const Dataset>> parts;
+  const std::vector<int64_t> sizes = {11, 7, 20, 3};
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    Tensor x({size, 1});
+    for (int64_t i = 0; i < size; ++i) x.at(i, 0) = static_cast<float>(offset + i);
+    parts.push_back(
+        std::make_shared<InMemoryDataset>(std::move(x), std::vector<int32_t>(size, 0), 2, "part"));
+    offset += size;
+  }
+  const auto data = std::make_shared<ConcatDataset>(parts);
+  ASSERT_EQ(data->num_files(), 4);
+  const int64_t n = data->size();
+  for (int64_t shards : {2, 3}) {
+    const int64_t global = 6;
+    std::vector<int64_t> shares(static_cast<size_t>(shards), global / shards);
+    std::vector<std::unique_ptr<Pipeline>> ps;
+    for (int64_t k = 0; k < shards; ++k) {
+      PipelineOptions o = options(global, 1000, 1);
+      o.policy = ShardPolicy::kAuto;  // 4 files >= shards: auto picks FILE
+      o.num_shards = shards;
+      o.shard_index = k;
+      o.shard_batch = shares[static_cast<size_t>(k)];
+      o.shard_batches = shares;
+      ps.push_back(std::make_unique<Pipeline>(data, o));
+      EXPECT_EQ(ps.back()->options().policy, ShardPolicy::kFile);
+    }
+    const int64_t batches = ps[0]->batches_per_epoch();
+    for (auto& p : ps) ASSERT_EQ(p->batches_per_epoch(), batches);
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      std::vector<int> seen(static_cast<size_t>(n), 0);
+      for (auto& p : ps) p->start_epoch(epoch);
+      for (int64_t b = 0; b < batches; ++b) {
+        int64_t together = 0, global_rows = -1;
+        for (int64_t k = 0; k < shards; ++k) {
+          const Batch* batch = ps[static_cast<size_t>(k)]->next();
+          ASSERT_NE(batch, nullptr);
+          together += batch->rows;
+          if (global_rows >= 0) EXPECT_EQ(batch->global_rows, global_rows);
+          global_rows = batch->global_rows;
+          for (int64_t r = 0; r < batch->rows; ++r) {
+            const auto i = static_cast<int64_t>(batch->x.at(r, 0));
+            EXPECT_EQ(data->file_of(i) % shards, k) << "sample " << i << " read by shard " << k;
+            seen[static_cast<size_t>(i)]++;
+          }
+        }
+        EXPECT_EQ(global_rows, together);
+      }
+      for (auto& p : ps) EXPECT_EQ(p->next(), nullptr);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(seen[static_cast<size_t>(i)], 1) << shards << " shards, sample " << i;
+    }
+  }
+}
+
 TEST(Pipeline, DataShardsTogetherReadEverySampleOnceAndSliceGlobalBatches) {
   const int64_t n = 101, global = 12;
   for (int64_t shards : {2, 3, 4}) {

@@ -57,6 +57,45 @@ struct Case {
   const char* algorithm;
 };
 
+// shard_policy off: every replica reads the whole dataset, and the step's
+// gradient is the mean over the rows of all replicas' batches together (the
+// concatenated global batch). Without shuffling, 2 replicas of s rows each
+// read the same s rows, so their concatenated batch has the mean gradient
+// of those s rows: exactly one device with a batch of s. SGD notices a
+// wrong scale (the old code summed two means: 2x the gradient).
+TEST_F(Strategies, ShardPolicyOffAveragesOverTheConcatenatedBatch) {
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}};
+  nlohmann::json one_doc = doc({{"type", "one_device"}}, sgd, 16);
+  one_doc["data"]["shuffle_buffer"] = 0;
+  nlohmann::json off_doc =
+      doc({{"type", "mirrored"}, {"replicas", 2}, {"allreduce", {{"algorithm", "ring"}}}}, sgd, 32);
+  off_doc["data"]["shuffle_buffer"] = 0;
+  off_doc["data"]["shard_policy"] = "off";
+  std::vector<Event> one_events, off_events;
+  const auto one = train(one_doc, &one_events)[0];
+  const auto off = train(off_doc, &off_events);
+  ASSERT_EQ(off.size(), 2u);
+  double worst = 0;
+  for (size_t i = 0; i < one.size(); ++i) {
+    worst = std::max(worst, std::fabs(off[0][i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+  }
+  EXPECT_LE(worst, 1.0) << "off x2 with batch 32 is not one device with batch 16";
+  // The same epochs (each replica's pass over all 300 samples: 19 steps),
+  // and the same mean losses.
+  std::vector<double> one_loss, off_loss;
+  for (const Event& e : one_events)
+    if (const auto* ep = std::get_if<EpochEvent>(&e)) one_loss.push_back(ep->train_loss);
+  for (const Event& e : off_events)
+    if (const auto* ep = std::get_if<EpochEvent>(&e)) off_loss.push_back(ep->train_loss);
+  ASSERT_EQ(one_loss.size(), 2u);
+  ASSERT_EQ(off_loss.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_NEAR(off_loss[k], one_loss[k], 1e-4 * one_loss[k]);
+  int64_t last_step = 0;
+  for (const Event& e : off_events)
+    if (const auto* end = std::get_if<RunEndEvent>(&e)) last_step = end->step;
+  EXPECT_EQ(last_step, 2 * 19);
+}
+
 TEST_F(Strategies, ReplicasMatchOneDevice) {
   const nlohmann::json optimizers[] = {
       {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},

@@ -99,6 +99,30 @@ class StandardizedDataset final : public Dataset {
   std::vector<float> mean_, std_;
 };
 
+// Several datasets one after the other (a dataset of several files): each
+// part counts as its own file(s) for the FILE shard policy. The parts must
+// agree on features and task; the classes are the most any part has.
+// InputError (naming the parts' descriptions) when they do not agree.
+class ConcatDataset final : public Dataset {
+ public:
+  explicit ConcatDataset(std::vector<std::shared_ptr<const Dataset>> parts);
+  int64_t size() const override { return starts_.back(); }
+  int64_t features() const override { return parts_.front()->features(); }
+  int64_t classes() const override { return classes_; }
+  int64_t target_width() const override { return parts_.front()->target_width(); }
+  int64_t num_files() const override { return file_starts_.back(); }
+  int64_t file_of(int64_t i) const override;
+  void read(int64_t i, float* x, int32_t* label, float* target) const override;
+  std::string describe() const override;
+
+ private:
+  size_t part_of(int64_t i) const;
+  std::vector<std::shared_ptr<const Dataset>> parts_;
+  std::vector<int64_t> starts_;       // parts_.size() + 1: first sample of each part
+  std::vector<int64_t> file_starts_;  // parts_.size() + 1: first file of each part
+  int64_t classes_ = 0;
+};
+
 struct Split {
   std::shared_ptr<const Dataset> train;
   std::shared_ptr<const Dataset> validation;  // null when fraction == 0

@@ -11,8 +11,15 @@
 //         would (the strategy-equivalence property); every sample is read
 //         once per epoch across shards.
 //   FILE: shard k reads the files k, k+N, ...; needs at least N files.
-//   OFF:  no sharding; every shard reads the whole dataset.
+//   OFF:  no sharding; every shard reads the whole dataset (in its own
+//         order), as tf.data's OFF does: an epoch is every shard's pass
+//         over all of it.
 //   AUTO: FILE when there are at least N files, DATA otherwise.
+// Under FILE and OFF the shards walk different samples, so they may run
+// out at different batches: an epoch lasts as long as the longest shard
+// (drop_remainder: the shortest), a shard past its end gives batches of 0
+// rows, and every batch's global_rows is the rows of all shards together -
+// what the loss is averaged over.
 #pragma once
 
 #include <baton/core/tensor.h>
@@ -39,6 +46,9 @@ struct PipelineOptions {
   int64_t shard_offset = 0;
   int64_t num_shards = 1;
   int64_t shard_index = 0;
+  // Every shard's shard_batch, in shard order (num_shards of them); empty
+  // means every shard takes shard_batch.
+  std::vector<int64_t> shard_batches;
   ShardPolicy policy = ShardPolicy::kAuto;
   // 0: no shuffle; >= dataset size: a full uniform shuffle.
   int64_t shuffle_buffer = 0;
@@ -54,7 +64,7 @@ struct Batch {
   std::vector<int32_t> labels;  // rows (classification)
   Tensor targets;               // (rows, target_width) (regression)
   int64_t rows = 0;             // rows of this shard in this batch (may be 0)
-  int64_t global_rows = 0;      // rows of the whole global batch
+  int64_t global_rows = 0;      // rows of the whole global batch (all shards)
   int64_t epoch = 0;
   int64_t index = 0;  // batch index within the epoch
 };
@@ -84,6 +94,8 @@ class Pipeline {
 
  private:
   void build_order(int64_t epoch, std::vector<int64_t>& order) const;
+  void plan_shards(int64_t n);                  // FILE, OFF: walks, epoch length
+  int64_t global_rows_of(int64_t index) const;  // FILE, OFF: rows of all shards
   void fill(Batch& b, int64_t epoch, int64_t index);
   void worker();
   void stop_worker();
@@ -92,6 +104,9 @@ class Pipeline {
   PipelineOptions opt_;
   std::vector<int64_t> base_indices_;  // after sharding
   int64_t batches_per_epoch_ = 0;
+  // FILE and OFF: every shard's samples per epoch and rows per batch, for
+  // the global rows of each batch.
+  std::vector<int64_t> shard_walks_, shard_rows_;
 
   // Cache of decoded samples (filled during the first pass).
   Tensor cache_x_, cache_t_;
