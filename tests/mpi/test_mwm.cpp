@@ -77,6 +77,31 @@ TEST(MultiWorkerMirrored, RanksMatchOneDeviceAndEachOther) {
   }
 }
 
+// Dropout over ranks (and threads in them): each row's mask follows its
+// place in the global batch, so the job still trains as one device does.
+TEST(MultiWorkerMirrored, DropoutMatchesOneDevice) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  nlohmann::json one_doc = doc({{"type", "one_device"}}, sgd, 30);
+  one_doc["model"]["dropout"] = 0.3;
+  TrainSummary one_s, many_s;
+  const auto one = train(one_doc, registry, &one_s);
+  for (int k : {1, 2}) {
+    nlohmann::json d = doc({{"type", "multi_worker_mirrored"},
+                            {"replicas_per_worker", k},
+                            {"allreduce", {{"algorithm", "ring"}, {"bucket_mb", 0.0005}}}},
+                           sgd, 30);
+    d["model"]["dropout"] = 0.3;
+    const auto many = train(d, registry, &many_s);
+    double worst = 0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      worst = std::max(worst, std::fabs(many[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+    }
+    EXPECT_LE(worst, 1.0) << "dropout, " << k << " replica(s) per worker";
+  }
+}
+
 // Several replicas (threads) per rank: the replicas of the whole job, in
 // threads and processes, still equal one device; every replica on every
 // rank holds the same bits; and overlap changes no bit.

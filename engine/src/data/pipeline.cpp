@@ -104,9 +104,10 @@ void Pipeline::plan_shards(int64_t n) {
   batches_per_epoch_ = batches;
 }
 
-int64_t Pipeline::global_rows_of(int64_t index) const {
+int64_t Pipeline::global_rows_of(int64_t index, int64_t upto) const {
   int64_t total = 0;
-  for (size_t k = 0; k < shard_rows_.size(); ++k) {
+  const size_t end = upto < 0 ? shard_rows_.size() : static_cast<size_t>(upto);
+  for (size_t k = 0; k < end; ++k) {
     total += std::clamp<int64_t>(shard_walks_[k] - index * shard_rows_[k], 0, shard_rows_[k]);
   }
   return total;
@@ -184,10 +185,12 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
     b.global_rows = std::min(opt_.global_batch, n - gstart);
     start = gstart + opt_.shard_offset;
     rows = std::clamp<int64_t>(b.global_rows - opt_.shard_offset, 0, opt_.shard_batch);
+    b.first_row = opt_.shard_offset;
   } else {
     start = index * opt_.shard_batch;
     rows = std::clamp<int64_t>(n - start, 0, opt_.shard_batch);
     b.global_rows = global_rows_of(index);
+    b.first_row = global_rows_of(index, opt_.shard_index);
   }
   b.epoch = epoch;
   b.index = index;

@@ -132,18 +132,24 @@ const Tensor& Dropout::forward(const Tensor& x, const ForwardContext& ctx) {
   active_ = ctx.mode == Mode::kTrain && p_ > 0.0f;
   x_ = &x;
   if (!active_) return x;
-  // The mask comes from a stream derived from the step seed and the layer
-  // index: no state to checkpoint, and a resumed run draws the same masks.
-  Rng rng(Rng::derive(ctx.step_seed, 0xD20, index_));
+  // Each row's mask comes from a stream derived from the step seed, the
+  // layer index and the row's position in the global batch: no state to
+  // checkpoint, a resumed run draws the same masks, and a row draws the
+  // same mask whichever replica holds it.
+  const uint64_t layer_seed = Rng::derive(ctx.step_seed, 0xD20, index_);
   const float keep_scale = 1.0f / (1.0f - p_);
   mask_.set_rows(x.rows());
   y_.set_rows(x.rows());
-  float* m = mask_.data();
-  float* y = y_.data();
-  const float* xs = x.data();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    m[i] = rng.uniform() >= p_ ? keep_scale : 0.0f;
-    y[i] = xs[i] * m[i];
+  const int64_t cols = x.cols();
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    Rng rng(Rng::derive(layer_seed, static_cast<uint64_t>(ctx.first_row + r)));
+    float* m = mask_.data() + r * cols;
+    float* y = y_.data() + r * cols;
+    const float* xs = x.data() + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      m[c] = rng.uniform() >= p_ ? keep_scale : 0.0f;
+      y[c] = xs[c] * m[c];
+    }
   }
   return y_;
 }

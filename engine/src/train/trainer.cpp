@@ -266,7 +266,9 @@ void Trainer::bind_gradients() {
 void Trainer::replica_step(int r, const StepInputs& in) {
   Replica& rep = *replicas_[r];
   const Batch& b = *(*in.batches)[r];
-  const Tensor& out = rep.model->forward(b.x, in.ctx);
+  ForwardContext ctx = in.ctx;
+  ctx.first_row = b.first_row;  // this replica's rows' place in the global batch
+  const Tensor& out = rep.model->forward(b.x, ctx);
   rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
                             rep.doutput, in.grad_scale);
   rep.model->backward(rep.doutput, rep.on_layer_done);

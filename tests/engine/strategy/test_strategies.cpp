@@ -131,6 +131,34 @@ TEST_F(Strategies, ReplicasMatchOneDevice) {
   }
 }
 
+// Dropout: a row's mask is keyed on its place in the global batch, so N
+// replicas draw the masks one device draws and still train to the same
+// parameters (they used to draw the same mask stream on every replica).
+TEST_F(Strategies, DropoutReplicasMatchOneDevice) {
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  for (int64_t batch : {32, 30}) {
+    nlohmann::json one_doc = doc({{"type", "one_device"}}, sgd, batch);
+    one_doc["model"]["dropout"] = 0.3;
+    const auto one = train(one_doc)[0];
+    const Case cases[] = {
+        {"mirrored", 2, "native"}, {"mirrored", 3, "ring"}, {"central_storage", 4, "native"}};
+    for (const Case& c : cases) {
+      nlohmann::json d = doc({{"type", c.type},
+                              {"replicas", c.replicas},
+                              {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}}}},
+                             sgd, batch);
+      d["model"]["dropout"] = 0.3;
+      const auto many = train(d);
+      double worst = 0;
+      for (size_t i = 0; i < one.size(); ++i) {
+        worst = std::max(worst, std::fabs(many[0][i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+      }
+      EXPECT_LE(worst, 1.0) << c.type << " x" << c.replicas << " batch " << batch << " dropout";
+      for (int r = 1; r < c.replicas; ++r) EXPECT_EQ(many[r], many[0]) << c.type << " " << r;
+    }
+  }
+}
+
 // Overlapping the bucket allreduces with backward runs the same collectives
 // on the same buffers in the same order as reducing after backward: the
 // parameters must come out bit for bit the same. Tiny buckets (one per

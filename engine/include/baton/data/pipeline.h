@@ -65,6 +65,7 @@ struct Batch {
   Tensor targets;               // (rows, target_width) (regression)
   int64_t rows = 0;             // rows of this shard in this batch (may be 0)
   int64_t global_rows = 0;      // rows of the whole global batch (all shards)
+  int64_t first_row = 0;        // where this shard's rows start in the global batch
   int64_t epoch = 0;
   int64_t index = 0;  // batch index within the epoch
 };
@@ -94,8 +95,9 @@ class Pipeline {
 
  private:
   void build_order(int64_t epoch, std::vector<int64_t>& order) const;
-  void plan_shards(int64_t n);                  // FILE, OFF: walks, epoch length
-  int64_t global_rows_of(int64_t index) const;  // FILE, OFF: rows of all shards
+  void plan_shards(int64_t n);  // FILE, OFF: walks, epoch length
+  // FILE, OFF: the rows of shards [0, upto) in batch `index` (upto -1: all).
+  int64_t global_rows_of(int64_t index, int64_t upto = -1) const;
   void fill(Batch& b, int64_t epoch, int64_t index);
   void worker();
   void stop_worker();

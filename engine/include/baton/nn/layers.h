@@ -28,6 +28,10 @@ struct ForwardContext {
   // Seed for this step's randomness (dropout masks). Derived from the run
   // seed and the global step, so a resumed run draws the same masks.
   uint64_t step_seed = 0;
+  // Where this replica's first row sits in the step's global batch: a
+  // row's randomness is keyed on its global position, so N replicas draw
+  // exactly the masks one device would for the same global batch.
+  int64_t first_row = 0;
 };
 
 struct Param {
