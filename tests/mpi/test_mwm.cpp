@@ -102,6 +102,33 @@ TEST(MultiWorkerMirrored, DropoutMatchesOneDevice) {
   }
 }
 
+// The chief's parameters reach every rank before the first step: a rank
+// that starts elsewhere (here: nudged) ends with the same bits as rank 0.
+TEST(MultiWorkerMirrored, TheChiefsStateIsBroadcastToEveryRank) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  RunConfig cfg =
+      parse_run_config(doc({{"type", "multi_worker_mirrored"}, {"replicas_per_worker", 2}},
+                           {{"type", "sgd"}, {"lr", 0.05}}, 32),
+                       "mwm.json");
+  Telemetry t;
+  TrainOptions opt;
+  opt.run_id = "mwm-bcast";
+  Trainer trainer(cfg, registry, t, opt);
+  if (rank != 0) {
+    for (Param* p : trainer.model(1).params()) p->value[0] += 0.25f * static_cast<float>(rank);
+  }
+  ASSERT_EQ(trainer.run().status, "completed");
+  std::vector<float> mine;
+  for (Param* p : trainer.model(1).params())
+    mine.insert(mine.end(), p->value.data(), p->value.data() + p->value.numel());
+  std::vector<float> root = mine;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  EXPECT_EQ(root, mine) << "rank " << rank << " kept its own start";
+}
+
 // Several replicas (threads) per rank: the replicas of the whole job, in
 // threads and processes, still equal one device; every replica on every
 // rank holds the same bits; and overlap changes no bit.

@@ -67,6 +67,7 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     s.overlap = ar.boolean_or("overlap", true);
     s.timeout_ms = static_cast<int64_t>(ar.positive_or("timeout_s", 300.0) * 1000.0);
     ar.finish();
+    s.drift_check_steps = node.integer_or("drift_check_steps", 100, 0);
   }
   node.finish();
   return s;

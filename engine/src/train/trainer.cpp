@@ -101,6 +101,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     rep->params = rep->model->params();
     rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params);
     rep->doutput = Tensor({max_rows, out});
+    rep->drift.assign(static_cast<size_t>(2 * strategy_->num_replicas()), 0.0f);
     replicas_.push_back(std::move(rep));
   }
   model_description_ = replicas_[0]->model->describe();

@@ -31,7 +31,8 @@ struct Trainer::Replica {
   // through on_layer_done (built once: the step does not allocate).
   std::vector<size_t> layer_first_param;
   std::function<void(size_t)> on_layer_done;
-  Tensor doutput;  // (shard batch, outputs)
+  Tensor doutput;            // (shard batch, outputs)
+  std::vector<float> drift;  // 2 x replicas: every replica's checksum (replica_sync.cpp)
   LossResult last;
 };
 

@@ -59,6 +59,9 @@ TrainSummary Trainer::run() {
   if (strategy_->serves()) return serve(s);
 
   emit_run_start(s);
+  // The chief's state everywhere before the first step (after a restore
+  // too: every replica then holds exactly what the chief restored).
+  broadcast_from_chief();
   s.sum.step_losses.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - s.step)));
   s.nrep = strategy_->local_replicas();
   s.batches.assign(static_cast<size_t>(s.nrep), nullptr);
@@ -224,6 +227,9 @@ bool Trainer::train_step(RunState& s) {
   w.comm += ms_between(t2, t3);
   w.optim += ms_between(t3, t4);
   w.total += ms_between(t0, t4);
+  if (cfg_.strategy.drift_check_steps > 0 && s.step % cfg_.strategy.drift_check_steps == 0) {
+    check_drift(s.step);
+  }
   if (log_step) report_window(s, lr);
   if (checkpoints_ && cfg_.checkpoint.every_steps > 0 &&
       s.step % cfg_.checkpoint.every_steps == 0) {

@@ -159,6 +159,67 @@ TEST_F(Strategies, DropoutReplicasMatchOneDevice) {
   }
 }
 
+// The chief's state reaches every replica before the first step (DDP's and
+// Horovod's initial broadcast): a replica that starts from other values
+// (another CPU's kernels, here a deliberate nudge) is overwritten, and the
+// run still equals one device.
+TEST_F(Strategies, TheChiefsStateIsBroadcastBeforeTheFirstStep) {
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}};
+  const auto one = train(doc({{"type", "one_device"}}, sgd, 32))[0];
+  RunConfig cfg = parse_run_config(doc({{"type", "mirrored"}, {"replicas", 3}}, sgd, 32), "s.json");
+  Telemetry t;
+  TrainOptions opt;
+  opt.run_id = "bcast";
+  Trainer trainer(cfg, registry_, t, opt);
+  for (Param* p : trainer.model(2).params()) p->value[0] += 0.5f;
+  ASSERT_EQ(trainer.run().status, "completed");
+  std::vector<std::vector<float>> flat(3);
+  for (int r = 0; r < 3; ++r) {
+    for (Param* p : trainer.model(r).params())
+      flat[r].insert(flat[r].end(), p->value.data(), p->value.data() + p->value.numel());
+  }
+  EXPECT_EQ(flat[2], flat[0]) << "replica 2 kept its own start";
+  double worst = 0;
+  for (size_t i = 0; i < one.size(); ++i) {
+    worst = std::max(worst, std::fabs(flat[0][i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+  }
+  EXPECT_LE(worst, 1.0);
+}
+
+// Every drift_check_steps steps the replicas compare parameter checksums: a
+// replica nudged during the run fails it at the next check, named.
+TEST_F(Strategies, AReplicaThatDriftsFailsTheRunWithItsName) {
+  nlohmann::json d = doc({{"type", "mirrored"}, {"replicas", 3}, {"drift_check_steps", 3}},
+                         {{"type", "sgd"}, {"lr", 0.05}}, 32);
+  d["train"]["log_every_steps"] = 1;
+  RunConfig cfg = parse_run_config(d, "s.json");
+  Trainer* running = nullptr;
+  Telemetry t;
+  t.add(std::make_shared<CallbackSink>([&](const Event& e) {
+    const auto* step = std::get_if<StepEvent>(&e);
+    if (step != nullptr && step->step == 4) running->model(2).params()[0]->value[3] += 1e-3f;
+  }));
+  TrainOptions opt;
+  opt.run_id = "drift";
+  Trainer trainer(cfg, registry_, t, opt);
+  running = &trainer;
+  try {
+    trainer.run();
+    ADD_FAILURE() << "the drifted replica went unnoticed";
+  } catch (const RuntimeError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("replica 2 drifted from the chief (replica 0) at step 6"),
+              std::string::npos)
+        << what;
+  }
+  // 0 turns the check off: the same nudge then goes unnoticed.
+  d["strategy"]["drift_check_steps"] = 0;
+  RunConfig off = parse_run_config(d, "s.json");
+  Trainer quiet(off, registry_, t, opt);
+  running = &quiet;
+  EXPECT_EQ(quiet.run().status, "completed");
+}
+
 // Overlapping the bucket allreduces with backward runs the same collectives
 // on the same buffers in the same order as reducing after backward: the
 // parameters must come out bit for bit the same. Tiny buckets (one per

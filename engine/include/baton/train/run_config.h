@@ -39,6 +39,9 @@ struct StrategyConfig {
   int64_t bucket_bytes = 25 << 20;
   bool overlap = true;  // allreduce buckets while backward goes on
   int64_t timeout_ms = 300000;
+  // mirrored, central_storage, multi_worker_mirrored: compare the replicas'
+  // parameter checksums every this many steps (0 = never).
+  int64_t drift_check_steps = 100;
   // parameter_server: servers (0 = TF_CONFIG's ps count when set, else 1)
   // and "async" | "sync".
   int num_ps = 0;

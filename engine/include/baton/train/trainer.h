@@ -112,6 +112,13 @@ class Trainer {
   // Plans the strategy's gradient reduction and, with overlap, the
   // backward hooks.
   void bind_gradients();
+  // Replica consistency (replica_sync.cpp): whether replicas talk at all;
+  // the chief's parameters, buffers and optimizer state to every replica;
+  // the parameters' checksums compared (RuntimeError naming a replica that
+  // differs).
+  bool replicas_linked() const;
+  void broadcast_from_chief();
+  void check_drift(int64_t step);
   // InputError when a layer needs a link between replicas the strategy
   // does not give (syncbatchnorm under parameter_server).
   void refuse_unlinked_cross_replica_layers(Sequential& model, int replica);

@@ -1,0 +1,79 @@
+// Keeping replicas identical, as DDP and Horovod do: the chief's state is
+// broadcast to every replica before the first step (and after a restore),
+// and every drift_check_steps steps each replica's parameters are
+// checksummed and compared, so a replica that drifted (another CPU's
+// kernel variant, a bad host) fails the run with its name instead of
+// training on quietly.
+#include <baton/comm/communicator.h>
+#include <baton/core/error.h>
+#include <baton/train/trainer.h>
+#include <zlib.h>
+
+#include <cstdio>
+
+#include "trainer_internal.h"
+
+namespace baton {
+namespace {
+
+// CRC32 (zlib) of every parameter's bytes, in order.
+uint32_t params_crc(const std::vector<Param*>& params) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  for (const Param* p : params) {
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(p->value.data()),
+                  static_cast<z_size_t>(p->value.numel()) * sizeof(float));
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+}  // namespace
+
+bool Trainer::replicas_linked() const {
+  return strategy_->num_replicas() > 1 && strategy_->replica_communicator(0) != nullptr;
+}
+
+void Trainer::broadcast_from_chief() {
+  if (!replicas_linked()) return;
+  strategy_->run([this](const ReplicaContext& rc) {
+    Replica& rep = *replicas_[rc.replica_id];
+    Communicator& comm = *strategy_->replica_communicator(rc.replica_id);
+    // Every replica walks the same tensors in the same order (one model).
+    for (Param* p : rep.params) comm.broadcast(p->value.data(), p->value.numel(), 0);
+    for (auto& [name, t] : rep.model->buffers()) comm.broadcast(t->data(), t->numel(), 0);
+    for (auto& [name, t] : rep.optimizer->state()) comm.broadcast(t->data(), t->numel(), 0);
+  });
+}
+
+void Trainer::check_drift(int64_t step) {
+  if (!replicas_linked()) return;
+  const int n = strategy_->num_replicas();
+  // Each replica writes its checksum, as two exact 16-bit halves, into its
+  // own slots of a zeroed vector; a sum over the replicas gives everyone
+  // every checksum.
+  strategy_->run([this, n](const ReplicaContext& rc) {
+    Replica& rep = *replicas_[rc.replica_id];
+    std::vector<float>& buf = rep.drift;
+    std::fill(buf.begin(), buf.end(), 0.0f);
+    const uint32_t crc = params_crc(rep.params);
+    const int g = strategy_->first_replica() + rc.replica_id;
+    buf[2 * g] = static_cast<float>(crc >> 16);
+    buf[2 * g + 1] = static_cast<float>(crc & 0xFFFF);
+    strategy_->replica_communicator(rc.replica_id)->allreduce(buf.data(), 2 * n, ReduceOp::kSum);
+  });
+  const std::vector<float>& all = replicas_[0]->drift;
+  const auto crc_of = [&](int g) {
+    return (static_cast<uint32_t>(all[2 * g]) << 16) | static_cast<uint32_t>(all[2 * g + 1]);
+  };
+  for (int g = 1; g < n; ++g) {
+    if (crc_of(g) == crc_of(0)) continue;
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "replica %d drifted from the chief (replica 0) at step %lld: parameter "
+                  "checksum %08x, the chief's %08x; replicas must hold the same values (a "
+                  "different kernel or a faulty host)",
+                  g, static_cast<long long>(step), crc_of(g), crc_of(0));
+    throw RuntimeError(line);
+  }
+}
+
+}  // namespace baton
