@@ -112,6 +112,18 @@ void MultiWorkerMirroredStrategy::apply_updates(const PerReplica<std::vector<Par
   pool_->run([&](int r) { apply(r); });
 }
 
+Strategy::StepTotals MultiWorkerMirroredStrategy::combine_step(const PerReplica<double>& loss_sums,
+                                                               const PerReplica<double>& corrects,
+                                                               bool stop_requested) const {
+  // This process's share first, then one allreduce of three floats across
+  // the processes (the stop requests summed: any one > 0 stops all).
+  float v[3] = {static_cast<float>(Strategy::reduce(ReduceOp::kSum, loss_sums)),
+                static_cast<float>(Strategy::reduce(ReduceOp::kSum, corrects)),
+                stop_requested ? 1.0f : 0.0f};
+  outer().allreduce(v, 3, ReduceOp::kSum);
+  return {v[0], v[1], v[2] > 0.0f};
+}
+
 bool MultiWorkerMirroredStrategy::agree_to_stop(bool local) {
   // One float, max over the ranks: any rank's request stops every rank at
   // this same step, so none is left waiting in the next step's collectives.

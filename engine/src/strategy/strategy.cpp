@@ -58,6 +58,13 @@ double Strategy::reduce(ReduceOp op, const PerReplica<double>& values) const {
   return acc;
 }
 
+Strategy::StepTotals Strategy::combine_step(const PerReplica<double>& loss_sums,
+                                            const PerReplica<double>& corrects,
+                                            bool stop_requested) const {
+  return {Strategy::reduce(ReduceOp::kSum, loss_sums), Strategy::reduce(ReduceOp::kSum, corrects),
+          stop_requested};
+}
+
 void Strategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                              const std::function<void(int)>& apply) {
   for (size_t r = 0; r < per_replica.size(); ++r) apply(static_cast<int>(r));

@@ -43,6 +43,7 @@ struct Trainer::RunState {
   } win;
   double last_loss = 0, grad_norm = 0;
   bool stopped = false;
+  bool stop_agreed = false;  // every process saw a stop request by the last step
   int64_t samples_total = 0;
   // The epoch in progress.
   Clock::time_point epoch_t0;
@@ -70,6 +71,9 @@ TrainSummary Trainer::run() {
   s.correct_parts.assign(static_cast<size_t>(s.nrep), 0.0);
   s.train_t0 = Clock::now();
   try {
+    // A request that came before the first step; later ones travel with
+    // each step's totals.
+    s.stop_agreed = opt_.stop && strategy_->agree_to_stop(opt_.stop->load());
     for (; s.step < total_steps_ && !s.stopped; ++s.epoch, s.skip = 0) {
       train_epoch(s);
       if (s.stopped) break;
@@ -162,7 +166,7 @@ void Trainer::train_epoch(RunState& s) {
   s.ep_samples = 0;
   s.step_in_epoch = s.skip;
   while (s.step < total_steps_) {
-    if (opt_.stop && strategy_->agree_to_stop(opt_.stop->load(std::memory_order_relaxed))) {
+    if (s.stop_agreed) {
       s.stopped = true;
       return;
     }
@@ -195,8 +199,12 @@ bool Trainer::train_step(RunState& s) {
   strategy_->apply_updates(s.all_params, [this, &up](int r) { replica_update(r, up); });
   const auto t4 = Clock::now();
 
-  const double loss_sum = strategy_->reduce(ReduceOp::kSum, s.loss_parts);
-  const double correct = strategy_->reduce(ReduceOp::kSum, s.correct_parts);
+  // One collective for the step's loss, correct count and stop requests.
+  const Strategy::StepTotals totals = strategy_->combine_step(
+      s.loss_parts, s.correct_parts, opt_.stop && opt_.stop->load(std::memory_order_relaxed));
+  s.stop_agreed = totals.stop;
+  const double loss_sum = totals.loss_sum;
+  const double correct = totals.correct;
   // Under remote updates the workers do not combine their metrics: a step's
   // loss is this worker's own batch's.
   int64_t counted_rows = global_rows;

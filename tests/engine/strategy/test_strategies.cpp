@@ -2,6 +2,8 @@
 // threads end with the same parameters as one replica, within a stated
 // tolerance (the only difference is the order in which per-row gradient
 // contributions are summed). And the replicas stay identical to each other.
+#include <baton/comm/communicator.h>
+#include <baton/comm/local.h>
 #include <baton/core/error.h>
 #include <baton/strategy/strategy.h>
 #include <baton/train/registry.h>
@@ -218,6 +220,59 @@ TEST_F(Strategies, AReplicaThatDriftsFailsTheRunWithItsName) {
   Trainer quiet(off, registry_, t, opt);
   running = &quiet;
   EXPECT_EQ(quiet.run().status, "completed");
+}
+
+// A communicator that counts the allreduces it passes on.
+class CountingCommunicator final : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string describe() const override { return "counting/" + inner_.describe(); }
+  void allreduce(float* data, int64_t count, ReduceOp op) override {
+    ++allreduces;
+    floats += count;
+    inner_.allreduce(data, count, op);
+  }
+  void reduce_scatter(const float* in, float* out, int64_t count, ReduceOp op) override {
+    inner_.reduce_scatter(in, out, count, op);
+  }
+  void allgather(const float* in, float* out, int64_t count) override {
+    inner_.allgather(in, out, count);
+  }
+  void broadcast(float* data, int64_t count, int root) override {
+    inner_.broadcast(data, count, root);
+  }
+  void send(const float* data, int64_t count, int dst) override { inner_.send(data, count, dst); }
+  void recv(float* data, int64_t count, int src) override { inner_.recv(data, count, src); }
+  void sendrecv(const float* s, int64_t sc, int dst, float* r, int64_t rc, int src) override {
+    inner_.sendrecv(s, sc, dst, r, rc, src);
+  }
+  void barrier() override { inner_.barrier(); }
+  int allreduces = 0;
+  int64_t floats = 0;
+
+ private:
+  Communicator& inner_;
+};
+
+// A step's loss, correct count and stop requests cross the processes in
+// one collective of three floats (they were three blocking allreduces).
+TEST(StepTotals, MultiWorkerCombinesAStepInOneCollective) {
+  LocalGroup world(1, CommOptions{});
+  for (int local : {1, 2}) {
+    auto counting = std::make_unique<CountingCommunicator>(world.rank(0));
+    CountingCommunicator* c = counting.get();
+    MultiWorkerMirroredStrategy mwm(std::move(counting), local, GradientOptions{}, CommOptions{});
+    const PerReplica<double> losses(static_cast<size_t>(local), 1.5);
+    const PerReplica<double> corrects(static_cast<size_t>(local), 3.0);
+    const Strategy::StepTotals t = mwm.combine_step(losses, corrects, local == 2);
+    EXPECT_EQ(c->allreduces, 1) << local << " local replica(s)";
+    EXPECT_EQ(c->floats, 3);
+    EXPECT_DOUBLE_EQ(t.loss_sum, 1.5 * local);
+    EXPECT_DOUBLE_EQ(t.correct, 3.0 * local);
+    EXPECT_EQ(t.stop, local == 2);
+  }
 }
 
 // Overlapping the bucket allreduces with backward runs the same collectives

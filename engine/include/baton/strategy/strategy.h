@@ -93,6 +93,18 @@ class Strategy {
   // Combines one value per local replica, over all replicas of the cluster.
   virtual double reduce(ReduceOp op, const PerReplica<double>& values) const;
 
+  // A step's small figures, combined over the cluster at once after the
+  // gradients: the loss and correct-count sums over every replica, and
+  // whether any process was asked to stop (every process then stops before
+  // the same next step). Multi-process strategies do it in one collective
+  // of three floats, not three; the default is this process's own.
+  struct StepTotals {
+    double loss_sum = 0, correct = 0;
+    bool stop = false;
+  };
+  virtual StepTotals combine_step(const PerReplica<double>& loss_sums,
+                                  const PerReplica<double>& corrects, bool stop_requested) const;
+
   // Sums each parameter's gradient over the replicas so every replica holds
   // the total (the loss gradients are already scaled by 1/global_batch).
   // per_replica[r] lists replica r's parameters in the same order.
@@ -221,6 +233,8 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   std::vector<std::string> devices() const override;
   void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
   double reduce(ReduceOp op, const PerReplica<double>& values) const override;
+  StepTotals combine_step(const PerReplica<double>& loss_sums, const PerReplica<double>& corrects,
+                          bool stop_requested) const override;
   void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
                       bool overlap_allowed) override;
   bool overlaps_backward() const override;
