@@ -166,7 +166,11 @@ void Trainer::train_epoch(RunState& s) {
   s.ep_samples = 0;
   s.step_in_epoch = s.skip;
   while (s.step < total_steps_) {
-    if (s.stop_agreed) {
+    // Alone, this process's request stops the run before the next step; in
+    // lock step with other processes, the request agreed at the last step.
+    const bool own = !strategy_->stop_needs_agreement() && opt_.stop &&
+                     opt_.stop->load(std::memory_order_relaxed);
+    if (s.stop_agreed || own) {
       s.stopped = true;
       return;
     }

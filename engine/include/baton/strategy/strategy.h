@@ -142,6 +142,9 @@ class Strategy {
   // stop at the same step, so multi-process strategies combine the requests
   // (any one stops all); the default is this process's own.
   virtual bool agree_to_stop(bool local) { return local; }
+  // Whether the processes must agree on a stop (combine_step carries it);
+  // otherwise this process's own request decides at the next step.
+  virtual bool stop_needs_agreement() const { return false; }
 
   // Parameter-server hooks (the defaults suit every other strategy).
   // Whether the optimizer runs elsewhere (on the parameter servers): the
@@ -243,6 +246,7 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
   bool agree_to_stop(bool local) override;
+  bool stop_needs_agreement() const override { return true; }
   Communicator* replica_communicator(int r) override { return &handle(r); }
   std::vector<LinkSample> drain_links() override;
   std::string communication() const override;
