@@ -109,7 +109,6 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
     std::fprintf(human, "no earlier run of \"%s\" with a checkpoint under %s; starting fresh\n",
                  session.trainer().config().name.c_str(), session.runs_root().c_str());
   }
-  const StopSignals signals;
   const RunOutcome o = session.run();
   if (!chief) return exit_code(o.summary.status);
 
@@ -131,6 +130,10 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
 }  // namespace
 
 int run_train(const TrainArgs& a, const std::string& exe_path) {
+  // The stop handlers stay until the process is done, MPI_Finalize
+  // included: under mpirun a SIGUSR1 forwarded late (the rank already
+  // stopping because another rank was asked first) must not kill it.
+  const StopSignals signals;
 #ifdef BATON_HAVE_MPI
   if (MpiRuntime::in_mpi_job()) {
     MpiRuntime mpi;

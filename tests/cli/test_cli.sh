@@ -325,7 +325,7 @@ ev_loss = {e["step"]: e["loss"] for e in ev if e["type"] == "step"}
 assert csv_loss == ev_loss, (sorted(csv_loss.items())[:3], sorted(ev_loss.items())[:3])
 epochs = [e for e in ev if e["type"] == "epoch"]
 assert [float(r["value"]) for r in rows if r["metric"] == "val_loss"] == [e["val_loss"] for e in epochs]
-assert len(rows) == 10 * len(ev_loss) + 6 * len(epochs), len(rows)
+assert len(rows) == 11 * len(ev_loss) + 6 * len(epochs), len(rows)
 PY
 then pass=$((pass + 1)); else echo "FAIL hist-export-csv: differs from the event stream"; fail=$((fail + 1)); fi
 if "$BATON" history export 2 --db "$H" --format json >"$WORK/run2.json" && python3 -c '

@@ -123,6 +123,8 @@ inline Recorded record_run(const std::string& db, const std::string& run, int64_
       e.lr = 0.01;
       e.grad_norm = 1.5 + std::cos(step * 0.11);
       e.samples_per_s = 1000 + step;
+      e.rank_samples_per_s = e.samples_per_s;  // one process: its rate is the job's
+      e.local_replicas = 2;                    // both replicas (start.replicas) in it
       e.step_time_ms = 0.1 + 1e-7 * static_cast<double>(step);
       e.data_ms = 0.01;
       e.compute_ms = 0.07;

@@ -114,6 +114,10 @@ TEST(MultiWorkerMirrored, TheChiefsStateIsBroadcastToEveryRank) {
                            {{"type", "sgd"}, {"lr", 0.05}}, 32),
                        "mwm.json");
   Telemetry t;
+  std::vector<StepEvent> steps;
+  t.add(std::make_shared<CallbackSink>([&](const Event& e) {
+    if (const auto* s = std::get_if<StepEvent>(&e)) steps.push_back(*s);
+  }));
   TrainOptions opt;
   opt.run_id = "mwm-bcast";
   Trainer trainer(cfg, registry, t, opt);
@@ -127,6 +131,16 @@ TEST(MultiWorkerMirrored, TheChiefsStateIsBroadcastToEveryRank) {
   std::vector<float> root = mine;
   MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
   EXPECT_EQ(root, mine) << "rank " << rank << " kept its own start";
+  // Step events carry the process's rank and its first global replica.
+  ASSERT_FALSE(steps.empty());
+  for (const StepEvent& e : steps) {
+    EXPECT_EQ(e.rank, rank);
+    EXPECT_EQ(e.replica, 2 * rank);
+    EXPECT_EQ(e.local_replicas, 2);
+    EXPECT_GT(e.rank_samples_per_s, 0.0);
+    // Each process holds its share of the global batch.
+    EXPECT_LT(e.rank_samples_per_s, e.samples_per_s);
+  }
 }
 
 // Several replicas (threads) per rank: the replicas of the whole job, in

@@ -227,6 +227,7 @@ void Dashboard::add_events(const std::vector<Event>& events) {
     if (const auto* e = std::get_if<RunStartEvent>(&ev)) {
       Run& r = run_for(e->run);
       r.replicas = std::max(1, e->replicas);
+      r.remote_updates = e->strategy == "parameter_server";
       if (r.label == QString::fromStdString(e->run) && !e->name.empty()) {
         r.label = QString::fromStdString(e->name);
       }
@@ -235,18 +236,31 @@ void Dashboard::add_events(const std::vector<Event>& events) {
       const QString id = QString::fromStdString(e->run);
       const double st = static_cast<double>(e->step), t = e->wall_time_s;
       r.last_rel = t;
-      // Under mpirun every rank reports; rank 0's figures are the job's.
-      if (e->rank != 0) {
+      // Under mpirun every rank reports its own rows' rate (one series per
+      // rank when the job has several processes); rank 0's other figures
+      // are the job's.
+      // (Runs recorded before rank_samples_per_s: this rank's share.)
+      const double own = e->rank_samples_per_s > 0
+                             ? e->rank_samples_per_s
+                             : e->samples_per_s * e->local_replicas / r.replicas;
+      r.rank_rate[e->rank] = own;
+      if (e->local_replicas < r.replicas) {
         append(r, id, QStringLiteral("throughput/rank %1").arg(e->rank), Plot::kThroughput, st, t,
-               e->samples_per_s / r.replicas, false);
-        continue;
+               own, false);
       }
+      if (e->rank != 0) continue;
       append(r, id, QStringLiteral("loss/train"), Plot::kLoss, st, t, e->loss, true);
       append(r, id, QStringLiteral("accuracy/train"), Plot::kAccuracy, st, t, e->accuracy, true);
-      append(r, id, QStringLiteral("throughput/global"), Plot::kThroughput, st, t, e->samples_per_s,
-             false);
+      // A parameter server's workers each count only their own rows: the
+      // job's rate is their sum.
+      double global = e->samples_per_s;
+      if (r.remote_updates) {
+        global = 0;
+        for (const auto& [rank, rate] : r.rank_rate) global += rate;
+      }
+      append(r, id, QStringLiteral("throughput/global"), Plot::kThroughput, st, t, global, false);
       append(r, id, QStringLiteral("throughput/replica"), Plot::kThroughput, st, t,
-             e->samples_per_s / r.replicas, false);
+             own / std::max(1, e->local_replicas), false);
       const double parts[] = {e->data_ms, e->compute_ms, e->comm_ms, e->optimizer_ms};
       for (int i = 0; i < 4; ++i) {
         append(r, id, QStringLiteral("time/") + kTimeParts[i], Plot::kStepTime, st, t, parts[i],

@@ -78,6 +78,8 @@ class Dashboard : public QWidget {
     QColor color;
     double start_unix_s = 0;
     int replicas = 1;
+    bool remote_updates = false;  // parameter_server: each worker reports its own rows
+    std::map<int, double> rank_rate;  // every rank's latest own samples/s
     double last_rel = 0;  // wall time of the last step, for epoch events
     std::map<QString, Series> series;
   };

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -129,8 +130,10 @@ inline constexpr int kRollupShift[kRollupLevels] = {6, 10, 14, 18};
 
 // Metric catalogue: the names a step or epoch event is stored under.
 inline constexpr const char* kStepMetrics[] = {
-    "loss",         "accuracy", "lr",         "grad_norm", "samples_per_s",
-    "step_time_ms", "data_ms",  "compute_ms", "comm_ms",   "optimizer_ms"};
+    "loss",    "accuracy",   "lr",      "grad_norm",    "samples_per_s",     "step_time_ms",
+    "data_ms", "compute_ms", "comm_ms", "optimizer_ms", "rank_samples_per_s"};
+inline constexpr int kNumStepMetrics = static_cast<int>(std::size(kStepMetrics));
+inline constexpr int kNumEpochMetrics = 6;
 inline constexpr const char* kEpochMetrics[] = {
     "train_loss",   "train_accuracy",      "val_loss",
     "val_accuracy", "epoch_samples_per_s", "epoch_time_s"};

@@ -96,7 +96,7 @@ struct HistoryReplay::Impl {
     Stmt st(db, "SELECT id, name FROM metrics");
     while (st.step()) {
       const std::string name = st.col_text(1);
-      for (int i = 0; i < 10; ++i) {
+      for (int i = 0; i < kNumStepMetrics; ++i) {
         if (name == kStepMetrics[i]) metrics[st.col_int(0)] = {false, i};
       }
       for (int i = 0; i < 6; ++i) {
@@ -183,13 +183,19 @@ struct HistoryReplay::Impl {
           e.epoch = st.col_int(4);
           e.rank = static_cast<int>(st.col_int(3));
           e.wall_time_s = st.col_double(5) - a.offset_s;
+          // Not stored per step: from the run's replicas and processes.
+          const int world = rec.topology.is_object() ? rec.topology.value("world_size", 1) : 1;
+          e.local_replicas = std::max(1, rec.replicas / std::max(1, world));
+          e.replica = e.rank * e.local_replicas;
           re.event = e;
         }
       }
       if (auto* e = std::get_if<StepEvent>(&re.event)) {
-        double* fields[10] = {&e->loss,          &e->accuracy,     &e->lr,      &e->grad_norm,
-                              &e->samples_per_s, &e->step_time_ms, &e->data_ms, &e->compute_ms,
-                              &e->comm_ms,       &e->optimizer_ms};
+        double* fields[kNumStepMetrics] = {
+            &e->loss,         &e->accuracy,          &e->lr,
+            &e->grad_norm,    &e->samples_per_s,     &e->step_time_ms,
+            &e->data_ms,      &e->compute_ms,        &e->comm_ms,
+            &e->optimizer_ms, &e->rank_samples_per_s};
         if (!mi->second.epoch) *fields[mi->second.index] = value;
       } else if (auto* e = std::get_if<EpochEvent>(&re.event)) {
         double* fields[6] = {&e->train_loss,   &e->train_accuracy, &e->val_loss,

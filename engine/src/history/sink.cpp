@@ -27,7 +27,7 @@ struct StepBody {
   int64_t step, epoch;
   int rank;
   double wall_time_s;
-  double values[10];  // in kStepMetrics order
+  double values[kNumStepMetrics];  // in kStepMetrics order
 };
 struct LinkBody {
   int64_t step;
@@ -49,7 +49,7 @@ StepBody step_body(const StepEvent& e) {
           e.rank,
           e.wall_time_s,
           {e.loss, e.accuracy, e.lr, e.grad_norm, e.samples_per_s, e.step_time_ms, e.data_ms,
-           e.compute_ms, e.comm_ms, e.optimizer_ms}};
+           e.compute_ms, e.comm_ms, e.optimizer_ms, e.rank_samples_per_s}};
 }
 
 nlohmann::json json_array(const std::vector<std::string>& v) {
@@ -98,7 +98,7 @@ class HistoryWriter {
       id.reset();
       return v;
     };
-    for (size_t i = 0; i < 10; ++i) step_metric_[i] = lookup(kStepMetrics[i]);
+    for (int i = 0; i < kNumStepMetrics; ++i) step_metric_[i] = lookup(kStepMetrics[i]);
     for (size_t i = 0; i < 6; ++i) epoch_metric_[i] = lookup(kEpochMetrics[i]);
     // The writer touches the growing end of every series at once: keep
     // those pages cached (64 MiB at most).
@@ -248,7 +248,7 @@ class HistoryWriter {
     const double wall = s.wall_time_s + wall_offset_;
     // One single-row INSERT per sample: a multi-row INSERT needs a
     // statement journal and measured slower.
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < kNumStepMetrics; ++i) {
       sample(step_metric_[i], s.step, s.rank, seq, s.epoch, wall, s.values[i]);
     }
     last_step_ = std::max(last_step_, s.step);
@@ -341,7 +341,7 @@ class HistoryWriter {
   Db db_;
   HistoryRunInfo info_;
   ProcessIdentity me_;
-  int64_t step_metric_[10] = {};
+  int64_t step_metric_[kNumStepMetrics] = {};
   int64_t epoch_metric_[6] = {};
   Stmt ins_sample_, ins_link_, ins_event_, put_rollup_, get_rollup_;
   int64_t run_ = 0;  // the runs row being recorded

@@ -50,6 +50,8 @@ int MultiWorkerMirroredStrategy::first_replica() const { return outer().rank() *
 
 bool MultiWorkerMirroredStrategy::is_chief() const { return outer().rank() == 0; }
 
+int MultiWorkerMirroredStrategy::process_rank() const { return outer().rank(); }
+
 std::vector<std::string> MultiWorkerMirroredStrategy::devices() const {
   std::vector<std::string> d;
   for (int r = 0; r < local_; ++r) {

@@ -82,6 +82,12 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("optimizer_ms", e.optimizer_ms);
     r("wall_time_s", e.wall_time_s);
     r("rank", e.rank);
+    // Streams from before these fields named the first replica "rank".
+    e.replica = e.rank;
+    r("replica", e.replica);
+    r("local_replicas", e.local_replicas);
+    e.rank_samples_per_s = e.samples_per_s;
+    r("rank_samples_per_s", e.rank_samples_per_s);
     return e;
   }
   if (type == "epoch") {

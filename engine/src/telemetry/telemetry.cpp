@@ -49,7 +49,10 @@ struct ToJson {
               {"comm_ms", e.comm_ms},
               {"optimizer_ms", e.optimizer_ms},
               {"wall_time_s", e.wall_time_s},
-              {"rank", e.rank}});
+              {"rank", e.rank},
+              {"replica", e.replica},
+              {"local_replicas", e.local_replicas},
+              {"rank_samples_per_s", e.rank_samples_per_s}});
     return j;
   }
   nlohmann::json operator()(const EpochEvent& e) const {

@@ -38,7 +38,7 @@ struct Trainer::RunState {
   PerReplica<double> loss_parts, correct_parts;
   // Window accumulators for step events (means over log_every_steps).
   struct Window {
-    int64_t steps = 0, samples = 0;
+    int64_t steps = 0, samples = 0, own_samples = 0;
     double loss = 0, correct = 0, data = 0, compute = 0, comm = 0, optim = 0, total = 0;
   } win;
   double last_loss = 0, grad_norm = 0;
@@ -181,7 +181,19 @@ void Trainer::train_epoch(RunState& s) {
 bool Trainer::train_step(RunState& s) {
   const auto t0 = Clock::now();
   for (int r = 0; r < s.nrep; ++r) s.batches[r] = pipelines_[r]->next();
-  if (s.batches[0] == nullptr) return false;
+  // Every replica's data ends at the same batch (the pipelines plan equal
+  // epochs); one that ends alone is a bug to report, not a null to read.
+  int ended = 0;
+  for (int r = 0; r < s.nrep; ++r) ended += s.batches[r] == nullptr;
+  if (ended == s.nrep) return false;
+  if (ended > 0) {
+    for (int r = 0; r < s.nrep; ++r) {
+      if (s.batches[r] != nullptr) continue;
+      throw RuntimeError("replica " + std::to_string(strategy_->first_replica() + r) +
+                         "'s data ended at batch " + std::to_string(s.step_in_epoch) +
+                         " of epoch " + std::to_string(s.epoch) + " while others had more");
+    }
+  }
   const auto t1 = Clock::now();
   const int64_t global_rows = s.batches[0]->global_rows;
   const float grad_scale = 1.0f / static_cast<float>(global_rows);
@@ -232,6 +244,7 @@ bool Trainer::train_step(RunState& s) {
   RunState::Window& w = s.win;
   w.steps++;
   w.samples += counted_rows;
+  for (int r = 0; r < s.nrep; ++r) w.own_samples += s.batches[r]->rows;
   w.loss += loss_sum;
   w.correct += correct;
   w.data += ms_between(t0, t1);
@@ -268,7 +281,10 @@ void Trainer::report_window(RunState& s, float lr) {
   e.comm_ms = w.comm / k;
   e.optimizer_ms = w.optim / k;
   e.wall_time_s = seconds_since(s.run_t0);
-  e.rank = strategy_->first_replica();
+  e.rank = strategy_->process_rank();
+  e.replica = strategy_->first_replica();
+  e.local_replicas = strategy_->local_replicas();
+  e.rank_samples_per_s = w.total > 0 ? w.own_samples / (w.total / 1000.0) : 0.0;
   emit(e);
   s.win = RunState::Window{};
   if (const StalenessStats st = strategy_->drain_staleness(); st.count > 0) {

@@ -118,8 +118,8 @@ TEST(History, CsvExportMatchesWhatWasRecorded) {
     EXPECT_EQ((got[{e.step, "grad_norm"}]), e.grad_norm);
     EXPECT_EQ((got[{e.step, "step_time_ms"}]), e.step_time_ms);
   }
-  // 10 metrics per step event and 6 per epoch event (with validation).
-  EXPECT_EQ(got.size(), rec.steps.size() * 10 + rec.epochs * 6);
+  // 11 metrics per step event and 6 per epoch event (with validation).
+  EXPECT_EQ(got.size(), rec.steps.size() * 11 + rec.epochs * 6);
 }
 
 TEST(History, FiltersTagsNotesAndDelete) {
@@ -461,8 +461,8 @@ TEST(History, AReaderReadsWhileTheWriterWrites) {
     ASSERT_GE(n, seen);
     int64_t samples = 0;
     reader.for_each_sample(run, [&](const MetricSample&) { ++samples; });
-    ASSERT_EQ(samples % 10, 0);
-    ASSERT_GE(samples, n * 10);
+    ASSERT_EQ(samples % 11, 0);
+    ASSERT_GE(samples, n * 11);
     seen = n;
     ++reads;
   }

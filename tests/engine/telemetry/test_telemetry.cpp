@@ -43,14 +43,29 @@ TEST(Telemetry, EveryEventRoundTrips) {
   st.accuracy = 0.875;
   st.comm_ms = 1.5;
   st.rank = 2;
+  st.replica = 6;
+  st.local_replicas = 3;
+  st.rank_samples_per_s = 1234.5;
   st.wall_time_s = 3.25;
   const auto st2 = round_trip(st);
+  EXPECT_EQ(st2.replica, 6);
+  EXPECT_EQ(st2.local_replicas, 3);
+  EXPECT_DOUBLE_EQ(st2.rank_samples_per_s, 1234.5);
   EXPECT_EQ(st2.step, 40);
   EXPECT_DOUBLE_EQ(st2.loss, 0.25);
   EXPECT_DOUBLE_EQ(st2.accuracy, 0.875);
   EXPECT_DOUBLE_EQ(st2.comm_ms, 1.5);
   EXPECT_EQ(st2.rank, 2);
   EXPECT_DOUBLE_EQ(st2.wall_time_s, 3.25);
+
+  // A stream from before replica and rank_samples_per_s: "rank" was the
+  // first replica and samples_per_s the process's rate.
+  const auto old_step = baton::event_from_json(nlohmann::json{
+      {"v", 1}, {"type", "step"}, {"run", "r0"}, {"rank", 4}, {"samples_per_s", 9.0}});
+  ASSERT_TRUE(old_step.has_value());
+  const auto& os = std::get<StepEvent>(*old_step);
+  EXPECT_EQ(os.replica, 4);
+  EXPECT_DOUBLE_EQ(os.rank_samples_per_s, 9.0);
 
   EpochEvent ep;
   ep.epoch = 3;

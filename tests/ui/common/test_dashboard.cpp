@@ -29,6 +29,8 @@ class DashboardTest : public QObject {
       e.loss = 1.0 / i;
       e.accuracy = 0.5;
       e.samples_per_s = 1000;
+      e.rank_samples_per_s = 1000;  // one process holds both replicas
+      e.local_replicas = 2;
       e.compute_ms = 2;
       e.comm_ms = 1;
       e.wall_time_s = 0.1 * i;
@@ -76,6 +78,39 @@ class DashboardTest : public QObject {
     QCOMPARE(lines.size(), 1 + 50 * 8 + 2 + 1 + 1);
     QVERIFY(d.export_png(dir.filePath("d.png"), &error));
     QVERIFY(QFileInfo(dir.filePath("d.png")).size() > 1000);
+  }
+
+  // parameter_server: each worker reports its own rows; the job's rate is
+  // their sum, and every worker (rank 0 too) has its own series.
+  void parameter_server_throughput_is_the_workers_sum() {
+    Dashboard d;
+    RunStartEvent s;
+    s.run = "ps";
+    s.strategy = "parameter_server";
+    s.replicas = 2;
+    d.add_event(s);
+    for (int step = 1; step <= 3; ++step) {
+      for (int rank : {1, 0}) {
+        StepEvent e;
+        e.run = "ps";
+        e.step = step;
+        e.rank = rank;
+        e.replica = rank;
+        e.local_replicas = 1;
+        e.samples_per_s = e.rank_samples_per_s = rank == 0 ? 300 : 500;
+        d.add_event(e);
+      }
+    }
+    QCOMPARE(d.point_count("ps", "throughput/global"), 3);
+    QCOMPARE(d.point_count("ps", "throughput/rank 0"), 3);
+    QCOMPARE(d.point_count("ps", "throughput/rank 1"), 3);
+    QCPGraph* global = nullptr;
+    QCustomPlot* plot = d.plot(Dashboard::Plot::kThroughput);
+    for (int i = 0; i < plot->graphCount(); ++i) {
+      if (plot->graph(i)->name() == QLatin1String("global")) global = plot->graph(i);
+    }
+    QVERIFY(global != nullptr);
+    QCOMPARE((global->data()->end() - 1)->value, 800.0);
   }
 
   void a_burst_costs_one_replot() {

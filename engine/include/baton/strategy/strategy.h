@@ -71,6 +71,8 @@ class Strategy {
   virtual int first_replica() const { return 0; }
   // Whether this process writes checkpoints and run records (rank 0).
   virtual bool is_chief() const { return true; }
+  // This process's place among the processes (its MPI rank; 0 alone).
+  virtual int process_rank() const { return 0; }
   // Device names the replicas run on ("cpu:0", ...).
   virtual std::vector<std::string> devices() const = 0;
 
@@ -233,6 +235,7 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   int local_replicas() const override { return local_; }
   int first_replica() const override;
   bool is_chief() const override;
+  int process_rank() const override;
   std::vector<std::string> devices() const override;
   void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
   double reduce(ReduceOp op, const PerReplica<double>& values) const override;
@@ -285,6 +288,7 @@ class ParameterServerStrategy final : public Strategy {
   int local_replicas() const override { return 1; }
   int first_replica() const override { return is_ps_ ? 0 : rank_; }
   bool is_chief() const override { return rank_ == 0; }
+  int process_rank() const override { return rank_; }
   std::vector<std::string> devices() const override;
   void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;

@@ -46,7 +46,12 @@ struct StepEvent {
   double samples_per_s = 0;
   double step_time_ms = 0, data_ms = 0, compute_ms = 0, comm_ms = 0, optimizer_ms = 0;
   double wall_time_s = 0;
-  int rank = 0;
+  int rank = 0;            // the process: its MPI rank (0 alone)
+  int replica = 0;         // the first global replica this process holds
+  int local_replicas = 1;  // how many replicas this process holds
+  // This process's own rows per second (samples_per_s is the job's, as
+  // far as this process knows it: under parameter_server, its own too).
+  double rank_samples_per_s = 0;
 };
 
 struct EpochEvent {
