@@ -50,6 +50,7 @@ const std::map<std::string, std::set<std::string>>& allowed_parts() {
 // Tests that test private engine classes and may include engine/src headers.
 const std::set<std::string> kWhiteBoxTests = {
     "tests/engine/strategy/test_gradient_reducer.cpp",
+    "tests/engine/history/test_history_db.cpp",
 };
 
 // Quoted headers an engine source may include that are not beside it:

@@ -81,29 +81,29 @@ Stmt& Stmt::operator=(Stmt&& o) noexcept {
   return *this;
 }
 
-Stmt& Stmt::bind(int i, int64_t v) {
-  sqlite3_bind_int64(st_, i, v);
-  return *this;
-}
-
-Stmt& Stmt::bind(int i, double v) {
-  if (std::isnan(v)) {
-    sqlite3_bind_null(st_, i);
-  } else {
-    sqlite3_bind_double(st_, i, v);
+// A bind fails on a bad index or when SQLite is out of memory: either
+// would silently store NULL, so it is an error naming the statement.
+Stmt& Stmt::checked_bind(int rc, int i) {
+  if (rc != SQLITE_OK) {
+    db_->fail("cannot bind parameter " + std::to_string(i) + " of \"" +
+              std::string(sqlite3_sql(st_)).substr(0, 60) + "\"");
   }
   return *this;
 }
 
-Stmt& Stmt::bind(int i, std::string_view v) {
-  sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-  return *this;
+Stmt& Stmt::bind(int i, int64_t v) { return checked_bind(sqlite3_bind_int64(st_, i, v), i); }
+
+Stmt& Stmt::bind(int i, double v) {
+  return checked_bind(std::isnan(v) ? sqlite3_bind_null(st_, i) : sqlite3_bind_double(st_, i, v),
+                      i);
 }
 
-Stmt& Stmt::bind_null(int i) {
-  sqlite3_bind_null(st_, i);
-  return *this;
+Stmt& Stmt::bind(int i, std::string_view v) {
+  return checked_bind(
+      sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT), i);
 }
+
+Stmt& Stmt::bind_null(int i) { return checked_bind(sqlite3_bind_null(st_, i), i); }
 
 bool Stmt::step() {
   const int rc = sqlite3_step(st_);

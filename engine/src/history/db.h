@@ -74,6 +74,7 @@ class Stmt {
   bool col_is_null(int i) const { return sqlite3_column_type(st_, i) == SQLITE_NULL; }
 
  private:
+  Stmt& checked_bind(int rc, int i);  // RuntimeError when a bind failed
   sqlite3_stmt* st_ = nullptr;
   const Db* db_ = nullptr;
 };

@@ -62,7 +62,14 @@ std::vector<std::string> job_hosts([[maybe_unused]] const JobPlace& place) {
 #ifdef BATON_HAVE_MPI
   if (place.size > 1) {
     std::vector<char> all(static_cast<size_t>(place.size) * sizeof(name));
-    MPI_Allgather(name, sizeof(name), MPI_CHAR, all.data(), sizeof(name), MPI_CHAR, MPI_COMM_WORLD);
+    const int rc = MPI_Allgather(name, sizeof(name), MPI_CHAR, all.data(), sizeof(name), MPI_CHAR,
+                                 MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING] = {};
+      int len = 0;
+      MPI_Error_string(rc, text, &len);
+      throw CommError(std::string("mpi: MPI_Allgather of the ranks' host names failed: ") + text);
+    }
     hosts.clear();
     for (int r = 0; r < place.size; ++r) {
       std::string h(all.data() + static_cast<size_t>(r) * sizeof(name));

@@ -84,7 +84,7 @@ ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, const st
   is_ps_ = rank_ >= num_workers_;
   impl_ = std::make_unique<Impl>();
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
+  check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   impl_->requests.assign(static_cast<size_t>(4 * num_ps_), MPI_REQUEST_NULL);
   impl_->send_header.assign(static_cast<size_t>(num_ps_), {0, 0, 0, 0});
   impl_->recv_header.assign(static_cast<size_t>(num_ps_), {0, 0});

@@ -1,5 +1,6 @@
 // Checkpoint files and the directory that keeps the newest N of them. The
 // file format is documented in baton/checkpoint.h.
+#include <baton/core/atomic_file.h>
 #include <baton/core/error.h>
 #include <baton/train/checkpoint.h>
 #include <fcntl.h>
@@ -81,67 +82,6 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
-
-// A uniquely named temporary file in `dir`; the destructor removes it again
-// unless commit() was called once it had been renamed into place.
-class TempFile {
- public:
-  TempFile(const fs::path& dir, const std::string& target) : target_(target) {
-    // Not mkstemp(): it creates files with mode 0600, and a checkpoint should
-    // get the usual 0666 & ~umask. O_EXCL gives the same uniqueness.
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      path_ = (dir / cat(".ckpt-", ::getpid(), "-", std::hex, rng(), ".tmp")).string();
-      fd_.fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_.fd >= 0) return;
-      if (errno != EEXIST) fail("cannot create temporary file", errno);
-    }
-    fail("cannot find an unused name like", EEXIST);
-  }
-  ~TempFile() {
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  const std::string& path() const { return path_; }
-  void commit() { committed_ = true; }
-
-  void write_all(const void* data, size_t n) {
-    for (const auto* p = static_cast<const char*>(data); n > 0;) {
-      const ssize_t w = ::write(fd_.fd, p, std::min(n, kMaxIo));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("cannot write", errno);
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  void sync_and_close() {
-    if (::fsync(fd_.fd) != 0) fail("cannot fsync", errno);
-    const int fd = std::exchange(fd_.fd, -1);  // gone even when close() reports an error
-    if (::close(fd) != 0) fail("cannot close", errno);
-  }
-  [[noreturn]] void fail(const char* what, int err) const {
-    throw RuntimeError(
-        cat("write_checkpoint '", target_, "': ", what, " '", path_, "': ", errno_text(err)));
-  }
-
- private:
-  std::string target_, path_;
-  Fd fd_;
-  bool committed_ = false;
-};
-
-// Makes a rename in `dir` durable: the new directory entry is only on disk
-// once the directory itself has been synced.
-void sync_directory(const fs::path& dir, const std::string& target) {
-  Fd d;
-  d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  // EINVAL: this file system cannot sync directories; there is nothing more to do.
-  if (d.fd < 0 || (::fsync(d.fd) != 0 && errno != EINVAL)) {
-    const int err = errno;
-    throw RuntimeError(cat("write_checkpoint '", target, "': cannot fsync directory '",
-                           dir.string(), "': ", errno_text(err)));
-  }
-}
 
 void read_at(const Fd& f, const std::string& path, uint64_t offset, void* data, size_t n) {
   for (auto* p = static_cast<char*>(data); n > 0;) {
@@ -258,26 +198,16 @@ int64_t write_checkpoint(const std::string& path, const CheckpointData& data) {
   }
   put_le<uint32_t>(head + 20, static_cast<uint32_t>(crc));
 
-  // The temporary file lives in the target's directory so that the rename
-  // below stays within one file system, where it is atomic.
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  TempFile tmp(dir, path);
-  tmp.write_all(head, sizeof head);
-  tmp.write_all(meta.data(), meta.size());
+  // Temporary file, fsync, close, rename, directory fsync (AtomicFile): a
+  // crash leaves the previous checkpoint whole and no torn file under the
+  // final name.
+  AtomicFile tmp(path, "write_checkpoint");
+  tmp.write(head, sizeof head);
+  tmp.write(meta.data(), meta.size());
   for (const auto& [name, tensor] : data.tensors) {
-    tmp.write_all(tensor.data(), static_cast<size_t>(tensor.numel()) * sizeof(float));
+    tmp.write(tensor.data(), static_cast<size_t>(tensor.numel()) * sizeof(float));
   }
-  // The data must be on disk before the rename publishes it under the final
-  // name; otherwise a crash could leave that name pointing at a torn file.
-  tmp.sync_and_close();
-  // rename() replaces any old file atomically: readers see the old
-  // checkpoint or the new one, never a mix.
-  if (::rename(tmp.path().c_str(), path.c_str()) != 0) tmp.fail("cannot rename into place", errno);
   tmp.commit();
-  // The rename itself is durable only once the directory is synced. The file
-  // is in place already, so a failure here leaves nothing to clean up.
-  sync_directory(dir, path);
   return static_cast<int64_t>(kHeaderSize + payload_len);
 }
 

@@ -63,29 +63,4 @@ std::optional<RunDir> find_resumable_run(const std::string& root, const std::str
   return best;
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw RuntimeError("cannot write " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw RuntimeError("cannot write " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  // fsync before rename: otherwise a crash may leave the new name pointing
-  // at an empty file.
-  ::fsync(fd);
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw RuntimeError("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
-  }
-}
-
 }  // namespace baton

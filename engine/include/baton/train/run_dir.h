@@ -4,6 +4,8 @@
 // caller names another.
 #pragma once
 
+#include <baton/core/atomic_file.h>  // write_file_atomic, for the run's files
+
 #include <optional>
 #include <string>
 
@@ -26,8 +28,5 @@ struct RunDir {
 RunDir create_run_dir(const std::string& root, const std::string& id);
 // The newest run of config `name` under root that has a checkpoint file.
 std::optional<RunDir> find_resumable_run(const std::string& root, const std::string& name);
-
-// Writes `text` to `path` atomically (temporary file, fsync, rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace baton
