@@ -30,6 +30,7 @@ void ProgressPrinter::clear_bar() {
 }
 
 void ProgressPrinter::emit(const Event& event) {
+  const std::lock_guard<std::mutex> lock(mu_);
   if (const auto* s = std::get_if<RunStartEvent>(&event)) {
     total_steps_ = s->total_steps;
     start_step_ = s->start_step;

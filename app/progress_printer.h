@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 
 namespace baton::cli {
 
@@ -19,6 +20,7 @@ class ProgressPrinter final : public TelemetrySink {
   void on_step(const StepEvent& e);
   void clear_bar();
 
+  std::mutex mu_;  // emit() may come from several threads (a history error)
   std::FILE* out_;
   bool terminal_;
   bool bar_drawn_ = false;

@@ -90,6 +90,9 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   req.record_history = !a.no_db;
   req.history_db = a.db;
   req.stop = StopSignals::flag();
+  req.on_history_error = [](const std::string& message) {
+    std::fprintf(stderr, "baton: error: %s (training goes on, unrecorded)\n", message.c_str());
+  };
 
   Telemetry telemetry;
   RunSession session(std::move(req), telemetry);
@@ -114,16 +117,17 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
 
   std::string history_line = "off (--no-db)";
   if (!o.history_db.empty()) {
-    if (o.history_error.empty()) {
-      history_line = "run " + std::to_string(o.history_run) + " in " + o.history_db;
-    } else {
-      // The training itself succeeded: its exit code stands.
-      std::fprintf(stderr, "baton: warning: the run was not fully recorded: %s\n",
-                   o.history_error.c_str());
-      history_line = "incomplete (see the warning above)";
-    }
+    history_line = "run " + std::to_string(o.history_run) + " in " + o.history_db;
+    if (!o.history_error.empty()) history_line = "incomplete: " + o.history_error;
   }
   print_summary(human, o, history_line);
+  if (!o.history_error.empty()) {
+    // The training ran, but what was promised - a record of it - was not
+    // kept: a failure, exit 1 (the run's files are complete).
+    std::fprintf(stderr, "baton: failed: the run was not fully recorded: %s\n",
+                 o.history_error.c_str());
+    return 1;
+  }
   return exit_code(o.summary.status);
 }
 

@@ -366,17 +366,29 @@ struct HistorySink::Impl {
   std::vector<Event> held;  // log/checkpoint before their run_start
   std::string current_run;
   Clock::time_point t0 = Clock::now();
-  int64_t enqueued = 0, committed = 0;
+  int64_t enqueued = 0, committed = 0, lost = 0;
+  int64_t dropped = 0;  // of `lost`: emitted after the failure, never queued
   bool flush_requested = false, stopping = false, stopped = false;
   std::string error;
   std::atomic<int64_t> run_row{0};
+
+  // The error and what it cost; the caller holds mu.
+  std::string failure_text() const {
+    return error + "; " + std::to_string(lost) + " of " + std::to_string(enqueued + dropped) +
+           " events were not recorded";
+  }
 
   void push(Queued&& q, std::unique_lock<std::mutex>& lk) {
     // Back-pressure: wait for the writer rather than grow without bound.
     done_cv.wait(lk, [&] {
       return static_cast<int64_t>(queue.size()) < opt.max_queued || stopped || !error.empty();
     });
-    if (stopped || !error.empty()) return;
+    if (stopped) return;
+    if (!error.empty()) {  // the database failed: nothing more is recorded
+      ++lost;
+      ++dropped;
+      return;
+    }
     queue.push_back(std::move(q));
     ++enqueued;
     if (static_cast<int64_t>(queue.size()) >= opt.commit_every_rows) work_cv.notify_one();
@@ -409,10 +421,25 @@ struct HistorySink::Impl {
       }
       const auto n = static_cast<int64_t>(batch.size());
       batch.clear();
+      const bool first_failure = !failure.empty();
       lk.lock();
-      if (!failure.empty()) error = "history database: " + failure;
-      committed += n;
+      // A failed batch was rolled back whole; after a failure nothing is
+      // written. Neither counts as committed.
+      if (first_failure || !error.empty()) {
+        lost += n;
+      } else {
+        committed += n;
+      }
+      if (first_failure) error = "history database: " + failure;
+      const std::string report = first_failure ? error : std::string();
       done_cv.notify_all();
+      if (!report.empty() && opt.on_error) {
+        // Said when it happens, not only at close(); outside the lock (the
+        // callback may emit telemetry, which reaches this sink).
+        lk.unlock();
+        opt.on_error(report);
+        lk.lock();
+      }
     }
     stopped = true;
     done_cv.notify_all();
@@ -485,8 +512,8 @@ void HistorySink::flush() {
   const int64_t target = m.enqueued;
   m.flush_requested = true;
   m.work_cv.notify_one();
-  m.done_cv.wait(lk, [&] { return m.committed >= target || m.stopped; });
-  if (!m.error.empty()) throw RuntimeError(m.error);
+  m.done_cv.wait(lk, [&] { return m.committed + m.lost - m.dropped >= target || m.stopped; });
+  if (!m.error.empty()) throw RuntimeError(m.failure_text());
 }
 
 void HistorySink::close() {
@@ -499,12 +526,17 @@ void HistorySink::close() {
   if (m.thread.joinable()) m.thread.join();
   std::lock_guard<std::mutex> lk(m.mu);
   m.writer.reset();  // closes the connection
-  if (!m.error.empty()) throw RuntimeError(m.error);
+  if (!m.error.empty()) throw RuntimeError(m.failure_text());
 }
 
 int64_t HistorySink::committed_events() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   return impl_->committed;
+}
+
+int64_t HistorySink::lost_events() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->lost;
 }
 
 int64_t HistorySink::run_row_id() const { return impl_->run_row.load(); }

@@ -62,7 +62,15 @@ void RunSession::open_records(RunOutcome& out) {
         info.topology[it.key()] = it.value();
       }
     }
-    history_ = std::make_shared<HistorySink>(db_path_, info);
+    HistorySinkOptions hopt;
+    // A failing database is said at once, in the run's log (the studio shows
+    // it) and to the caller; the training goes on unrecorded.
+    hopt.on_error = [this](const std::string& message) {
+      telemetry_.emit(LogEvent{run_id_, LogLevel::kError,
+                               message + " (the run goes on; it is no longer recorded)"});
+      if (req_.on_history_error) req_.on_history_error(message);
+    };
+    history_ = std::make_shared<HistorySink>(db_path_, info, hopt);
     telemetry_.add(history_);
     out.history_db = db_path_;
   }
@@ -79,6 +87,7 @@ void RunSession::close_history(RunOutcome& out) {
   } catch (const std::exception& e) {
     // The training's own outcome stands; the caller reports this.
     out.history_error = e.what();
+    out.history_lost = history_->lost_events();
   }
 }
 

@@ -6,9 +6,10 @@
 //              the hosts and the other run_start fields (start_info). The
 //              run_start of a run already recorded (a --resume) sets it
 //              running again and adds a `restart` event.
-//   step       10 metric samples: loss, accuracy, lr, grad_norm,
+//   step       11 metric samples: loss, accuracy, lr, grad_norm,
 //              samples_per_s, step_time_ms, data_ms, compute_ms, comm_ms,
-//              optimizer_ms (with the step, epoch, rank and wall time)
+//              optimizer_ms, rank_samples_per_s (with the step, epoch, rank
+//              and wall time)
 //   epoch      train_loss, train_accuracy, [val_loss, val_accuracy],
 //              epoch_samples_per_s, epoch_time_s
 //   link       a link sample (src, dst, num_bytes, seconds, estimated)
@@ -35,6 +36,7 @@
 #include <baton/telemetry/telemetry.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +54,10 @@ struct HistorySinkOptions {
   int commit_every_ms = 250;
   int64_t commit_every_rows = 8192;
   int64_t max_queued = 1 << 20;
+  // Called once, on the writer thread, when the database first fails (the
+  // message names the database and says why); nothing is recorded after
+  // that. For the run's log and the console: the run goes on.
+  std::function<void(const std::string&)> on_error;
 };
 
 class HistorySink final : public TelemetrySink {
@@ -70,13 +76,16 @@ class HistorySink final : public TelemetrySink {
   void emit(const Event& event) override;
 
   // Waits until every event emitted before the call is committed.
-  // RuntimeError if the writer failed (the message names the database).
+  // RuntimeError if the writer failed (the message names the database and
+  // how many events were not recorded).
   void flush();
   // flush(), then stops the writer thread. Further events are ignored.
   void close();
 
-  // Events committed so far (for tests and progress).
+  // Events committed so far (for tests and progress), and events not
+  // recorded because the database failed (0 while it works).
   int64_t committed_events() const;
+  int64_t lost_events() const;
   // The runs row of the run being recorded; 0 before its run_start is
   // committed.
   int64_t run_row_id() const;

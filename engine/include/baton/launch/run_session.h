@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -46,6 +47,9 @@ struct RunSpec {
   // Merged into the topology recorded with the run ("launcher", "cluster").
   nlohmann::json topology = nlohmann::json::object();
   const std::atomic<bool>* stop = nullptr;  // set to stop at the next step
+  // Called (on the history's writer thread) when the history database
+  // fails during the run; the session also emits it as an error log event.
+  std::function<void(const std::string&)> on_history_error;
 };
 
 struct RunOutcome {
@@ -56,6 +60,7 @@ struct RunOutcome {
   std::string history_db;     // where the run was recorded ("" = not recorded)
   int64_t history_run = 0;    // its row there
   std::string history_error;  // why the record is incomplete ("" = complete)
+  int64_t history_lost = 0;   // events that were not recorded
 };
 
 class RunSession {
