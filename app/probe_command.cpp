@@ -125,6 +125,11 @@ void add_probe_command(CLI::App& app, ProbeArgs& a) {
   auto* hostfile = probe->add_option("--hostfile", a.hostfile,
                                      "Probe every node of this Open MPI hostfile through mpirun");
   hosts->excludes(hostfile);
+  probe
+      ->add_option("--timeout", a.timeout_s,
+                   "With --hosts/--hostfile: stop mpirun after this many seconds (an unreachable "
+                   "host makes ssh wait)")
+      ->capture_default_str();
   probe->add_flag("--single-line", a.single_line, "One compact JSON line (for mpirun's children)")
       ->group("");
 }
@@ -133,7 +138,7 @@ int run_probe(const ProbeArgs& a, const std::string& exe_path) {
   std::vector<HostInfo> hosts;
   const bool cluster = !a.hosts.empty() || !a.hostfile.empty();
   if (cluster) {
-    hosts = probe_remote_hosts(RemoteProbe{a.hosts, a.hostfile, exe_path});
+    hosts = probe_remote_hosts(RemoteProbe{a.hosts, a.hostfile, exe_path, a.timeout_s});
   } else {
     ProbeOptions opt;
     opt.cuda_library = default_cuda_library(exe_path);

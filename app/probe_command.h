@@ -13,6 +13,7 @@ struct ProbeArgs {
   bool single_line = false;  // hidden: one compact JSON line (what mpirun's children print)
   std::string hosts;         // "h1,h2": one probe per entry, through mpirun -H
   std::string hostfile;      // one probe per node of an Open MPI hostfile
+  double timeout_s = 30;     // mpirun is stopped after this long
 };
 
 void add_probe_command(CLI::App& app, ProbeArgs& args);

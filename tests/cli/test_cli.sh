@@ -131,6 +131,12 @@ assert any(x["kind"] == "cuda" for x in d["devices"]) or d["gpu_note"], "no GPU 
 then pass=$((pass + 1)); else echo "FAIL probe-json: not a valid probe document"; fail=$((fail + 1)); fi
 check probe-missing-hostfile 2 "/nonexistent: cannot open hostfile" -- "$BATON" probe --hostfile /nonexistent
 check probe-bad-hosts 2 "--hosts" -- "$BATON" probe --hosts "a,,b"
+# Host names reach mpirun's argument vector only when they are names or
+# addresses (RFC 1123, IPv4, IPv6): not shell or option text.
+check probe-bad-host-name 2 'host "b\$c" is not a valid host name' -- "$BATON" probe --hosts 'a,b$c'
+check probe-option-host 2 'host "-np" is not a valid host name' -- "$BATON" probe --hosts=-np
+check probe-bad-timeout 2 "--timeout: expected a number of seconds > 0" -- \
+  "$BATON" probe --hosts localhost --timeout 0
 if [ "$HAVE_MPIRUN" = 1 ]; then
   if "$BATON" probe --hosts localhost,localhost --json 2>"$WORK/probe_hosts.err" | python3 -c '
 import json, sys
@@ -139,6 +145,17 @@ assert len(d["hosts"]) == 2, len(d["hosts"])
 assert all(h["cores"] >= 1 for h in d["hosts"])
 '
   then pass=$((pass + 1)); else echo "FAIL probe-hosts: no merged document with 2 hosts"; sed 's/^/    /' "$WORK/probe_hosts.err" | head -5; fail=$((fail + 1)); fi
+  # A probe that does not finish in time is stopped, with the reason: an
+  # mpirun that hangs (as ssh to an unreachable host does) stands in first
+  # on PATH.
+  mkdir -p "$WORK/hang-bin"
+  printf '#!/bin/sh\nexec sleep 60\n' >"$WORK/hang-bin/mpirun"
+  chmod +x "$WORK/hang-bin/mpirun"
+  t0=$(date +%s)
+  check probe-timeout 1 "mpirun did not finish within 0.5 s and was stopped" -- \
+    env PATH="$WORK/hang-bin:$PATH" "$BATON" probe --hosts localhost --timeout 0.5
+  [ $(($(date +%s) - t0)) -lt 10 ] && pass=$((pass + 1)) ||
+    { echo "FAIL probe-timeout-time: the hanging mpirun was not stopped in time"; fail=$((fail + 1)); }
 fi
 
 # baton bench allreduce: the local backend (threads), every result checked.

@@ -1,7 +1,7 @@
 // The engine's house rules, read from the #include lines of the tree:
 //  - every engine file lives in a part's folder (engine/src/<part>/,
 //    engine/include/baton/<part>/) and includes only the parts below it:
-//    core <- nn, optim, data, cluster, discovery <- comm <- strategy <- train
+//    core <- nn, optim, data, cluster (<- discovery) <- comm <- strategy <- train
 //    <- launch; telemetry and history sit beside train (on core; history
 //    records telemetry). The table is kAllowed below.
 //  - no Qt header anywhere in engine/;
@@ -33,7 +33,7 @@ const std::map<std::string, std::set<std::string>>& allowed_parts() {
       {"optim", {"core", "nn"}},  // the optimizer updates nn's parameters
       {"data", {"core"}},
       {"cluster", {"core"}},
-      {"discovery", {"core"}},
+      {"discovery", {"core", "cluster"}},  // remote probes take the cluster's host names
       {"comm", {"core", "nn", "optim", "data", "cluster", "discovery"}},
       {"strategy", {"core", "nn", "optim", "data", "cluster", "discovery", "comm"}},
       {"telemetry", {"core"}},

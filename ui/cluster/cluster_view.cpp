@@ -113,9 +113,7 @@ ClusterView::ClusterView(const StudioContext& ctx, TopologyModel& model, QWidget
   probe_this_host();
 }
 
-ClusterView::~ClusterView() {
-  if (probe_process_) probe_process_->kill();
-}
+ClusterView::~ClusterView() { cancel_probe(); }
 
 void ClusterView::build_toolbar(QVBoxLayout* col) {
   auto* bar = new QToolBar;
@@ -140,6 +138,8 @@ void ClusterView::build_toolbar(QVBoxLayout* col) {
   connect(imp, &QAction::triggered, this, &ClusterView::import_hostfile_dialog);
   probe_hosts_ =
       bar->addAction(tr("Probe hosts (mpirun)..."), this, &ClusterView::probe_hosts_dialog);
+  cancel_probe_ = bar->addAction(tr("Cancel probe"), this, &ClusterView::cancel_probe);
+  cancel_probe_->setEnabled(false);
   bar->addAction(tr("Probe this host"), this, &ClusterView::probe_this_host);
   bar->addSeparator();
   QMenu* exp = new QMenu(this);

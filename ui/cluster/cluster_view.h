@@ -50,6 +50,12 @@ class ClusterView : public QWidget {
   bool export_tf_configs(const QString& dir);
   // Adds the hosts of `baton probe --json --hosts` output (merged by name).
   bool add_probed_hosts(const QByteArray& json, const QStringList& requested);
+  // Probes `hosts` through `baton probe --hosts` (off the GUI thread, in a
+  // child process), and stops a probe in progress.
+  void start_mpirun_probe(const QStringList& hosts);
+  void cancel_probe();
+  bool probing() const;
+  QAction* cancel_probe_action() const { return cancel_probe_; }
 
  public slots:
   // Colours and thickens the src -> dst link (global replica ranks) by its
@@ -70,7 +76,6 @@ class ClusterView : public QWidget {
   void show_message(const QString& text, bool error);
   void refresh_preview();
   void show_context_menu(int host_id, const QString& device, QPoint screen_pos);
-  void start_mpirun_probe(const QStringList& hosts);
 
   const StudioContext& ctx_;
   TopologyModel& model_;
@@ -78,6 +83,7 @@ class ClusterView : public QWidget {
   QAction* undo_ = nullptr;
   QAction* redo_ = nullptr;
   QAction* probe_hosts_ = nullptr;
+  QAction* cancel_probe_ = nullptr;
   TopologyScene* scene_ = nullptr;
   QGraphicsView* canvas_ = nullptr;
   ClusterPanel* panel_ = nullptr;

@@ -4,6 +4,7 @@
 // hostfile. Errors become the view's message, never an exception out of it.
 #include <baton/core/error.h>
 #include <baton/discovery/discovery.h>
+#include <unistd.h>
 
 #include <QDir>
 #include <QFile>
@@ -13,6 +14,7 @@
 #include <QProcess>
 #include <QSaveFile>
 #include <QUndoStack>
+#include <csignal>
 
 #include "cluster/cluster_view.h"
 #include "cluster/topology_commands.h"
@@ -124,10 +126,17 @@ void ClusterView::start_mpirun_probe(const QStringList& hosts) {
   auto* proc = new QProcess(this);
   probe_process_ = proc;
   probe_hosts_->setEnabled(false);
+  cancel_probe_->setEnabled(true);
   show_message(tr("Probing %1 through mpirun...").arg(hosts.join(QStringLiteral(", "))), false);
   connect(proc, &QProcess::finished, this, [this, proc, hosts](int code, QProcess::ExitStatus st) {
     proc->deleteLater();
+    probe_process_ = nullptr;
     probe_hosts_->setEnabled(true);
+    cancel_probe_->setEnabled(false);
+    if (proc->property("cancelled").toBool()) {
+      show_message(tr("Probe of %1 cancelled").arg(hosts.join(QStringLiteral(", "))), false);
+      return;
+    }
     if (st != QProcess::NormalExit || code != 0) {
       const QString why = QString::fromUtf8(proc->readAllStandardError()).trimmed();
       show_message(tr("baton probe --hosts failed (exit %1): %2").arg(code).arg(why), true);
@@ -138,12 +147,32 @@ void ClusterView::start_mpirun_probe(const QStringList& hosts) {
   connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError e) {
     if (e != QProcess::FailedToStart) return;
     proc->deleteLater();
+    probe_process_ = nullptr;
     probe_hosts_->setEnabled(true);
+    cancel_probe_->setEnabled(false);
     show_message(tr("Cannot start %1: %2").arg(ctx_.baton_exe, proc->errorString()), true);
   });
   // An argument list, never a shell line: host names go through untouched.
+  // A process group of its own, so Cancel stops `baton probe` and the
+  // mpirun it started together.
+  proc->setChildProcessModifier([] { ::setpgid(0, 0); });
+  // The CLI checks the names (RFC 1123, IPv4/IPv6) before mpirun sees them
+  // and stops mpirun after the timeout.
   proc->start(ctx_.baton_exe, {QStringLiteral("probe"), QStringLiteral("--json"),
-                               QStringLiteral("--hosts"), hosts.join(QLatin1Char(','))});
+                               QStringLiteral("--hosts"), hosts.join(QLatin1Char(',')),
+                               QStringLiteral("--timeout"), QString::number(ctx_.probe_timeout_s)});
+}
+
+bool ClusterView::probing() const { return !probe_process_.isNull(); }
+
+void ClusterView::cancel_probe() {
+  if (!probe_process_) return;
+  probe_process_->setProperty("cancelled", true);
+  // The whole group: baton probe and its mpirun (its finished() then
+  // re-enables the actions).
+  const auto pid = static_cast<pid_t>(probe_process_->processId());
+  if (pid > 0) ::kill(-pid, SIGKILL);
+  probe_process_->kill();
 }
 
 bool ClusterView::add_probed_hosts(const QByteArray& json, const QStringList& requested) {

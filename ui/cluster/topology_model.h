@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/engine_cluster.h"
+#include "common/engine_cluster.h"
 
 namespace baton {
 struct HostInfo;  // baton/discovery.h

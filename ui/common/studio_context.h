@@ -13,6 +13,9 @@ struct StudioContext {
   QString examples_dir;  // resources/examples (the default run config)
   QString history_db;    // the run store; "" = the default ($XDG_DATA_HOME/baton/runs.db)
   QString runs_dir;      // run directories; "" = the CLI's default
+  // Probing hosts through mpirun gives up after this long (an unreachable
+  // host makes ssh wait for minutes); the Cluster view also has Cancel.
+  double probe_timeout_s = 30;
 };
 
 }  // namespace baton::ui

@@ -1,5 +1,7 @@
 #include "train/run_controller.h"
 
+#include "common/engine_cluster.h"
+
 #include <baton/launch/mpirun_command.h>
 #include <baton/launch/run_session.h>
 #include <baton/train/run_config.h>
@@ -135,8 +137,16 @@ QStringList LaunchedRun::arguments() const {
   // The engine builds the argument vector (launch/mpirun_command.h).
   MpirunSpec spec;
   spec.ranks = ranks_;
-  if (!hostfile_.empty())
+  if (!hostfile_.empty()) {
     spec.hostfile = QDir(dir_).filePath(QStringLiteral("hostfile")).toStdString();
+    // The hostfile's slots decide whether mpirun needs --oversubscribe (the
+    // text comes from the engine's to_hostfile, so it parses).
+    try {
+      spec.available_slots = total_slots(parse_hostfile(hostfile_, "hostfile"));
+    } catch (const std::exception&) {
+      spec.available_slots = 0;
+    }
+  }
   spec.baton = ctx_.baton_exe.toStdString();
   spec.config = QDir(dir_).filePath(QStringLiteral("config.json")).toStdString();
   spec.runs_dir = ctx_.runs_dir.toStdString();

@@ -157,4 +157,10 @@ std::vector<HostfileEntry> hostfile_from_spec(const ClusterSpec& spec) {
   return entries;
 }
 
+int total_slots(const std::vector<HostfileEntry>& entries) {
+  int n = 0;
+  for (const HostfileEntry& e : entries) n += e.slots;
+  return n;
+}
+
 }  // namespace baton

@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -33,7 +36,7 @@ std::string find_on_path(const std::string& name) {
 }
 
 ChildResult run_child(const std::string& program, const std::vector<std::string>& args,
-                      const std::vector<std::string>& extra_env) {
+                      const std::vector<std::string>& extra_env, double timeout_s) {
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls are made.
   std::vector<char*> argv;
@@ -86,11 +89,26 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
   std::string* sinks[2] = {&r.out, &r.err};
   int open_fds = 2;
   char buf[65536];
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s));
   while (open_fds > 0) {
-    if (::poll(fds, 2, -1) < 0) {
+    int wait_ms = -1;
+    if (timeout_s > 0) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        r.timed_out = true;
+        break;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1000));
+    }
+    const int ready = ::poll(fds, 2, wait_ms);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
+    if (ready == 0) continue;
     for (int k = 0; k < 2; ++k) {
       if (fds[k].fd < 0 || fds[k].revents == 0) continue;
       const ssize_t n = ::read(fds[k].fd, buf, sizeof(buf));
@@ -105,6 +123,17 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
   }
   for (auto& f : fds) {
     if (f.fd >= 0) ::close(f.fd);
+  }
+  if (r.timed_out) {
+    // SIGTERM (mpirun then ends the ssh sessions and daemons it started),
+    // SIGKILL if it has not ended within 2 s. It stays in the caller's
+    // process group, so whoever stops the caller's group stops it too.
+    ::kill(pid, SIGTERM);
+    for (int i = 0; i < 200; ++i) {
+      if (::waitpid(pid, &r.status, WNOHANG) == pid) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid, SIGKILL);
   }
   while (::waitpid(pid, &r.status, 0) < 0) {
     if (errno != EINTR) throw RuntimeError(std::string("waitpid: ") + std::strerror(errno));

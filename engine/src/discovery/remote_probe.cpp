@@ -1,9 +1,11 @@
+#include <baton/cluster/cluster_spec.h>
 #include <baton/core/child_process.h>
 #include <baton/core/error.h>
 #include <baton/discovery/remote_probe.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -16,6 +18,7 @@ std::vector<HostInfo> probe_remote_hosts(const RemoteProbe& a) {
   size_t expected = 0;  // 0: as many as the hostfile has nodes
   if (!a.hostfile.empty()) {
     if (!std::ifstream(a.hostfile)) throw InputError(a.hostfile + ": cannot open hostfile");
+    (void)read_hostfile(a.hostfile);  // every host name checked, file:line in the message
     args.insert(args.end(), {"--hostfile", a.hostfile, "--map-by", "ppr:1:node"});
   } else {
     std::stringstream list(a.hosts);
@@ -23,6 +26,11 @@ std::vector<HostInfo> probe_remote_hosts(const RemoteProbe& a) {
     while (std::getline(list, entry, ',')) {
       if (entry.empty() || entry.find_first_of(" \t") != std::string::npos) {
         throw InputError("--hosts \"" + a.hosts + "\": expected host names separated by commas");
+      }
+      // Names go into mpirun's arguments: only real host names and
+      // addresses (RFC 1123, IPv4, IPv6), never option-like or odd text.
+      if (const std::string why = host_problem(entry); !why.empty()) {
+        throw InputError("--hosts \"" + a.hosts + "\": " + why);
       }
       ++expected;
     }
@@ -45,7 +53,21 @@ std::vector<HostInfo> probe_remote_hosts(const RemoteProbe& a) {
   }
   std::vector<std::string> env;
   if (::geteuid() == 0) env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
-  const ChildResult r = run_child(mpirun, args, env);
+  if (!(a.timeout_s > 0)) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", a.timeout_s);
+    throw InputError(std::string("--timeout: expected a number of seconds > 0, got ") + secs);
+  }
+  const ChildResult r = run_child(mpirun, args, env, a.timeout_s);
+  if (r.timed_out) {
+    std::string why = excerpt(r.err);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", a.timeout_s);
+    throw RuntimeError("mpirun did not finish within " + std::string(secs) +
+                       " s and was stopped (is every host reachable by ssh without a password "
+                       "prompt? raise --timeout for slow hosts)" +
+                       (why.empty() ? std::string() : ":\n" + why));
+  }
 
   if (!exited_ok(r.status)) {
     const std::string how = describe_exit(r.status);

@@ -1,3 +1,4 @@
+#include <baton/discovery/discovery.h>
 #include <baton/launch/mpirun_command.h>
 #include <unistd.h>
 
@@ -7,7 +8,10 @@ namespace baton {
 
 std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
   std::vector<std::string> a{"-n", std::to_string(spec.ranks)};
-  if (spec.oversubscribe) a.emplace_back("--oversubscribe");
+  // OpenMPI gives a host as many slots as it has physical cores (or what
+  // the hostfile says) and refuses more ranks unless told.
+  const int slots = spec.available_slots > 0 ? spec.available_slots : probe_cpus().cores;
+  if (spec.ranks > slots) a.emplace_back("--oversubscribe");
   if (!spec.hostfile.empty()) {
     a.emplace_back("--hostfile");
     a.push_back(spec.hostfile);

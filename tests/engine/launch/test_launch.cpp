@@ -2,6 +2,7 @@
 // train` and the studio share, the mpirun argument vector, the config made
 // runnable from anywhere, and the stop signals.
 #include <baton/core/error.h>
+#include <baton/discovery/discovery.h>
 #include <baton/history/store.h>
 #include <baton/launch/mpirun_command.h>
 #include <baton/launch/run_session.h>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -192,6 +194,7 @@ TEST_F(RunSessionTest, AGivenRunIdIsKept) {
 TEST(MpirunCommand, TheArgumentVectorInOrder) {
   MpirunSpec s;
   s.ranks = 3;
+  s.available_slots = 2;       // more ranks than slots: --oversubscribe
   s.hostfile = "/tmp/h file";  // one argument, spaces and all: never a shell
   s.baton = "/opt/baton/bin/baton";
   s.config = "/tmp/run.json";
@@ -221,13 +224,28 @@ TEST(MpirunCommand, TheArgumentVectorInOrder) {
 TEST(MpirunCommand, OptionalPartsAreLeftOut) {
   MpirunSpec s;
   s.ranks = 2;
-  s.oversubscribe = false;
+  s.available_slots = 2;  // as many ranks as slots: no --oversubscribe
   s.baton = "baton";
   s.config = "c.json";
   s.events = "";
   s.quiet = false;
   const std::vector<std::string> want = {"-n", "2", "baton", "train", "c.json"};
   EXPECT_EQ(mpirun_arguments(s), want);
+}
+
+// Without a hostfile the slots are this host's physical cores.
+TEST(MpirunCommand, OversubscribeOnlyWhenTheRanksOutnumberTheCores) {
+  const int cores = probe_cpus().cores;
+  MpirunSpec s;
+  s.baton = "baton";
+  s.config = "c.json";
+  const auto has = [](const std::vector<std::string>& a) {
+    return std::find(a.begin(), a.end(), "--oversubscribe") != a.end();
+  };
+  s.ranks = cores;
+  EXPECT_FALSE(has(mpirun_arguments(s))) << cores << " ranks on " << cores << " cores";
+  s.ranks = cores + 1;
+  EXPECT_TRUE(has(mpirun_arguments(s))) << cores + 1 << " ranks on " << cores << " cores";
 }
 
 TEST(MpirunCommand, RootGetsOpenMpisPermission) {

@@ -3,6 +3,7 @@
 // are undoable; a bad file is a message, not a crash; a PNG of the view.
 #include <QAction>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QImage>
 #include <QListWidget>
 #include <QTemporaryDir>
@@ -126,6 +127,44 @@ class ClusterViewTest : public QObject {
       for (int x = 0; x < img.width(); x += 7) colours.insert(img.pixel(x, y));
     }
     QVERIFY2(colours.size() > 20, qPrintable(QString::number(colours.size())));
+  }
+
+  // A probe through mpirun can wait for minutes on an unreachable host: the
+  // view passes a timeout to `baton probe` and Cancel stops it (and what it
+  // started) at once. A stand-in for baton records its arguments and hangs.
+  void a_hanging_probe_is_cancelled() {
+    QTemporaryDir dir;
+    StudioContext ctx = test_context(dir);
+    ctx.probe_timeout_s = 12.5;
+    const QString script = dir.filePath(QStringLiteral("fake-baton"));
+    {
+      QFile f(script);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QStringLiteral("#!/bin/sh\necho \"$@\" > %1/args\nexec sleep 60\n")
+                  .arg(dir.path())
+                  .toUtf8());
+    }
+    QFile::setPermissions(script, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    ctx.baton_exe = script;
+    TopologyModel model;
+    ClusterView view(ctx, model);
+    view.show();  // the message line shows only in a shown view
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    view.start_mpirun_probe({QStringLiteral("far-away")});
+    QVERIFY(view.probing());
+    QVERIFY(view.cancel_probe_action()->isEnabled());
+    QTRY_VERIFY(QFile::exists(dir.filePath(QStringLiteral("args"))));
+    QFile args(dir.filePath(QStringLiteral("args")));
+    QVERIFY(args.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(args.readAll()).trimmed(),
+             QStringLiteral("probe --json --hosts far-away --timeout 12.5"));
+    QElapsedTimer t;
+    t.start();
+    view.cancel_probe();
+    QTRY_VERIFY_WITH_TIMEOUT(!view.probing(), 5000);
+    QVERIFY2(t.elapsed() < 5000, "Cancel did not stop the probe");
+    QVERIFY2(view.message().contains(QLatin1String("cancelled")), qPrintable(view.message()));
+    QVERIFY(!view.cancel_probe_action()->isEnabled());
   }
 };
 

@@ -123,6 +123,9 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
 // Reads the file at `path` (InputError when it cannot be opened).
 std::vector<HostfileEntry> read_hostfile(const std::string& path);
 
+// The slots of all entries together (what mpirun may place ranks on).
+int total_slots(const std::vector<HostfileEntry>& entries);
+
 // OpenMPI syntax, one "host slots=N[ max_slots=M]\n" line per entry; ""
 // for no entries. Throws InputError for an entry parse_hostfile would refuse.
 std::string to_hostfile(const std::vector<HostfileEntry>& entries);

@@ -14,13 +14,16 @@ std::string find_on_path(const std::string& name);
 struct ChildResult {
   int status = 0;  // as waitpid reports it
   std::string out, err;
+  bool timed_out = false;  // ended by run_child after timeout_s
 };
 
 // Runs `program` (a path) with `args` (args[0] is the name it sees), with
 // `extra_env` ("KEY=value", replacing this process's entries of the same
-// key) added; waits for it. RuntimeError when it cannot be started.
+// key) added; waits for it. With timeout_s > 0, a child still running
+// then is ended - SIGTERM, SIGKILL 2 s later - and timed_out is set.
+// RuntimeError when it cannot be started.
 ChildResult run_child(const std::string& program, const std::vector<std::string>& args,
-                      const std::vector<std::string>& extra_env);
+                      const std::vector<std::string>& extra_env, double timeout_s = 0);
 
 // "exit 3" or "signal 9": how a child ended, from its wait status.
 std::string describe_exit(int status);

@@ -11,19 +11,23 @@
 namespace baton {
 
 struct MpirunSpec {
-  int ranks = 1;              // mpirun -n
-  std::string hostfile;       // an OpenMPI hostfile's path ("" = this host)
-  bool oversubscribe = true;  // allow more ranks than slots
-  std::string baton;          // the baton executable the ranks run
-  std::string config;         // the run config file every rank reads
-  std::string events = "-";   // --events for the ranks ("" = none)
-  bool quiet = true;          // --quiet: no progress bar on the ranks
-  std::string runs_dir;       // --runs-dir ("" = the default)
-  std::string history_db;     // --db: the history the chief records into ("" = the default)
+  int ranks = 1;         // mpirun -n
+  std::string hostfile;  // an OpenMPI hostfile's path ("" = this host)
+  // The slots the ranks may use: a hostfile's (the sum of its slots), or 0
+  // for this host's physical cores. --oversubscribe is passed only when the
+  // ranks outnumber them.
+  int available_slots = 0;
+  std::string baton;         // the baton executable the ranks run
+  std::string config;        // the run config file every rank reads
+  std::string events = "-";  // --events for the ranks ("" = none)
+  bool quiet = true;         // --quiet: no progress bar on the ranks
+  std::string runs_dir;      // --runs-dir ("" = the default)
+  std::string history_db;    // --db: the history the chief records into ("" = the default)
   std::vector<std::string> train_args;  // further `baton train` options, as given
 };
 
 // mpirun's arguments (without the program itself): -n N [--oversubscribe]
+// (when ranks > slots)
 // [--hostfile F] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
 // [--db P] [train_args...].
 std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
