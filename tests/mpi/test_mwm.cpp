@@ -12,8 +12,11 @@
 
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
+#include <filesystem>
 
 namespace baton {
 namespace {
@@ -104,6 +107,72 @@ TEST(MultiWorkerMirrored, DropoutMatchesOneDevice) {
 
 // The chief's parameters reach every rank before the first step: a rank
 // that starts elsewhere (here: nudged) ends with the same bits as rank 0.
+// --resume with no shared file system: every rank has a checkpoint
+// directory of its own and only the chief's holds checkpoints (only the
+// chief writes them). The chief reads the newest, every rank resumes at its
+// step with its state, and the run ends exactly where the uninterrupted one
+// does (the old code had rank 1 start again from step 0).
+TEST(MultiWorkerMirrored, ResumeNeedsOnlyTheChiefsCheckpoints) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  nlohmann::json d = doc({{"type", "multi_worker_mirrored"}, {"replicas_per_worker", 2}},
+                         {{"type", "adam"}, {"lr", 0.01}}, 30);
+  d["model"]["dropout"] = 0.2;
+  d["checkpoint"] = {{"every_epoch", false}};
+  const RunConfig cfg = parse_run_config(d, "mwm.json");
+  const auto run = [&](TrainOptions opt, int64_t stop_at, TrainSummary* out) {
+    Telemetry t;
+    std::atomic<bool> stop{false};
+    t.add(std::make_shared<CallbackSink>([&](const Event& e) {
+      const auto* s = std::get_if<StepEvent>(&e);
+      if (s != nullptr && s->step == stop_at) stop = true;
+    }));
+    opt.stop = &stop;
+    Trainer trainer(cfg, registry, t, opt);
+    *out = trainer.run();
+    std::vector<float> flat;
+    for (Param* p : trainer.model(1).params())
+      flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+    return flat;
+  };
+  const std::string base = "/tmp/baton_mwm_resume_" + std::to_string(::getppid());
+  // Rank r's own directory: nothing shared between the ranks.
+  const std::string mine = base + "/rank" + std::to_string(rank);
+  std::filesystem::remove_all(mine);
+  TrainOptions full_opt;
+  full_opt.run_id = "full";
+  TrainSummary full_s, part_s, rest_s;
+  const auto full = run(full_opt, -1, &full_s);
+
+  TrainOptions first;
+  first.run_id = "part";
+  first.checkpoint_dir = mine;
+  run(first, 5, &part_s);
+  ASSERT_EQ(part_s.status, "interrupted");
+  const int64_t stopped_at = part_s.steps;
+  ASSERT_GT(stopped_at, 0);
+  bool has_checkpoint = std::filesystem::exists(mine) && !std::filesystem::is_empty(mine);
+  EXPECT_EQ(has_checkpoint, rank == 0) << "only the chief writes checkpoints";
+
+  TrainOptions second = first;
+  second.resume = true;
+  const auto rest = run(second, -1, &rest_s);
+  EXPECT_EQ(rest_s.status, "completed");
+  EXPECT_EQ(rest_s.start_step, stopped_at) << "rank " << rank << " did not resume with the chief";
+  EXPECT_EQ(rest_s.steps, full_s.steps);
+  ASSERT_EQ(rest.size(), full.size());
+  double worst = 0;
+  for (size_t i = 0; i < full.size(); ++i) {
+    worst = std::max(worst, std::fabs(rest[i] - full[i]) / (1e-5 + 1e-4 * std::fabs(full[i])));
+  }
+  EXPECT_LE(worst, 1.0) << "the resumed run left the uninterrupted one's path (rank " << rank
+                        << ")";
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::filesystem::remove_all(mine);
+}
+
 TEST(MultiWorkerMirrored, TheChiefsStateIsBroadcastToEveryRank) {
   Registry registry;
   registry.load_plugin_dir(BATON_PLUGIN_DIR);

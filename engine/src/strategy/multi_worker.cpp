@@ -52,6 +52,10 @@ bool MultiWorkerMirroredStrategy::is_chief() const { return outer().rank() == 0;
 
 int MultiWorkerMirroredStrategy::process_rank() const { return outer().rank(); }
 
+void MultiWorkerMirroredStrategy::share_from_chief(std::string& text) const {
+  broadcast_string(outer(), text, 0);
+}
+
 std::vector<std::string> MultiWorkerMirroredStrategy::devices() const {
   std::vector<std::string> d;
   for (int r = 0; r < local_; ++r) {

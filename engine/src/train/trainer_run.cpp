@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "trainer_internal.h"
 
@@ -98,16 +99,51 @@ void Trainer::resume(RunState& s) {
   }
   if (!opt_.resume) return;
   if (!checkpoints_) throw InputError("--resume needs a checkpoint directory");
-  std::vector<std::string> skipped;
-  auto data = checkpoints_->load_latest(&skipped);
-  for (const auto& name : skipped) log(LogLevel::kWarning, "skipped checkpoint " + name);
-  if (!data) {
+  // The chief alone reads the checkpoint (it alone writes them): the other
+  // processes need no shared file system. What it restored reaches them as
+  // its position here and its tensors through broadcast_from_chief().
+  std::optional<CheckpointData> data;
+  nlohmann::json position = {{"found", false}};
+  if (strategy_->is_chief()) {
+    std::vector<std::string> skipped;
+    data = checkpoints_->load_latest(&skipped);
+    for (const auto& name : skipped) log(LogLevel::kWarning, "skipped checkpoint " + name);
+    if (data) {
+      restore(*data, &s.epoch, &s.skip);
+      position = {{"found", true},
+                  {"step", data->step},
+                  {"epoch", s.epoch},
+                  {"batch_in_epoch", s.skip},
+                  {"optimizer_steps", data->meta.at("optimizer_steps").get<int64_t>()}};
+    }
+  }
+  std::string text = position.dump();
+  strategy_->share_from_chief(text);
+  position = nlohmann::json::parse(text);
+  if (!position.at("found").get<bool>()) {
     log(LogLevel::kWarning,
         "no valid checkpoint in " + checkpoints_->dir() + "; starting from step 0");
     return;
   }
-  restore(*data, &s.epoch, &s.skip);
-  s.step = data->step;
+  s.step = position.at("step").get<int64_t>();
+  s.epoch = position.at("epoch").get<int64_t>();
+  s.skip = position.at("batch_in_epoch").get<int64_t>();
+  for (auto& rep : replicas_) {
+    rep->optimizer->set_steps_taken(position.at("optimizer_steps").get<int64_t>());
+  }
+  // Every process confirms the step it resumes at (and that its config
+  // plans the same epochs) before any trains on.
+  const auto agreed = [this](int64_t v) {
+    const PerReplica<double> mine = {static_cast<double>(v)};
+    return strategy_->reduce(ReduceOp::kMax, mine) == strategy_->reduce(ReduceOp::kMin, mine);
+  };
+  const bool same_step = agreed(s.step);
+  const bool same_epochs = agreed(steps_per_epoch_);
+  if (!same_step || !same_epochs) {
+    throw RuntimeError("the processes do not agree on where to resume (step " +
+                       std::to_string(s.step) + ", " + std::to_string(steps_per_epoch_) +
+                       " steps per epoch here): are they running the same config?");
+  }
   log(LogLevel::kInfo, "resumed from step " + std::to_string(s.step) + " (epoch " +
                            std::to_string(s.epoch) + ", batch " + std::to_string(s.skip) + ")");
 }

@@ -73,6 +73,9 @@ class Strategy {
   virtual bool is_chief() const { return true; }
   // This process's place among the processes (its MPI rank; 0 alone).
   virtual int process_rank() const { return 0; }
+  // Gives every process the chief's `text` (a collective across the
+  // processes; nothing to do alone).
+  virtual void share_from_chief(std::string& /*text*/) const {}
   // Device names the replicas run on ("cpu:0", ...).
   virtual std::vector<std::string> devices() const = 0;
 
@@ -236,6 +239,7 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   int first_replica() const override;
   bool is_chief() const override;
   int process_rank() const override;
+  void share_from_chief(std::string& text) const override;
   std::vector<std::string> devices() const override;
   void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
   double reduce(ReduceOp op, const PerReplica<double>& values) const override;
