@@ -89,6 +89,32 @@ std::string ConcatDataset::describe() const {
   return s;
 }
 
+CachedDataset::CachedDataset(std::shared_ptr<const Dataset> base) : base_(std::move(base)) {
+  const int64_t n = base_->size(), f = base_->features(), tw = base_->target_width();
+  x_ = Tensor({n, f});
+  if (tw > 0) t_ = Tensor({n, tw});
+  labels_.assign(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    base_->read(i, x_.data() + i * f, &labels_[static_cast<size_t>(i)],
+                tw > 0 ? t_.data() + i * tw : nullptr);
+  }
+}
+
+void CachedDataset::read(int64_t i, float* x, int32_t* label, float* target) const {
+  const int64_t f = x_.cols();
+  std::memcpy(x, x_.data() + i * f, sizeof(float) * static_cast<size_t>(f));
+  if (label) *label = labels_[static_cast<size_t>(i)];
+  if (target && !t_.empty()) {
+    const int64_t t = t_.cols();
+    std::memcpy(target, t_.data() + i * t, sizeof(float) * static_cast<size_t>(t));
+  }
+}
+
+int64_t CachedDataset::bytes() const {
+  return static_cast<int64_t>(sizeof(float)) * (x_.numel() + (t_.empty() ? 0 : t_.numel())) +
+         static_cast<int64_t>(sizeof(int32_t) * labels_.size());
+}
+
 StandardizedDataset::StandardizedDataset(std::shared_ptr<const Dataset> base,
                                          std::vector<float> mean, std::vector<float> stddev)
     : base_(std::move(base)), mean_(std::move(mean)), std_(std::move(stddev)) {}

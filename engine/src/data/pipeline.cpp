@@ -122,6 +122,11 @@ void Pipeline::stop_worker() {
   if (thread_.joinable()) thread_.join();
 }
 
+int64_t Pipeline::cache_bytes() const {
+  return static_cast<int64_t>(sizeof(float)) * (cache_x_.numel() + cache_t_.numel()) +
+         static_cast<int64_t>(sizeof(int32_t) * cache_labels_.size() + cached_.size());
+}
+
 int64_t Pipeline::samples_per_epoch() const {
   const int64_t walk = static_cast<int64_t>(base_indices_.size());
   if (opt_.policy != ShardPolicy::kData) {

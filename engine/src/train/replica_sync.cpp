@@ -32,14 +32,15 @@ bool Trainer::replicas_linked() const {
   return strategy_->num_replicas() > 1 && strategy_->replica_communicator(0) != nullptr;
 }
 
-void Trainer::broadcast_from_chief() {
+void Trainer::broadcast_from_chief(bool buffers_only) {
   if (!replicas_linked()) return;
-  strategy_->run([this](const ReplicaContext& rc) {
+  strategy_->run([this, buffers_only](const ReplicaContext& rc) {
     Replica& rep = *replicas_[rc.replica_id];
     Communicator& comm = *strategy_->replica_communicator(rc.replica_id);
     // Every replica walks the same tensors in the same order (one model).
-    for (Param* p : rep.params) comm.broadcast(p->value.data(), p->value.numel(), 0);
     for (auto& [name, t] : rep.model->buffers()) comm.broadcast(t->data(), t->numel(), 0);
+    if (buffers_only) return;
+    for (Param* p : rep.params) comm.broadcast(p->value.data(), p->value.numel(), 0);
     for (auto& [name, t] : rep.optimizer->state()) comm.broadcast(t->data(), t->numel(), 0);
   });
 }

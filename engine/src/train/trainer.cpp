@@ -43,6 +43,18 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     if (val_) val_ = std::make_shared<StandardizedDataset>(val_, fitted->mean(), fitted->stddev());
     train_ = fitted;
   }
+  // data.cache: one read-only copy of the decoded samples per process, read
+  // by every replica (each pipeline used to keep its own).
+  if (cfg_.data.cache) {
+    auto cached = std::make_shared<CachedDataset>(train_);
+    cache_bytes_ += cached->bytes();
+    train_ = cached;
+    if (val_) {
+      auto cached_val = std::make_shared<CachedDataset>(val_);
+      cache_bytes_ += cached_val->bytes();
+      val_ = cached_val;
+    }
+  }
 
   loss_ = make_loss(cfg_.loss);
   if (loss_->is_classification() && train_->classes() == 0) {
@@ -59,7 +71,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;
   po.shuffle_buffer = cfg_.data.shuffle_buffer;
-  po.cache = cfg_.data.cache;
+  po.cache = false;  // the process's CachedDataset (above) when data.cache
   po.prefetch = cfg_.data.prefetch;
   po.policy = cfg_.data.shard_policy;
   po.drop_remainder = cfg_.data.drop_remainder;
@@ -107,14 +119,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   model_description_ = replicas_[0]->model->describe();
   bind_gradients();
 
-  if (val_) {
-    PipelineOptions vo;
-    vo.global_batch = vo.shard_batch = max_rows;
-    vo.prefetch = cfg_.data.prefetch;
-    vo.cache = cfg_.data.cache;
-    vo.policy = ShardPolicy::kOff;
-    val_pipeline_ = std::make_unique<Pipeline>(val_, vo);
-  }
+  plan_validation(max_rows);
   if (!opt_.checkpoint_dir.empty()) {
     checkpoints_ = std::make_unique<CheckpointManager>(opt_.checkpoint_dir, cfg_.checkpoint.keep);
   }
@@ -140,30 +145,6 @@ Sequential& Trainer::model(int replica) { return *replicas_.at(replica)->model; 
 
 void Trainer::log(LogLevel level, const std::string& message) const {
   emit(LogEvent{opt_.run_id, level, message});
-}
-
-Trainer::Evaluation Trainer::evaluate() {
-  Evaluation ev;
-  if (!val_pipeline_) return ev;
-  Replica& rep = *replicas_[0];
-  ForwardContext ctx{Mode::kEval, 0};
-  double loss = 0;
-  int64_t correct = 0;
-  val_pipeline_->start_epoch(0);
-  while (const Batch* b = val_pipeline_->next()) {
-    if (b->rows == 0) continue;
-    const Tensor& out = rep.model->forward(b->x, ctx);
-    LossResult r = loss_->compute(out, b->labels.data(), b->targets.empty() ? nullptr : &b->targets,
-                                  rep.doutput, 1.0f);
-    loss += r.loss_sum;
-    correct += r.correct;
-    ev.samples += r.count;
-  }
-  if (ev.samples > 0) {
-    ev.loss = loss / static_cast<double>(ev.samples);
-    ev.accuracy = static_cast<double>(correct) / static_cast<double>(ev.samples);
-  }
-  return ev;
 }
 
 CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch) {

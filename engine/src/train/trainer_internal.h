@@ -33,6 +33,7 @@ struct Trainer::Replica {
   std::function<void(size_t)> on_layer_done;
   Tensor doutput;            // (shard batch, outputs)
   std::vector<float> drift;  // 2 x replicas: every replica's checksum (replica_sync.cpp)
+  double eval_loss = 0, eval_correct = 0, eval_count = 0;  // its validation share
   LossResult last;
 };
 

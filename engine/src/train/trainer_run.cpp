@@ -347,7 +347,7 @@ void Trainer::end_epoch(RunState& s) {
                           : 0.0;
   ev.epoch_time_s = seconds_since(s.epoch_t0);
   ev.samples_per_s = ev.epoch_time_s > 0 ? s.ep_samples / ev.epoch_time_s : 0.0;
-  if (val_pipeline_) {
+  if (!val_pipelines_.empty()) {
     const Evaluation e = evaluate();
     ev.has_validation = true;
     ev.val_loss = e.loss;

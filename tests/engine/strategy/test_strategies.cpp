@@ -275,6 +275,46 @@ TEST(StepTotals, MultiWorkerCombinesAStepInOneCollective) {
   }
 }
 
+// data.cache keeps one copy of the decoded data per process, not one per
+// replica; the validation data is split over the replicas and the sums
+// reduced, and gives what one device's evaluation gives.
+TEST_F(Strategies, OneCachePerProcessAndValidationSharedByTheReplicas) {
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  auto with_val = [&](nlohmann::json d) {
+    d["data"]["cache"] = true;
+    d["data"]["validation_split"] = 0.2;
+    return parse_run_config(d, "s.json");
+  };
+  std::vector<Event> one_events, many_events;
+  const auto run = [&](const RunConfig& cfg, std::vector<Event>* events, int64_t* bytes) {
+    Telemetry t;
+    t.add(std::make_shared<CallbackSink>([events](const Event& e) { events->push_back(e); }));
+    TrainOptions opt;
+    opt.run_id = "cache";
+    Trainer trainer(cfg, registry_, t, opt);
+    *bytes = trainer.cache_bytes();
+    EXPECT_EQ(trainer.run().status, "completed");
+  };
+  int64_t one_bytes = 0, many_bytes = 0;
+  run(with_val(doc({{"type", "one_device"}}, sgd, 30)), &one_events, &one_bytes);
+  run(with_val(doc({{"type", "mirrored"}, {"replicas", 3}}, sgd, 30)), &many_events, &many_bytes);
+  // 300 samples of 12 features and a label, once.
+  EXPECT_EQ(one_bytes, 300 * (12 * 4 + 4));
+  EXPECT_EQ(many_bytes, one_bytes) << "each of the 3 replicas kept its own cache";
+  std::vector<EpochEvent> one_ep, many_ep;
+  for (const Event& e : one_events)
+    if (const auto* ep = std::get_if<EpochEvent>(&e)) one_ep.push_back(*ep);
+  for (const Event& e : many_events)
+    if (const auto* ep = std::get_if<EpochEvent>(&e)) many_ep.push_back(*ep);
+  ASSERT_EQ(one_ep.size(), 2u);
+  ASSERT_EQ(many_ep.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    ASSERT_TRUE(many_ep[k].has_validation);
+    EXPECT_NEAR(many_ep[k].val_loss, one_ep[k].val_loss, 1e-4 * one_ep[k].val_loss);
+    EXPECT_DOUBLE_EQ(many_ep[k].val_accuracy, one_ep[k].val_accuracy);
+  }
+}
+
 // Overlapping the bucket allreduces with backward runs the same collectives
 // on the same buffers in the same order as reducing after backward: the
 // parameters must come out bit for bit the same. Tiny buckets (one per

@@ -123,6 +123,28 @@ class ConcatDataset final : public Dataset {
   int64_t classes_ = 0;
 };
 
+// Every sample of `base` decoded once and kept in memory, read-only: the
+// one cache a process holds however many replicas read it (data.cache).
+// Files and descriptions are the base's.
+class CachedDataset final : public Dataset {
+ public:
+  explicit CachedDataset(std::shared_ptr<const Dataset> base);
+  int64_t size() const override { return x_.rows(); }
+  int64_t features() const override { return base_->features(); }
+  int64_t classes() const override { return base_->classes(); }
+  int64_t target_width() const override { return base_->target_width(); }
+  int64_t num_files() const override { return base_->num_files(); }
+  int64_t file_of(int64_t i) const override { return base_->file_of(i); }
+  void read(int64_t i, float* x, int32_t* label, float* target) const override;
+  std::string describe() const override { return base_->describe(); }
+  int64_t bytes() const;  // what the cache holds
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  Tensor x_, t_;
+  std::vector<int32_t> labels_;
+};
+
 struct Split {
   std::shared_ptr<const Dataset> train;
   std::shared_ptr<const Dataset> validation;  // null when fraction == 0

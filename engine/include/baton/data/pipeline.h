@@ -80,6 +80,8 @@ class Pipeline {
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   // Samples this shard reads in a full epoch.
   int64_t samples_per_epoch() const;
+  // Bytes of decoded samples this pipeline caches itself (options.cache).
+  int64_t cache_bytes() const;
   const Dataset& dataset() const { return *data_; }
   const PipelineOptions& options() const { return opt_; }
 

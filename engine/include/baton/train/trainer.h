@@ -75,12 +75,18 @@ class Trainer {
   const Dataset& train_data() const { return *train_; }
   const Dataset* validation_data() const { return val_.get(); }
 
-  // Evaluates replica 0's model on the validation data (or `data`).
+  // Evaluates the model (the chief's: its buffers are given to every
+  // replica first) on the validation data, each replica of the cluster on
+  // its share, the sums reduced; a parameter server's worker evaluates all
+  // of it alone.
   struct Evaluation {
     double loss = 0, accuracy = 0;
     int64_t samples = 0;
   };
   Evaluation evaluate();
+  // Bytes of decoded samples this process caches (data.cache): one copy of
+  // the training and validation data, however many replicas read them.
+  int64_t cache_bytes() const;
 
  private:
   struct Replica;   // src/train/trainer_internal.h
@@ -117,7 +123,10 @@ class Trainer {
   // the parameters' checksums compared (RuntimeError naming a replica that
   // differs).
   bool replicas_linked() const;
-  void broadcast_from_chief();
+  void broadcast_from_chief(bool buffers_only = false);
+  // evaluation.cpp: the validation pipelines, and one replica's share.
+  void plan_validation(int64_t max_rows);
+  void evaluate_share(int r);
   void check_drift(int64_t step);
   // InputError when a layer needs a link between replicas the strategy
   // does not give (syncbatchnorm under parameter_server).
@@ -138,7 +147,10 @@ class Trainer {
   std::unique_ptr<Loss> loss_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
-  std::unique_ptr<Pipeline> val_pipeline_;
+  // One per local replica (its share of the validation data), or one over
+  // all of it (one replica, or a parameter server's worker).
+  std::vector<std::unique_ptr<Pipeline>> val_pipelines_;
+  int64_t cache_bytes_ = 0;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::string model_description_;
   std::string overlap_note_;  // logged at the start when overlap was turned off
