@@ -69,6 +69,12 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
     std::fprintf(out, "staleness       mean %.2f, max %lld (chief's updates)\n", s.staleness_mean,
                  static_cast<long long>(s.staleness_max));
   }
+  if (!s.communication.empty()) {
+    std::fprintf(out, "communication   %s\n", s.communication.c_str());
+    if (!s.communication_note.empty()) {
+      std::fprintf(out, "                (%s)\n", s.communication_note.c_str());
+    }
+  }
   std::fprintf(out, "throughput      %.0f samples/s\n", s.samples_per_s);
   std::fprintf(out, "wall time       %.2f s\n", s.wall_time_s);
   std::fprintf(out, "run directory   %s\n", o.dir.path.c_str());

@@ -3,6 +3,8 @@
 // data moves once, as in a ring, without intermediate copies.
 #include <baton/comm/communicator.h>
 #include <baton/comm/local.h>
+#include <baton/core/error.h>
+#include <baton/discovery/discovery.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,7 +30,45 @@ double since(Clock::time_point t0) {
 
 struct LocalGroup::Shared {
   Shared(int n, CommOptions o)
-      : size(n), options(o), in(n, nullptr), out(n, nullptr), mail(static_cast<size_t>(n) * n) {}
+      : size(n), options(o), in(n, nullptr), out(n, nullptr), mail(static_cast<size_t>(n) * n) {
+    if (options.algorithm == CommAlgorithm::kHierarchical) plan_levels();
+  }
+
+  // hierarchical: the ranks grouped by NUMA node. With one node there is
+  // no level below the group: native runs, and note says so.
+  void plan_levels() {
+    std::vector<int> node = options.numa_node_of_rank;
+    if (node.empty()) {
+      const HostInfo host = probe_cpus();
+      for (int r = 0; r < size; ++r) {
+        node.push_back(host.devices[static_cast<size_t>(r) % host.devices.size()].numa_node);
+      }
+    }
+    if (static_cast<int>(node.size()) != size) {
+      throw RuntimeError("LocalGroup: numa_node_of_rank has " + std::to_string(node.size()) +
+                         " entries for " + std::to_string(size) + " ranks");
+    }
+    std::vector<int> nodes = node;
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    if (nodes.size() < 2) {
+      note = "allreduce.algorithm hierarchical: the " + std::to_string(size) +
+             " replicas are on 1 NUMA node, so there is no level to reduce within first; "
+             "native ran instead";
+      options.algorithm = CommAlgorithm::kNative;
+      return;
+    }
+    groups.assign(nodes.size(), {});
+    group_of.assign(static_cast<size_t>(size), 0);
+    for (int r = 0; r < size; ++r) {
+      const auto g = static_cast<int>(
+          std::lower_bound(nodes.begin(), nodes.end(), node[static_cast<size_t>(r)]) -
+          nodes.begin());
+      group_of[static_cast<size_t>(r)] = g;
+      groups[static_cast<size_t>(g)].push_back(r);
+    }
+    group_sum.resize(groups.size());
+  }
 
   // A reusable barrier with a timeout: a rank that waits too long throws.
   void barrier(int rank) {
@@ -76,7 +116,7 @@ struct LocalGroup::Shared {
   }
 
   const int size;
-  const CommOptions options;
+  CommOptions options;  // hierarchical becomes native with one NUMA node (plan_levels)
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
@@ -86,6 +126,13 @@ struct LocalGroup::Shared {
   std::vector<const float*> in;
   std::vector<float*> out;
   std::vector<Mailbox> mail;
+  // hierarchical (2 or more NUMA nodes): the ranks of each node, each
+  // rank's node index, a sum buffer per node and the cross-node result.
+  std::vector<std::vector<int>> groups;
+  std::vector<int> group_of;
+  std::vector<std::vector<float>> group_sum;
+  std::vector<float> total;
+  std::string note;  // why hierarchical did not run ("" when it does)
 };
 
 namespace {
@@ -98,6 +145,7 @@ class LocalComm final : public Communicator {
   std::string describe() const override {
     return std::string("local/") + comm_algorithm_name(g_.options.algorithm);
   }
+  std::string note() const override { return g_.note; }
 
   void allreduce(float* data, int64_t count, ReduceOp op) override {
     if (g_.size == 1 || count == 0) return;
@@ -105,7 +153,11 @@ class LocalComm final : public Communicator {
       ring_allreduce(*this, data, count, op, g_.options.segment_bytes);
       return;
     }
-    // native (and hierarchical: one host is one level)
+    if (g_.options.algorithm == CommAlgorithm::kHierarchical) {
+      hierarchical_allreduce(data, count, op);
+      return;
+    }
+    // native
     const auto t0 = Clock::now();
     const int n = g_.size;
     g_.out[rank_] = data;
@@ -198,8 +250,60 @@ class LocalComm final : public Communicator {
   void barrier() override { g_.barrier(rank_); }
 
  private:
-  int64_t chunk_start(int c, int64_t count) const {
-    return count / g_.size * c + std::min<int64_t>(c, count % g_.size);
+  int64_t chunk_start(int c, int64_t count) const { return chunk_of(c, g_.size, count); }
+  static int64_t chunk_of(int c, int parts, int64_t count) {
+    return count / parts * c + std::min<int64_t>(c, count % parts);
+  }
+
+  // Two levels: inside each NUMA node its ranks sum the node's buffers
+  // (each rank one chunk of the node's sum), then across nodes each rank
+  // sums one chunk of the node sums, then everyone copies the result. The
+  // figures are the traffic model's (estimated), as for native.
+  void hierarchical_allreduce(float* data, int64_t count, ReduceOp op) {
+    const auto t0 = Clock::now();
+    const int n = g_.size;
+    const int g = g_.group_of[static_cast<size_t>(rank_)];
+    const std::vector<int>& mine = g_.groups[static_cast<size_t>(g)];
+    const int k = static_cast<int>(std::find(mine.begin(), mine.end(), rank_) - mine.begin());
+    // Buffers only grow (the first call of a size allocates, later ones
+    // do not); each is resized by one rank before the barrier.
+    if (k == 0 && static_cast<int64_t>(g_.group_sum[static_cast<size_t>(g)].size()) < count) {
+      g_.group_sum[static_cast<size_t>(g)].resize(static_cast<size_t>(count));
+    }
+    if (rank_ == 0 && static_cast<int64_t>(g_.total.size()) < count) {
+      g_.total.resize(static_cast<size_t>(count));
+    }
+    g_.out[rank_] = data;
+    g_.barrier(rank_);
+    // Level 1: my chunk of my node's sum, over its ranks in rank order.
+    {
+      const int parts = static_cast<int>(mine.size());
+      const int64_t b = chunk_of(k, parts, count), e = chunk_of(k + 1, parts, count);
+      float* sum = g_.group_sum[static_cast<size_t>(g)].data();
+      copy_floats(sum + b, g_.out[mine[0]] + b, e - b);
+      for (size_t q = 1; q < mine.size(); ++q) reduce_into(sum + b, g_.out[mine[q]] + b, e - b, op);
+    }
+    g_.barrier(rank_);
+    // Level 2: my chunk of the total, over the nodes in node order.
+    {
+      const int64_t b = chunk_start(rank_, count), e = chunk_start(rank_ + 1, count);
+      float* total = g_.total.data();
+      copy_floats(total + b, g_.group_sum[0].data() + b, e - b);
+      for (size_t q = 1; q < g_.groups.size(); ++q) {
+        reduce_into(total + b, g_.group_sum[q].data() + b, e - b, op);
+      }
+      if (op == ReduceOp::kMean) {
+        // The node sums were sums (mean is reduced as a sum, then scaled).
+        const float inv = 1.0f / static_cast<float>(n);
+        for (int64_t i = b; i < e; ++i) total[i] *= inv;
+      }
+    }
+    g_.barrier(rank_);
+    copy_floats(data, g_.total.data(), count);
+    // Nobody starts the next collective (and overwrites the sums) before
+    // everyone has copied.
+    g_.barrier(rank_);
+    record_ring_model(count, since(t0));
   }
 
   // Native collectives do not expose their traffic: figures from the ring

@@ -131,6 +131,8 @@ nlohmann::json summary_json(const std::string& run_id, const TrainSummary& s) {
     js["staleness_mean"] = s.staleness_mean;
     js["staleness_max"] = s.staleness_max;
   }
+  if (!s.communication.empty()) js["communication"] = s.communication;
+  if (!s.communication_note.empty()) js["communication_note"] = s.communication_note;
   return js;
 }
 

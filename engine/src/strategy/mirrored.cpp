@@ -35,6 +35,8 @@ Communicator& MirroredStrategy::comm(int r) { return group_->rank(r); }
 
 std::string MirroredStrategy::communication() const { return group_->rank(0).describe(); }
 
+std::string MirroredStrategy::communication_note() const { return group_->rank(0).note(); }
+
 void MirroredStrategy::run(const std::function<void(const ReplicaContext&)>& step_fn) {
   pool_->run([&](int r) { step_fn(ReplicaContext{r, replicas_}); });
 }

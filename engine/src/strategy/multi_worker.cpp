@@ -144,4 +144,6 @@ std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() {
 
 std::string MultiWorkerMirroredStrategy::communication() const { return handle(0).describe(); }
 
+std::string MultiWorkerMirroredStrategy::communication_note() const { return outer().note(); }
+
 }  // namespace baton

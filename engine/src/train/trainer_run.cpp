@@ -193,6 +193,9 @@ void Trainer::emit_run_start(const RunState& s) {
   start.config = cfg_.raw;
   emit(start);
   if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);
+  if (const std::string note = strategy_->communication_note(); !note.empty()) {
+    log(LogLevel::kWarning, note);
+  }
 }
 
 void Trainer::train_epoch(RunState& s) {
@@ -376,6 +379,8 @@ void Trainer::emit_run_failed(const RunState& s, const std::exception& e) {
 
 TrainSummary Trainer::finish_run(RunState& s) {
   TrainSummary& sum = s.sum;
+  sum.communication = strategy_->communication();
+  sum.communication_note = strategy_->communication_note();
   sum.steps = s.step;
   sum.status = s.stopped ? "interrupted" : "completed";
   sum.wall_time_s = seconds_since(s.run_t0);

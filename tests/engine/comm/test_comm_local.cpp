@@ -2,6 +2,7 @@
 // a prime and a large one, checked against closed forms.
 #include <baton/comm/communicator.h>
 #include <baton/comm/local.h>
+#include <baton/discovery/discovery.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -146,6 +147,64 @@ TEST(LocalCommFailure, AbortWakesWaitingRanks) {
                           c.allreduce(d.data(), 10, ReduceOp::kSum);
                         }),
                RuntimeError);
+}
+
+// hierarchical on threads: the ranks grouped by NUMA node (here given, as
+// hwloc would give them on a machine with several nodes), summed inside
+// each node, then across nodes; the same closed forms as every algorithm.
+TEST(LocalHierarchical, TwoLevelsOverNumaNodes) {
+  const std::vector<std::vector<int>> maps = {{0, 0, 1, 1}, {0, 1, 0, 1, 1}, {0, 1, 2}, {1, 0}};
+  for (const auto& map : maps) {
+    const int n = static_cast<int>(map.size());
+    CommOptions o;
+    o.algorithm = CommAlgorithm::kHierarchical;
+    o.numa_node_of_rank = map;
+    o.timeout_ms = 20000;
+    LocalGroup g(n, o);
+    EXPECT_EQ(g.rank(0).describe(), "local/hierarchical");
+    EXPECT_EQ(g.rank(0).note(), "");
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{100003}}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+        std::vector<std::vector<float>> data(static_cast<size_t>(n));
+        on_ranks(g, [&](Communicator& c) {
+          auto& d = data[static_cast<size_t>(c.rank())];
+          d.resize(static_cast<size_t>(count));
+          for (int64_t i = 0; i < count; ++i) d[static_cast<size_t>(i)] = value(c.rank(), i);
+          c.allreduce(d.data(), count, op);
+        });
+        for (int r = 0; r < n; ++r) {
+          for (int64_t i = 0; i < count; ++i) {
+            const float base = static_cast<float>(i % 64) * 0.5f;
+            const float want = op == ReduceOp::kSum    ? n * base + n * (n - 1) / 2.0f
+                               : op == ReduceOp::kMean ? base + (n - 1) / 2.0f
+                               : op == ReduceOp::kMax  ? base + (n - 1)
+                                                       : base;
+            ASSERT_FLOAT_EQ(data[static_cast<size_t>(r)][static_cast<size_t>(i)], want)
+                << "map of " << n << " count " << count << " rank " << r << " i " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// With one NUMA node there is no lower level: native runs, the
+// communicator says native (never an algorithm that did not run) and its
+// note says why.
+TEST(LocalHierarchical, OneNumaNodeRunsNativeAndSaysSo) {
+  CommOptions o;
+  o.algorithm = CommAlgorithm::kHierarchical;
+  o.numa_node_of_rank = {3, 3, 3};
+  LocalGroup g(3, o);
+  EXPECT_EQ(g.rank(0).describe(), "local/native");
+  EXPECT_NE(g.rank(0).note().find("1 NUMA node"), std::string::npos) << g.rank(0).note();
+  // This machine, as hwloc sees it.
+  CommOptions here;
+  here.algorithm = CommAlgorithm::kHierarchical;
+  LocalGroup h(2, here);
+  const bool one_node = probe_cpus().numa_nodes <= 1;
+  EXPECT_EQ(h.rank(0).describe(), one_node ? "local/native" : "local/hierarchical");
+  EXPECT_EQ(h.rank(0).note().empty(), !one_node);
 }
 
 TEST(LocalCommFailure, TimeoutIsACommError) {

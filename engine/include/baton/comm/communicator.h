@@ -72,6 +72,10 @@ struct CommOptions {
   int64_t segment_bytes = 1 << 20;
   // A collective waiting longer than this for a peer throws CommError.
   int64_t timeout_ms = 300000;
+  // local + hierarchical: each rank's NUMA node (the levels: reduce inside
+  // a node, then across nodes). Empty: rank r runs on core r (mod cores),
+  // whose node hwloc gives.
+  std::vector<int> numa_node_of_rank;
 };
 
 class Communicator : public CrossReplicaSum {
@@ -79,7 +83,11 @@ class Communicator : public CrossReplicaSum {
   ~Communicator() override = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string describe() const = 0;  // "local/ring", "mpi/native", ...
+  // The algorithm that runs, never one asked for that did not: "local/ring",
+  // "mpi/native", ...
+  virtual std::string describe() const = 0;
+  // Why the algorithm asked for is not the one that runs ("" when it is).
+  virtual std::string note() const { return ""; }
 
   // In place: data (count floats) becomes the reduction over all ranks.
   virtual void allreduce(float* data, int64_t count, ReduceOp op) = 0;

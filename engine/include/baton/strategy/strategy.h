@@ -141,6 +141,8 @@ class Strategy {
   virtual std::vector<LinkSample> drain_links();
   // "local/native" etc.; "" without communication.
   virtual std::string communication() const { return ""; }
+  // Why the configured algorithm is not the one that runs ("" when it is).
+  virtual std::string communication_note() const { return ""; }
 
   // Whether the run stops at this step: `local` is this process's request
   // (a signal, the studio's Stop). Processes that train in lock step must
@@ -195,6 +197,7 @@ class MirroredStrategy : public Strategy {
                      const std::function<void(int)>& apply) override;
   std::vector<LinkSample> drain_links() override;
   std::string communication() const override;
+  std::string communication_note() const override;
   Communicator* replica_communicator(int r) override { return &comm(r); }
 
  protected:
@@ -257,6 +260,7 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   Communicator* replica_communicator(int r) override { return &handle(r); }
   std::vector<LinkSample> drain_links() override;
   std::string communication() const override;
+  std::string communication_note() const override;
 
  private:
   Communicator& outer() const;

@@ -53,6 +53,9 @@ struct TrainSummary {
   double staleness_mean = 0;
   int64_t staleness_max = 0;
   std::vector<double> step_losses;  // every step's loss, in order (from start_step)
+  // The collectives that ran ("local/ring", ...), and why they are not the
+  // ones the config asked for ("" when they are).
+  std::string communication, communication_note;
 };
 
 class Trainer {
