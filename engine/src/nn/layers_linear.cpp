@@ -78,6 +78,8 @@ const Tensor& Linear::backward(const Tensor& dy, bool need_input_grad) {
   // dW = dpre^T x: (out, n) x (n, in)
   cpu::gemm(Trans::kYes, Trans::kNo, out_, in_, n, 1.0f, dpre_.data(), out_, x_->data(), in_, 0.0f,
             w_.grad.data(), in_);
+  // dW and db are final: their allreduce may start during dx's product.
+  params_final();
   if (!need_input_grad) return dx_;
   dx_.set_rows(n);
   // dx = dpre W: (n, out) x (out, in)

@@ -34,9 +34,14 @@ const Tensor& Sequential::forward(const Tensor& x, const ForwardContext& ctx) {
 void Sequential::backward(const Tensor& doutput, const std::function<void(size_t)>& on_layer_done) {
   const Tensor* g = &doutput;
   for (size_t i = layers_.size(); i-- > 0;) {
+    Layer& l = *layers_[i];
+    // A layer reports its parameter gradients final as soon as they are
+    // (before its input-gradient product); otherwise when it returns.
+    l.set_params_final_hook(on_layer_done ? &on_layer_done : nullptr);
     // The first layer's input gradient is never used: skip its GEMM.
-    g = &layers_[i]->backward(*g, /*need_input_grad=*/i > 0);
-    if (on_layer_done) on_layer_done(i);
+    g = &l.backward(*g, /*need_input_grad=*/i > 0);
+    if (on_layer_done && !l.params_final_reported()) on_layer_done(i);
+    l.set_params_final_hook(nullptr);
   }
 }
 

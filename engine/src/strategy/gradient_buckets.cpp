@@ -9,11 +9,16 @@ namespace baton {
 
 int64_t GradientBuckets::plan(const std::vector<Param*>& params) {
   buckets_.clear();
-  const int64_t cap = std::max<int64_t>(1, bucket_bytes_ / static_cast<int64_t>(sizeof(float)));
+  const auto floats = [](int64_t bytes) {
+    return std::max<int64_t>(1, bytes / static_cast<int64_t>(sizeof(float)));
+  };
+  const int64_t cap = floats(bucket_bytes_);
+  const int64_t first_cap = std::min(cap, floats(first_bucket_bytes_));
   Bucket b{params.size(), params.size(), 0};
   for (size_t i = params.size(); i-- > 0;) {
     const int64_t n = params[i]->grad.numel();
-    if (b.count > 0 && b.count + n > cap) {
+    const int64_t limit = buckets_.empty() ? first_cap : cap;
+    if (b.count > 0 && b.count + n > limit) {
       buckets_.push_back(b);
       b = Bucket{i + 1, i + 1, 0};
     }
@@ -54,6 +59,7 @@ void GradientBuckets::allreduce(const std::vector<Param*>& params, Communicator&
 }
 
 struct GradientReducer::Lane {
+  int index = 0;  // the local replica
   std::vector<Param*> params;
   Communicator* comm = nullptr;
   std::vector<float> flat;      // without overlap: the largest bucket; with: all of them
@@ -68,8 +74,10 @@ struct GradientReducer::Lane {
 };
 
 GradientReducer::GradientReducer(int64_t bucket_bytes, bool overlap,
-                                 std::function<void()> on_failure)
-    : buckets_(bucket_bytes), overlap_(overlap), on_failure_(std::move(on_failure)) {}
+                                 std::function<void()> on_failure, int64_t first_bucket_bytes)
+    : buckets_(bucket_bytes, first_bucket_bytes),
+      overlap_(overlap),
+      on_failure_(std::move(on_failure)) {}
 
 GradientReducer::~GradientReducer() {
   for (auto& lane : lanes_) {
@@ -88,6 +96,7 @@ void GradientReducer::bind(const std::vector<std::vector<Param*>>& per_replica,
   const int64_t largest = buckets_.plan(per_replica.at(0));
   for (size_t r = 0; r < per_replica.size(); ++r) {
     auto lane = std::make_unique<Lane>();
+    lane->index = static_cast<int>(r);
     lane->params = per_replica[r];
     lane->comm = comms.at(r);
     if (overlap_) {
@@ -128,6 +137,7 @@ void GradientReducer::serve(Lane& lane) {
     if (!failed) {
       try {
         float* flat = lane.flat.data() + lane.offset[b];
+        if (observer_) observer_(lane.index, b);
         lane.comm->allreduce(flat, buckets_.count(b), ReduceOp::kSum);
         buckets_.unpack(b, lane.params, flat);
       } catch (...) {

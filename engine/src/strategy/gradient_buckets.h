@@ -20,7 +20,11 @@ namespace baton {
 
 class GradientBuckets {
  public:
-  explicit GradientBuckets(int64_t bucket_bytes) : bucket_bytes_(bucket_bytes) {}
+  // The first bucket (the last layers', whose gradients are final first)
+  // is at most first_bucket_bytes, so its allreduce starts early (DDP's 1
+  // MB first bucket); the others at most bucket_bytes.
+  explicit GradientBuckets(int64_t bucket_bytes, int64_t first_bucket_bytes = int64_t{1} << 20)
+      : bucket_bytes_(bucket_bytes), first_bucket_bytes_(first_bucket_bytes) {}
   bool planned() const { return !buckets_.empty(); }
   // Plans the buckets for `params`; returns the largest bucket in floats
   // (the flat buffer each replica needs).
@@ -42,7 +46,7 @@ class GradientBuckets {
     size_t first = 0, last = 0;  // params [first, last)
     int64_t count = 0;           // floats
   };
-  int64_t bucket_bytes_;
+  int64_t bucket_bytes_, first_bucket_bytes_;
   std::vector<Bucket> buckets_;
 };
 
@@ -66,7 +70,13 @@ class GradientReducer {
  public:
   // on_failure runs on a communication thread whose collective threw, so
   // peers blocked in a collective give up at once.
-  GradientReducer(int64_t bucket_bytes, bool overlap, std::function<void()> on_failure);
+  GradientReducer(int64_t bucket_bytes, bool overlap, std::function<void()> on_failure,
+                  int64_t first_bucket_bytes = int64_t{1} << 20);
+  // Called on the thread that starts each bucket's allreduce (replica r,
+  // bucket b, in order): for tests and timelines.
+  void set_bucket_observer(std::function<void(int, size_t)> observer) {
+    observer_ = std::move(observer);
+  }
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -87,6 +97,7 @@ class GradientReducer {
   GradientBuckets buckets_;
   bool overlap_;
   std::function<void()> on_failure_;
+  std::function<void(int, size_t)> observer_;
   std::vector<std::unique_ptr<Lane>> lanes_;
 };
 

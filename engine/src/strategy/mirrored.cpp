@@ -45,9 +45,9 @@ void MirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per
                                       bool overlap_allowed) {
   std::vector<Communicator*> comms;
   for (int r = 0; r < replicas_; ++r) comms.push_back(&group_->rank(r));
-  reducer_ = std::make_unique<GradientReducer>(grads_.bucket_bytes,
-                                               grads_.overlap && overlap_allowed && replicas_ > 1,
-                                               [this] { group_->abort(); });
+  reducer_ = std::make_unique<GradientReducer>(
+      grads_.bucket_bytes, grads_.overlap && overlap_allowed && replicas_ > 1,
+      [this] { group_->abort(); }, grads_.first_bucket_bytes);
   reducer_->bind(per_replica, std::move(comms));
 }
 

@@ -87,7 +87,8 @@ void MultiWorkerMirroredStrategy::bind_gradients(const PerReplica<std::vector<Pa
   std::function<void()> on_failure;
   if (nested_) on_failure = [this] { nested_->abort(); };
   reducer_ = std::make_unique<GradientReducer>(
-      grads_.bucket_bytes, grads_.overlap && overlap_allowed && num_replicas() > 1, on_failure);
+      grads_.bucket_bytes, grads_.overlap && overlap_allowed && num_replicas() > 1, on_failure,
+      grads_.first_bucket_bytes);
   reducer_->bind(per_replica, std::move(comms));
 }
 

@@ -64,6 +64,7 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
                       : ar.choice_or("backend", "local", {"local"});
     s.algorithm = ar.choice_or("algorithm", "native", {"native", "ring", "hierarchical"});
     s.bucket_bytes = static_cast<int64_t>(ar.positive_or("bucket_mb", 25.0) * (1 << 20));
+    s.first_bucket_bytes = static_cast<int64_t>(ar.positive_or("first_bucket_mb", 1.0) * (1 << 20));
     s.overlap = ar.boolean_or("overlap", true);
     s.timeout_ms = static_cast<int64_t>(ar.positive_or("timeout_s", 300.0) * 1000.0);
     ar.finish();

@@ -14,7 +14,7 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
   CommOptions comm;
   comm.algorithm = parse_comm_algorithm(s.algorithm);
   comm.timeout_ms = s.timeout_ms;
-  GradientOptions grads{s.bucket_bytes, s.overlap};
+  GradientOptions grads{s.bucket_bytes, s.overlap, s.first_bucket_bytes};
   if (s.type == "multi_worker_mirrored") {
 #ifdef BATON_HAVE_MPI
     if (!MpiRuntime::is_initialized()) {

@@ -250,3 +250,38 @@ TEST(RMSNormLayer, ForwardAndFiniteDifferences) {
   }
   gradcheck_layer(layer, x, kTrain, 501, 2e-3);
 }
+
+// Linear reports its parameter gradients final before its input-gradient
+// product, so their allreduce need not wait for it: at the hook, dW is the
+// new one and dx still the previous call's.
+TEST(Linear, ParamsAreReportedFinalBeforeTheInputGradient) {
+  baton::Sequential model;
+  model.add(std::make_unique<Linear>(3, 2, Activation::kNone, true));
+  model.add(std::make_unique<Linear>(2, 2, Activation::kNone, true));
+  model.plan(4, 3);
+  Rng rng(5);
+  model.init(rng);
+  Tensor x = random_tensor({4, 3}, rng);
+  Tensor dy1 = random_tensor({4, 2}, rng), dy2 = random_tensor({4, 2}, rng);
+  auto& second = dynamic_cast<Linear&>(model.layer(1));
+  model.forward(x, kTrain);
+  model.backward(dy1);
+  const Tensor& dx = second.backward(dy1, true);  // the layer's own dx buffer
+  const std::vector<float> dx_before(dx.data(), dx.data() + dx.numel());
+  std::vector<size_t> order;
+  std::vector<float> dx_at_hook, dw_at_hook;
+  model.forward(x, kTrain);
+  model.backward(dy2, [&](size_t layer) {
+    order.push_back(layer);
+    if (layer != 1) return;
+    dx_at_hook.assign(dx.data(), dx.data() + dx.numel());
+    const Tensor& dw = second.weight().grad;
+    dw_at_hook.assign(dw.data(), dw.data() + dw.numel());
+  });
+  EXPECT_EQ(order, (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(dx_at_hook, dx_before) << "dx was computed before the hook";
+  const Tensor& dw_after = second.weight().grad;
+  EXPECT_EQ(dw_at_hook, std::vector<float>(dw_after.data(), dw_after.data() + dw_after.numel()))
+      << "dW changed after the hook: it was not final";
+  EXPECT_NE(std::vector<float>(dx.data(), dx.data() + dx.numel()), dx_before);
+}

@@ -7,6 +7,10 @@
 #include <baton/comm/local.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -112,6 +116,72 @@ TEST(GradientReducer, AbortedGroupThrowsFromWait) {
   other.join();
   EXPECT_THROW(reducer.wait(0), CommError);
   EXPECT_THROW(reducer.wait(1), CommError);
+}
+
+// The first bucket - the last layers', final first - is capped at 1 MB (as
+// DDP's) so its allreduce can start early; the others take up to
+// bucket_bytes. Params in model order: two of 300,000 floats, then 1,000
+// and 10 (the last layer's).
+TEST(GradientBuckets, TheFirstBucketIsSmall) {
+  std::vector<std::unique_ptr<Param>> own;
+  std::vector<Param*> params;
+  for (int64_t n : {300000, 300000, 1000, 10}) {
+    auto p = std::make_unique<Param>();
+    p->grad = Tensor({n});
+    params.push_back(p.get());
+    own.push_back(std::move(p));
+  }
+  GradientBuckets buckets(int64_t{25} << 20);  // 25 MB, first 1 MB
+  buckets.plan(params);
+  ASSERT_EQ(buckets.size(), 2u) << "with one 25 MB bucket nothing would overlap";
+  EXPECT_EQ(buckets.first(0), 2u);
+  EXPECT_EQ(buckets.count(0), 1010);
+  EXPECT_EQ(buckets.first(1), 0u);
+  EXPECT_EQ(buckets.count(1), 600000);
+  GradientBuckets big_first(int64_t{25} << 20, int64_t{25} << 20);
+  big_first.plan(params);
+  EXPECT_EQ(big_first.size(), 1u);
+}
+
+// With overlap, a bucket's allreduce starts while backward is still going:
+// each replica reports its last parameter final, then waits - on a
+// condition, with a deadline - to see that bucket's allreduce start before
+// it reports the rest (the end of its backward).
+TEST(GradientReducer, ABucketsAllreduceStartsBeforeBackwardEnds) {
+  const int n = 2;
+  Replicas reps(n, {64, 64, 64});
+  GradientReducer reducer(64 * 4, /*overlap=*/true, [&reps] { reps.group.abort(); });
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::vector<size_t>> started(n);
+  reducer.set_bucket_observer([&](int r, size_t b) {
+    std::lock_guard<std::mutex> lock(mu);
+    started[static_cast<size_t>(r)].push_back(b);
+    cv.notify_all();
+  });
+  reducer.bind(reps.views, reps.comms);
+  std::vector<int> before_end(n, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      reducer.ready(r, 2);  // backward has finished the last layer only
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        before_end[static_cast<size_t>(r)] = cv.wait_for(lock, std::chrono::seconds(20), [&] {
+          return !started[static_cast<size_t>(r)].empty();
+        });
+      }
+      reducer.ready(r, 1);
+      reducer.ready(r, 0);  // backward ends
+      reducer.wait(r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(before_end[static_cast<size_t>(r)], 1)
+        << "replica " << r << ": no allreduce began during backward";
+    EXPECT_EQ(started[static_cast<size_t>(r)], (std::vector<size_t>{0, 1, 2}));
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <baton/nn/kernels.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,8 +74,29 @@ class Layer {
   void set_index(size_t i) { index_ = i; }
   size_t index() const { return index_; }
 
+  // The model's hook for "this layer's parameter gradients are final"
+  // (gradient bucketing starts their allreduce then, while the rest of
+  // backward goes on). Set by Sequential::backward around each layer's
+  // backward; a layer that computes its input gradient after its parameter
+  // gradients calls params_final() in between, so the allreduce need not
+  // wait for that product. Layers that do not call it are reported when
+  // their backward returns.
+  void set_params_final_hook(const std::function<void(size_t)>* hook) {
+    hook_ = hook;
+    hook_called_ = false;
+  }
+  bool params_final_reported() const { return hook_called_; }
+
  protected:
+  void params_final() {
+    if (hook_ != nullptr && *hook_ && !hook_called_) (*hook_)(index_);
+    hook_called_ = true;
+  }
   size_t index_ = 0;
+
+ private:
+  const std::function<void(size_t)>* hook_ = nullptr;
+  bool hook_called_ = false;
 };
 
 // y = act(x W^T + b). W: (out, in), b: (out). Bias and activation are fused

@@ -32,8 +32,9 @@ class Sequential {
 
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx);
   // `on_layer_done(i)` (optional) is called as soon as layer i's parameter
-  // gradients are final, last layer first — the hook gradient bucketing
-  // uses to overlap communication with the rest of the backward pass.
+  // gradients are final - for Linear before its input-gradient product -
+  // last layer first: the hook gradient bucketing uses to overlap
+  // communication with the rest of the backward pass.
   void backward(const Tensor& doutput, const std::function<void(size_t)>& on_layer_done = {});
 
   // Parameters in a stable order (layer order, then the layer's own order).

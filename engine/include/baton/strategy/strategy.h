@@ -47,12 +47,14 @@ struct StalenessStats {
 };
 
 // How gradients are combined: in buckets of at most bucket_bytes (last
-// layers first), and, with overlap, each bucket's allreduce starting as soon
-// as its gradients are final, while backward goes on (PyTorch DDP's
-// default).
+// layers first; the first bucket at most first_bucket_bytes, so its
+// allreduce starts early), and, with overlap, each bucket's allreduce
+// starting as soon as its gradients are final, while backward goes on
+// (PyTorch DDP's default, with its 1 MB first bucket).
 struct GradientOptions {
   int64_t bucket_bytes = int64_t{25} << 20;
   bool overlap = true;
+  int64_t first_bucket_bytes = int64_t{1} << 20;
 };
 
 struct ReplicaContext {

@@ -37,7 +37,8 @@ struct StrategyConfig {
   std::string backend = "local";
   std::string algorithm = "native";
   int64_t bucket_bytes = 25 << 20;
-  bool overlap = true;  // allreduce buckets while backward goes on
+  int64_t first_bucket_bytes = 1 << 20;  // the last layers' bucket (allreduce.first_bucket_mb)
+  bool overlap = true;                   // allreduce buckets while backward goes on
   int64_t timeout_ms = 300000;
   // mirrored, central_storage, multi_worker_mirrored: compare the replicas'
   // parameter checksums every this many steps (0 = never).
