@@ -166,8 +166,8 @@ void ClusterView::show_message(const QString& text, bool error) {
   message_->setPalette(pal);
 }
 
-void ClusterView::show_link_bandwidth(int src, int dst, double gbps) {
-  scene_->show_link_bandwidth(src, dst, gbps);
+void ClusterView::show_link_bandwidth(int src, int dst, double gbps, bool estimated) {
+  scene_->show_link_bandwidth(src, dst, gbps, estimated);
 }
 
 // ---- this host, off the GUI thread ----

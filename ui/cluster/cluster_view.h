@@ -60,7 +60,8 @@ class ClusterView : public QWidget {
  public slots:
   // Colours and thickens the src -> dst link (global replica ranks) by its
   // live bandwidth.
-  void show_link_bandwidth(int src, int dst, double gbps);
+  // estimated: the figure is a traffic model's (drawn dashed, "\u2248").
+  void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false);
   void open_topology();
   void save_topology();
   void add_host();

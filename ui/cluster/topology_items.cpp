@@ -280,6 +280,7 @@ void LinkItem::update_label() {
   }
   if (gbps_ >= 0) {
     text += (text.isEmpty() ? QString() : QStringLiteral(" \u00b7 ")) +
+            (estimated_ ? QStringLiteral("\u2248") : QString()) +
             QStringLiteral("%1 GB/s").arg(gbps_, 0, 'f', gbps_ < 10 ? 2 : 1);
   }
   label_->setText(text);
@@ -290,18 +291,27 @@ void LinkItem::update_label() {
           .arg(link_.dst)
           .arg(to_string(link_.cls))
           .arg(link_.detail.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(link_.detail))
-          .arg(gbps_ >= 0 ? QObject::tr(", %1 GB/s measured").arg(gbps_, 0, 'f', 2)
-                          : QObject::tr(", bandwidth not measured yet")));
+          .arg(gbps_ < 0    ? QObject::tr(", bandwidth not measured yet")
+               : estimated_ ? QObject::tr(", \u2248 %1 GB/s modelled (a traffic model's figure: "
+                                          "this collective does not expose its traffic)")
+                                  .arg(gbps_, 0, 'f', 2)
+                            : QObject::tr(", %1 GB/s measured (bytes over transfer time)")
+                                  .arg(gbps_, 0, 'f', 2)));
 }
 
-void LinkItem::set_bandwidth(double gbps) {
-  if (gbps < 0 || std::abs(gbps - gbps_) < 1e-3 * std::max(1.0, gbps)) return;
+void LinkItem::set_bandwidth(double gbps, bool estimated) {
+  if (gbps < 0 ||
+      (estimated == estimated_ && std::abs(gbps - gbps_) < 1e-3 * std::max(1.0, gbps))) {
+    return;
+  }
   gbps_ = gbps;
+  estimated_ = estimated;
   // 0.1 GB/s (red, thin) .. 100 GB/s (green, thick), on a log scale.
   const double t = std::clamp((std::log10(std::max(gbps, 1e-3)) + 1.0) / 3.0, 0.0, 1.0);
   QPen p = pen();
   p.setColor(QColor::fromHsvF(static_cast<float>(t / 3.0), 0.85F, 0.85F));
   p.setWidthF(2.0 + 7.0 * t);
+  p.setStyle(estimated ? Qt::DashLine : Qt::SolidLine);
   setPen(p);
   update_label();
   update_geometry();

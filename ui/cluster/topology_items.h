@@ -64,10 +64,12 @@ class LinkItem : public QGraphicsLineItem {
   LinkItem(const TopologyLink& link, QGraphicsItem* a, QGraphicsItem* b, bool between_hosts);
   // Re-reads the two ends' positions (after a host moved).
   void update_geometry();
-  // Colours and thickens the line by the measured bandwidth; cheap when
-  // called often.
-  void set_bandwidth(double gbps);
+  // Colours and thickens the line by the bandwidth; a modelled figure
+  // (estimated) is drawn dashed and labelled "\u2248 ... modelled". Cheap
+  // when called often.
+  void set_bandwidth(double gbps, bool estimated = false);
   double bandwidth_gbps() const { return gbps_; }
+  bool bandwidth_estimated() const { return estimated_; }
   const TopologyLink& link() const { return link_; }
   static QColor class_colour(LinkClass c);
 
@@ -78,7 +80,8 @@ class LinkItem : public QGraphicsLineItem {
   QGraphicsItem* a_;
   QGraphicsItem* b_;
   bool between_hosts_;
-  double gbps_ = -1;  // < 0: not measured
+  double gbps_ = -1;  // < 0: no figure yet
+  bool estimated_ = false;
   QGraphicsSimpleTextItem* label_ = nullptr;
 };
 

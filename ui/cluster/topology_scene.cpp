@@ -58,7 +58,7 @@ void TopologyScene::rebuild() {
   for (auto it = bandwidth_.cbegin(); it != bandwidth_.cend(); ++it) {
     const int src = static_cast<int>(it.key() >> 32),
               dst = static_cast<int>(it.key() & 0xffffffffU);
-    if (LinkItem* l = link_item(src, dst)) l->set_bandwidth(it.value());
+    if (LinkItem* l = link_item(src, dst)) l->set_bandwidth(it.value().first, it.value().second);
   }
   setSceneRect(itemsBoundingRect().adjusted(-40, -40, 40, 40));
 }
@@ -88,11 +88,11 @@ HostItem* TopologyScene::host_item(int id) const {
   return nullptr;
 }
 
-void TopologyScene::show_link_bandwidth(int src, int dst, double gbps) {
-  bandwidth_.insert(key(src, dst), gbps);
+void TopologyScene::show_link_bandwidth(int src, int dst, double gbps, bool estimated) {
+  bandwidth_.insert(key(src, dst), {gbps, estimated});
   LinkItem* l = link_item(src, dst);
   if (l == nullptr && src != dst) l = add_link(model_.link_between(src, dst));
-  if (l != nullptr) l->set_bandwidth(gbps);
+  if (l != nullptr) l->set_bandwidth(gbps, estimated);
 }
 
 void TopologyScene::clear_link_bandwidth() {

@@ -37,7 +37,7 @@ class TopologyScene : public QGraphicsScene {
  public slots:
   // src, dst: global replica ranks; gbps: GB/s. Cheap (a hash look-up and a
   // pen); a pair the ring does not draw gets its own line once.
-  void show_link_bandwidth(int src, int dst, double gbps);
+  void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false);
   void clear_link_bandwidth();
 
  signals:
@@ -62,7 +62,8 @@ class TopologyScene : public QGraphicsScene {
   std::vector<DeviceItem*> replica_items_;  // by global replica rank
   std::vector<LinkItem*> links_;
   QHash<quint64, LinkItem*> link_by_ranks_;
-  QHash<quint64, double> bandwidth_;  // last measured, re-applied after a rebuild
+  // The last figure per link (and whether modelled), re-applied after a rebuild.
+  QHash<quint64, std::pair<double, bool>> bandwidth_;
   bool rebuild_pending_ = false;
   int drag_counter_ = 0;
 };

@@ -171,6 +171,7 @@ QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
   } else if (p == Plot::kLinks) {
     const int n = static_cast<int>(cp->graphCount());
     pen.setColor(QColor::fromHsv((n * 67) % 360, 200, 200));
+    if (key.contains(QLatin1String("(modelled)"))) pen.setStyle(Qt::DashLine);
   } else if (part == QLatin1String("val") || part == QLatin1String("replica")) {
     pen.setStyle(Qt::DashLine);
   }
@@ -276,9 +277,13 @@ void Dashboard::add_events(const std::vector<Event>& events) {
              e->val_accuracy, false);
     } else if (const auto* e = std::get_if<LinkEvent>(&ev)) {
       Run& r = run_for(e->run);
-      append(r, QString::fromStdString(e->run),
-             QStringLiteral("link/%1->%2").arg(e->src).arg(e->dst), Plot::kLinks,
-             static_cast<double>(e->step), r.last_rel, e->bandwidth_gbps, false);
+      // A figure from a traffic model is its own series, drawn dashed and
+      // named "≈ ... (modelled)": never shown as a measurement.
+      const QString name =
+          e->estimated ? QStringLiteral("link/%1->%2 \u2248 (modelled)").arg(e->src).arg(e->dst)
+                       : QStringLiteral("link/%1->%2").arg(e->src).arg(e->dst);
+      append(r, QString::fromStdString(e->run), name, Plot::kLinks, static_cast<double>(e->step),
+             r.last_rel, e->bandwidth_gbps, false);
     }
   }
   mark_dirty();

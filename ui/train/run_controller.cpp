@@ -1,7 +1,5 @@
 #include "train/run_controller.h"
 
-#include "common/engine_cluster.h"
-
 #include <baton/launch/mpirun_command.h>
 #include <baton/launch/run_session.h>
 #include <baton/train/run_config.h>
@@ -14,6 +12,8 @@
 #include <QTimer>
 #include <chrono>
 #include <csignal>
+
+#include "common/engine_cluster.h"
 
 namespace baton::ui {
 

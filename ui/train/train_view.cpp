@@ -179,7 +179,7 @@ void TrainView::on_events(const std::vector<Event>& batch) {
   dashboard_->add_events(batch);
   // The newest figure per link, once per batch: the canvas is coloured at
   // the pump's pace, not per event.
-  std::map<std::pair<int, int>, double> links;
+  std::map<std::pair<int, int>, std::pair<double, bool>> links;  // (gbps, estimated)
   for (const Event& ev : batch) {
     if (const auto* s = std::get_if<RunStartEvent>(&ev)) {
       if (run_id_.isEmpty()) {
@@ -221,10 +221,12 @@ void TrainView::on_events(const std::vector<Event>& batch) {
     } else if (const auto* c = std::get_if<CheckpointEvent>(&ev)) {
       log_line(tr("checkpoint at step %1: %2").arg(c->step).arg(QString::fromStdString(c->path)));
     } else if (const auto* k = std::get_if<LinkEvent>(&ev)) {
-      links[{k->src, k->dst}] = k->bandwidth_gbps;
+      links[{k->src, k->dst}] = {k->bandwidth_gbps, k->estimated};
     }
   }
-  for (const auto& [link, gbps] : links) Q_EMIT link_bandwidth(link.first, link.second, gbps);
+  for (const auto& [link, figure] : links) {
+    Q_EMIT link_bandwidth(link.first, link.second, figure.first, figure.second);
+  }
 }
 
 void TrainView::on_finished(const QString& status, const QString& error) {

@@ -48,7 +48,8 @@ class TrainView : public QWidget {
   void stop();
 
  Q_SIGNALS:
-  void link_bandwidth(int src, int dst, double gbps);
+  // estimated: the figure is a traffic model's, not a measurement.
+  void link_bandwidth(int src, int dst, double gbps, bool estimated);
   void run_started(const QString& run_id);
   void run_finished(const QString& run_id, const QString& status);
 

@@ -220,9 +220,13 @@ class LocalComm final : public Communicator {
     const auto t0 = Clock::now();
     if (rank_ == root) g_.in[root] = data;
     g_.barrier(rank_);
+    // Waiting for the root is wait; the copy is the transfer.
+    const double wait = since(t0);
+    const auto t1 = Clock::now();
     if (rank_ != root) copy_floats(data, g_.in[root], count);
+    const double copy = since(t1);
     g_.barrier(rank_);
-    if (rank_ != root) links_.add(root, rank_, count * 4, since(t0), false);
+    if (rank_ != root) links_.add(root, rank_, count * 4, copy, false, wait);
   }
 
   // A count of 0 moves no message at all (as in the MPI backend): the ring
@@ -322,25 +326,27 @@ class LocalComm final : public Communicator {
     box.data = data;
     box.count = count;
     box.full = true;
-    post_time_ = Clock::now();
     g_.cv.notify_all();
   }
 
+  // The sender waits for its message to be taken; the link's figures are
+  // the receiver's (take), who moves the bytes.
   void wait_taken(int dst) {
     std::unique_lock<std::mutex> lock(g_.mu);
     auto& box = g_.box(rank_, dst);
-    const int64_t count = box.count;
     g_.wait(
         lock, [&] { return !box.full; }, rank_, "send (waiting for the receiver)");
-    lock.unlock();
-    links_.add(rank_, dst, count * 4, since(post_time_), false);
   }
 
+  // Receives: waiting for the sender's post is the link's wait time, the
+  // copy out of the sender's buffer its transfer time.
   void take(float* data, int64_t count, int src) {
+    const auto t0 = Clock::now();
     std::unique_lock<std::mutex> lock(g_.mu);
     auto& box = g_.box(src, rank_);
     g_.wait(
         lock, [&] { return box.full; }, rank_, "recv");
+    const double wait = since(t0);
     if (box.count != count) {
       throw CommError("local communicator: rank " + std::to_string(rank_) + " expected " +
                       std::to_string(count) + " floats from rank " + std::to_string(src) +
@@ -350,15 +356,18 @@ class LocalComm final : public Communicator {
     lock.unlock();
     // Copy outside the lock (ranks copy in parallel): the sender's buffer
     // stays valid until `full` is cleared, which only this rank does.
+    const auto t1 = Clock::now();
     copy_floats(data, from, count);
+    const double copy = since(t1);
     lock.lock();
     box.full = false;
     g_.cv.notify_all();
+    lock.unlock();
+    links_.add(src, rank_, count * 4, copy, false, wait);
   }
 
   LocalGroup::Shared& g_;
   const int rank_;
-  Clock::time_point post_time_;
 };
 
 }  // namespace

@@ -46,16 +46,18 @@ const char* comm_algorithm_name(CommAlgorithm a) {
   }
 }
 
-void LinkStats::add(int src, int dst, int64_t num_bytes, double seconds, bool estimated) {
+void LinkStats::add(int src, int dst, int64_t num_bytes, double seconds, bool estimated,
+                    double wait_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& l : links_) {
     if (l.src == src && l.dst == dst && l.estimated == estimated) {
       l.num_bytes += num_bytes;
       l.seconds += seconds;
+      l.wait_seconds += wait_seconds;
       return;
     }
   }
-  links_.push_back({src, dst, num_bytes, seconds, estimated});
+  links_.push_back({src, dst, num_bytes, seconds, estimated, wait_seconds});
 }
 
 std::vector<LinkSample> LinkStats::drain() {

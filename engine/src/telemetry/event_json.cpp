@@ -132,6 +132,7 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("seconds", e.seconds);
     r("bandwidth_gbps", e.bandwidth_gbps);
     r("estimated", e.estimated);
+    r("wait_s", e.wait_s);
     return e;
   }
   if (type == "run_end") {

@@ -85,7 +85,8 @@ struct ToJson {
               {"num_bytes", e.num_bytes},
               {"seconds", e.seconds},
               {"bandwidth_gbps", e.bandwidth_gbps},
-              {"estimated", e.estimated}});
+              {"estimated", e.estimated},
+              {"wait_s", e.wait_s}});
     return j;
   }
   nlohmann::json operator()(const RunEndEvent& e) const {

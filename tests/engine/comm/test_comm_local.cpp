@@ -5,6 +5,10 @@
 #include <baton/discovery/discovery.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -118,12 +122,19 @@ TEST_P(LocalComm, LinkStatsAreRecorded) {
     ASSERT_FALSE(links.empty()) << "rank " << r;
     int64_t bytes = 0;
     for (const auto& l : links) {
-      EXPECT_EQ(l.src, r);
-      EXPECT_EQ(l.dst, (r + 1) % n);
+      if (algo == CommAlgorithm::kRing) {
+        // Measured where the bytes arrive: rank r receives from r - 1.
+        EXPECT_EQ(l.src, (r + n - 1) % n);
+        EXPECT_EQ(l.dst, r);
+      } else {
+        // The model's: rank r sends to r + 1.
+        EXPECT_EQ(l.src, r);
+        EXPECT_EQ(l.dst, (r + 1) % n);
+      }
       EXPECT_EQ(l.estimated, algo != CommAlgorithm::kRing);
       bytes += l.num_bytes;
     }
-    // A ring allreduce sends 2(n-1)/n of the buffer from each rank.
+    // A ring allreduce moves 2(n-1)/n of the buffer over each link.
     EXPECT_NEAR(static_cast<double>(bytes), 2.0 * (n - 1) / n * 4000, 8.0 * n);
     EXPECT_TRUE(g.rank(r).links().drain().empty());
   }
@@ -205,6 +216,75 @@ TEST(LocalHierarchical, OneNumaNodeRunsNativeAndSaysSo) {
   const bool one_node = probe_cpus().numa_nodes <= 1;
   EXPECT_EQ(h.rank(0).describe(), one_node ? "local/native" : "local/hierarchical");
   EXPECT_EQ(h.rank(0).note().empty(), !one_node);
+}
+
+// A measured link's figure is its transfer rate: on threads that is a
+// memory copy, so the ring's per-link rate must be within 2x of memcpy's
+// rate on the same sizes, measured in the same run.
+TEST(LocalLinkTruth, TheMeasuredRateIsNearTheMemcpyRate) {
+  const int64_t count = int64_t{16} << 20;   // 64 MiB
+  const int64_t segment = int64_t{1} << 20;  // the ring's pieces, bytes
+  CommOptions o;
+  o.algorithm = CommAlgorithm::kRing;
+  o.segment_bytes = segment;
+  o.timeout_ms = 60000;
+  LocalGroup g(2, o);
+  std::vector<std::vector<float>> data(2, std::vector<float>(static_cast<size_t>(count), 1.0f));
+  const auto allreduce = [&] {
+    on_ranks(g, [&](Communicator& c) {
+      c.allreduce(data[static_cast<size_t>(c.rank())].data(), count, ReduceOp::kSum);
+    });
+  };
+  allreduce();  // first touch of every page
+  for (int r = 0; r < 2; ++r) g.rank(r).links().drain();
+  allreduce();
+  // memcpy of the same total in the same pieces, from and to other buffers.
+  std::vector<float> from(static_cast<size_t>(count), 2.0f), to(static_cast<size_t>(count));
+  std::memcpy(to.data(), from.data(), static_cast<size_t>(count) * 4);  // first touch
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t piece = segment / 4;
+  for (int64_t off = 0; off < count; off += piece) {
+    std::memcpy(to.data() + off, from.data() + off,
+                static_cast<size_t>(std::min(piece, count - off)) * 4);
+  }
+  const double memcpy_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double memcpy_gbps = static_cast<double>(count) * 4 / memcpy_s / 1e9;
+  for (int r = 0; r < 2; ++r) {
+    for (const LinkSample& l : g.rank(r).links().drain()) {
+      ASSERT_FALSE(l.estimated);
+      ASSERT_GT(l.seconds, 0.0);
+      const double gbps = static_cast<double>(l.num_bytes) / l.seconds / 1e9;
+      std::printf("link %d->%d: %.2f GB/s transfer (wait %.4f s); memcpy %.2f GB/s\n", l.src, l.dst,
+                  gbps, l.wait_seconds, memcpy_gbps);
+      EXPECT_GT(gbps, memcpy_gbps / 2) << "link " << l.src << "->" << l.dst;
+      EXPECT_LT(gbps, memcpy_gbps * 2) << "link " << l.src << "->" << l.dst;
+    }
+  }
+}
+
+// A peer that comes late shows up as wait on the link, not as a slow link:
+// rank 1 enters the collective 200 ms after rank 0 (the delay is the test's
+// stimulus), and rank 0's incoming link has the wait and a fast transfer.
+TEST(LocalLinkTruth, ALatePeerIsWaitNotASlowLink) {
+  const int64_t count = int64_t{1} << 20;  // 4 MiB
+  CommOptions o;
+  o.algorithm = CommAlgorithm::kRing;
+  o.timeout_ms = 60000;
+  LocalGroup g(2, o);
+  std::vector<std::vector<float>> data(2, std::vector<float>(static_cast<size_t>(count), 1.0f));
+  on_ranks(g, [&](Communicator& c) {
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    c.allreduce(data[static_cast<size_t>(c.rank())].data(), count, ReduceOp::kSum);
+  });
+  const std::vector<LinkSample> links = g.rank(0).links().drain();
+  ASSERT_EQ(links.size(), 1u);
+  const LinkSample& in = links[0];
+  EXPECT_EQ(in.src, 1);
+  EXPECT_GE(in.wait_seconds, 0.15) << "the late peer's 200 ms are not wait";
+  EXPECT_LT(in.seconds, 0.1) << "the wait was counted as transfer: a slow link";
+  EXPECT_GT(static_cast<double>(in.num_bytes) / in.seconds / 1e9,
+            static_cast<double>(in.num_bytes) / 0.2 / 1e9 * 2);
 }
 
 TEST(LocalCommFailure, TimeoutIsACommError) {

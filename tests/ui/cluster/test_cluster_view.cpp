@@ -62,6 +62,18 @@ class ClusterViewTest : public QObject {
     QCOMPARE(link->bandwidth_gbps(), 12.5);
     QVERIFY(link->pen().widthF() > before.widthF());
     QVERIFY(link->pen().color() != before.color());
+    QCOMPARE(link->pen().style(), Qt::SolidLine);
+    QVERIFY2(link->toolTip().contains(QLatin1String("12.50 GB/s measured")),
+             qPrintable(link->toolTip()));
+    // A modelled figure looks and reads as one: dashed, "\u2248", "modelled".
+    view.show_link_bandwidth(1, 2, 8.0, /*estimated=*/true);
+    QVERIFY(link->bandwidth_estimated());
+    QCOMPARE(link->pen().style(), Qt::DashLine);
+    QVERIFY2(link->toolTip().contains(QStringLiteral("\u2248 8.00 GB/s modelled")),
+             qPrintable(link->toolTip()));
+    QVERIFY2(!link->toolTip().contains(QLatin1String("measured")), qPrintable(link->toolTip()));
+    view.show_link_bandwidth(1, 2, 12.5);
+    QCOMPARE(link->pen().style(), Qt::SolidLine);
     QCOMPARE(scene.link_item(2, 3)->link().cls, LinkClass::kNvLink);
     // A pair the ring does not draw gets its own line.
     view.show_link_bandwidth(0, 2, 3.0);

@@ -48,6 +48,20 @@ class DashboardTest : public QObject {
     l.dst = 1;
     l.bandwidth_gbps = 3;
     d.add_event(l);
+    // A traffic model's figure: its own series, dashed, named as modelled.
+    LinkEvent m = l;
+    m.estimated = true;
+    d.add_event(m);
+    QCOMPARE(d.point_count("r1", QStringLiteral("link/0->1 \u2248 (modelled)")), 1);
+    bool dashed = false;
+    for (int i = 0; i < d.plot(Dashboard::Plot::kLinks)->graphCount(); ++i) {
+      QCPGraph* g = d.plot(Dashboard::Plot::kLinks)->graph(i);
+      if (g->name().contains(QLatin1String("(modelled)")))
+        dashed = g->pen().style() == Qt::DashLine;
+      if (!g->name().contains(QLatin1String("(modelled)")))
+        QCOMPARE(g->pen().style(), Qt::SolidLine);
+    }
+    QVERIFY(dashed);
     QCOMPARE(d.point_count("r1", "loss/train"), 50);
     QCOMPARE(d.point_count("r1", "loss/val"), 1);
     QCOMPARE(d.point_count("r1", "throughput/replica"), 50);
@@ -74,8 +88,8 @@ class DashboardTest : public QObject {
     QFile f(csv);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QList<QByteArray> lines = f.readAll().split('\n');
-    // Header + 50 * (2 loss/acc + 2 throughput + 4 time) + 2 val + 1 link + trailing "".
-    QCOMPARE(lines.size(), 1 + 50 * 8 + 2 + 1 + 1);
+    // Header + 50 * (2 loss/acc + 2 throughput + 4 time) + 2 val + 2 link + trailing "".
+    QCOMPARE(lines.size(), 1 + 50 * 8 + 2 + 2 + 1);
     QVERIFY(d.export_png(dir.filePath("d.png"), &error));
     QVERIFY(QFileInfo(dir.filePath("d.png")).size() > 1000);
   }

@@ -48,17 +48,24 @@ CommAlgorithm parse_comm_algorithm(const std::string& name);  // InputError
 const char* comm_backend_name(CommBackend b);
 const char* comm_algorithm_name(CommAlgorithm a);
 
+// What moved over one link. `seconds` is the transfer time: a link's rate
+// is num_bytes / seconds. Time spent waiting for the peer to be ready is
+// wait_seconds, not part of the rate (a late peer is not a slow link).
+// estimated: the figure comes from the algorithm's traffic model (native
+// collectives do not expose their traffic), not from a measurement.
 struct LinkSample {
   int src = 0, dst = 0;
   int64_t num_bytes = 0;
   double seconds = 0;
   bool estimated = false;
+  double wait_seconds = 0;
 };
 
 // Per-link totals since the last drain. Thread-safe.
 class LinkStats {
  public:
-  void add(int src, int dst, int64_t num_bytes, double seconds, bool estimated);
+  void add(int src, int dst, int64_t num_bytes, double seconds, bool estimated,
+           double wait_seconds = 0);
   std::vector<LinkSample> drain();
 
  private:

@@ -87,8 +87,9 @@ struct LinkEvent {
   int src = 0, dst = 0;
   int64_t num_bytes = 0;
   double seconds = 0;
-  double bandwidth_gbps = 0;  // num_bytes / seconds, in GB/s
+  double bandwidth_gbps = 0;  // num_bytes / seconds (transfer time), in GB/s
   bool estimated = false;     // from a traffic model, not measured
+  double wait_s = 0;          // time spent waiting for the peer (not in the rate)
 };
 
 struct RunEndEvent {
