@@ -223,7 +223,8 @@ class LocalComm final : public Communicator {
     // Waiting for the root is wait; the copy is the transfer.
     const double wait = since(t0);
     const auto t1 = Clock::now();
-    if (rank_ != root) copy_floats(data, g_.in[root], count);
+    // (Replicas that share one copy - central_storage - have nothing to move.)
+    if (rank_ != root && data != g_.in[root]) copy_floats(data, g_.in[root], count);
     const double copy = since(t1);
     g_.barrier(rank_);
     if (rank_ != root) links_.add(root, rank_, count * 4, copy, false, wait);

@@ -30,7 +30,7 @@ Tensor::Tensor(std::vector<int64_t> shape, float fill_value) : shape_(std::move(
     numel_ *= d;
   }
   capacity_ = numel_;
-  data_.reset(allocate(capacity_));
+  data_.reset(allocate(capacity_), FreeDeleter{});
   recompute_strides();
   fill(fill_value);
 }
@@ -40,7 +40,7 @@ Tensor::Tensor(const Tensor& other)
       strides_(other.strides_),
       numel_(other.numel_),
       capacity_(other.numel_) {
-  data_.reset(allocate(capacity_));
+  data_.reset(allocate(capacity_), FreeDeleter{});
   if (numel_ > 0) std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
 }
 
@@ -64,7 +64,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
   if (capacity_ < other.numel_) {
-    data_.reset(allocate(other.numel_));
+    data_.reset(allocate(other.numel_), FreeDeleter{});
     capacity_ = other.numel_;
   }
   shape_ = other.shape_;
@@ -72,6 +72,16 @@ Tensor& Tensor::operator=(const Tensor& other) {
   numel_ = other.numel_;
   if (numel_ > 0) std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
   return *this;
+}
+
+Tensor Tensor::share(Tensor& t) {
+  Tensor v;
+  v.shape_ = t.shape_;
+  v.strides_ = t.strides_;
+  v.numel_ = t.numel_;
+  v.capacity_ = t.capacity_;
+  v.data_ = t.data_;
+  return v;
 }
 
 void Tensor::recompute_strides() {

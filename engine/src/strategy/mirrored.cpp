@@ -82,20 +82,35 @@ CentralStorageStrategy::CentralStorageStrategy(int replicas, const CommOptions& 
                                                GradientOptions grads)
     : MirroredStrategy(replicas, comm, grads) {}
 
-void CentralStorageStrategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
-                                           const std::function<void(int)>& apply) {
-  // One update, on the central copy (replica 0's parameters, in host
-  // memory)...
-  apply(0);
-  // ...then every replica reads the new values.
+void CentralStorageStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& /*per_replica*/,
+                                            bool /*overlap_allowed*/) {
+  // Nothing to plan: the gradients are reduced after backward, in place.
+}
+
+void CentralStorageStrategy::reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) {
+  const int n = static_cast<int>(per_replica.size());
+  if (n <= 1) return;
+  // Replica r sums chunk r of every gradient over the replicas into the
+  // central copy's gradient (replica 0's), in replica order: each element
+  // is written by one thread, and the sum's order is fixed.
   pool().run([&](int r) {
-    if (r == 0) return;
-    for (size_t i = 0; i < per_replica[r].size(); ++i) {
-      Tensor& dst = per_replica[r][i]->value;
-      const Tensor& src = per_replica[0][i]->value;
-      std::memcpy(dst.data(), src.data(), sizeof(float) * src.numel());
+    for (size_t i = 0; i < per_replica[0].size(); ++i) {
+      float* dst = per_replica[0][i]->grad.data();
+      const int64_t count = per_replica[0][i]->grad.numel();
+      const int64_t b = count / n * r + std::min<int64_t>(r, count % n);
+      const int64_t e = count / n * (r + 1) + std::min<int64_t>(r + 1, count % n);
+      for (int q = 1; q < n; ++q) {
+        const float* src = per_replica[static_cast<size_t>(q)][i]->grad.data();
+        for (int64_t k = b; k < e; ++k) dst[k] += src[k];
+      }
     }
   });
+}
+
+void CentralStorageStrategy::apply_updates(const PerReplica<std::vector<Param*>>& /*per_replica*/,
+                                           const std::function<void(int)>& apply) {
+  // One update, on the central copy; the replicas' views see it.
+  apply(0);
 }
 
 }  // namespace baton

@@ -41,6 +41,10 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
     for (auto& [name, t] : rep.model->buffers()) comm.broadcast(t->data(), t->numel(), 0);
     if (buffers_only) return;
     for (Param* p : rep.params) comm.broadcast(p->value.data(), p->value.numel(), 0);
+    // central_storage: one optimizer, nothing to give the others (and one
+    // parameter copy, which the broadcast above leaves as it is). Every
+    // replica must run the same collectives, so all skip it together.
+    if (strategy_->shares_parameters()) return;
     for (auto& [name, t] : rep.optimizer->state()) comm.broadcast(t->data(), t->numel(), 0);
   });
 }

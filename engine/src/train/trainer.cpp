@@ -117,6 +117,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     replicas_.push_back(std::move(rep));
   }
   model_description_ = replicas_[0]->model->describe();
+  if (strategy_->shares_parameters()) share_central_parameters();
   bind_gradients();
 
   plan_validation(max_rows);
@@ -126,6 +127,38 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::share_central_parameters() {
+  // Every replica's parameters become views of replica 0's (one copy in
+  // memory); one optimizer, replica 0's, updates them.
+  for (size_t r = 1; r < replicas_.size(); ++r) {
+    Replica& rep = *replicas_[r];
+    for (size_t i = 0; i < rep.params.size(); ++i) {
+      rep.params[i]->value = Tensor::share(replicas_[0]->params[i]->value);
+    }
+    rep.optimizer.reset();
+  }
+}
+
+int64_t Trainer::parameter_bytes() const {
+  // Distinct storage only: views of one copy count once.
+  std::vector<const Tensor*> seen;
+  int64_t bytes = 0;
+  const auto add = [&](const Tensor& t) {
+    for (const Tensor* s : seen) {
+      if (s->shares_storage_with(t)) return;
+    }
+    seen.push_back(&t);
+    bytes += t.numel() * static_cast<int64_t>(sizeof(float));
+  };
+  for (const auto& rep : replicas_) {
+    for (const Param* p : rep->params) add(p->value);
+    if (rep->optimizer) {
+      for (auto& [name, t] : rep->optimizer->state()) add(*t);
+    }
+  }
+  return bytes;
+}
 
 void Trainer::refuse_unlinked_cross_replica_layers(Sequential& model, int replica) {
   if (strategy_->num_replicas() <= 1 || strategy_->replica_communicator(replica) != nullptr) return;
@@ -183,6 +216,9 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
                            &rep->params[i]->value);
     }
     for (auto& [name, t] : rep->model->buffers()) targets.emplace_back("buffer." + name, t);
+    // central_storage: one optimizer (replica 0's) - the others restore
+    // their (shared) parameters and buffers only.
+    if (!rep->optimizer) continue;
     for (auto& [name, t] : rep->optimizer->state()) targets.emplace_back("optim." + name, t);
     if (targets.size() != d.tensors.size()) {
       throw InputError(where + " holds " + std::to_string(d.tensors.size()) +
@@ -197,7 +233,8 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
       }
       *targets[i].second = src;
     }
-    rep->optimizer->set_steps_taken(d.meta.at("optimizer_steps").get<int64_t>());
+    if (rep->optimizer)
+      rep->optimizer->set_steps_taken(d.meta.at("optimizer_steps").get<int64_t>());
   }
   *epoch = d.meta.at("epoch").get<int64_t>();
   *batch_in_epoch = d.meta.at("batch_in_epoch").get<int64_t>();

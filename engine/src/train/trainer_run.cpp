@@ -129,7 +129,8 @@ void Trainer::resume(RunState& s) {
   s.epoch = position.at("epoch").get<int64_t>();
   s.skip = position.at("batch_in_epoch").get<int64_t>();
   for (auto& rep : replicas_) {
-    rep->optimizer->set_steps_taken(position.at("optimizer_steps").get<int64_t>());
+    if (rep->optimizer)
+      rep->optimizer->set_steps_taken(position.at("optimizer_steps").get<int64_t>());
   }
   // Every process confirms the step it resumes at (and that its config
   // plans the same epochs) before any trains on.

@@ -50,6 +50,13 @@ class Tensor {
   float& at(int64_t r, int64_t c) { return data_.get()[r * strides_[0] + c]; }
   float at(int64_t r, int64_t c) const { return data_.get()[r * strides_[0] + c]; }
 
+  // A tensor of `t`'s shape over `t`'s storage (not a copy): writes through
+  // either are seen by both, and the storage lives while either does. How
+  // replicas read one central copy of the parameters (central_storage).
+  // Copying a tensor still copies its values.
+  static Tensor share(Tensor& t);
+  bool shares_storage_with(const Tensor& other) const { return data_ == other.data_; }
+
   // Changes dim 0 within the allocated capacity. Never allocates; throws
   // RuntimeError if the capacity would be exceeded.
   void set_rows(int64_t rows);
@@ -66,7 +73,7 @@ class Tensor {
   std::vector<int64_t> strides_;
   int64_t numel_ = 0;
   int64_t capacity_ = 0;
-  std::unique_ptr<float[], FreeDeleter> data_;
+  std::shared_ptr<float[]> data_;  // with FreeDeleter; shared only through share()
 };
 
 }  // namespace baton

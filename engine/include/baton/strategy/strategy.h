@@ -73,6 +73,9 @@ class Strategy {
   virtual int first_replica() const { return 0; }
   // Whether this process writes checkpoints and run records (rank 0).
   virtual bool is_chief() const { return true; }
+  // Whether the replicas read one copy of the parameters (replica 0's): the
+  // trainer then gives the others views of it and one optimizer only.
+  virtual bool shares_parameters() const { return false; }
   // This process's place among the processes (its MPI rank; 0 alone).
   virtual int process_rank() const { return 0; }
   // Gives every process the chief's `text` (a collective across the
@@ -214,13 +217,23 @@ class MirroredStrategy : public Strategy {
   std::unique_ptr<GradientReducer> reducer_;  // after group_: its threads use the group
 };
 
-// One copy of the parameters in host memory: replicas compute gradients,
-// they are reduced into the central copy, the optimizer updates it once,
-// and the replicas read the new values.
+// TF's CentralStorageStrategy: one copy of the parameters and one optimizer
+// state in host memory. Every replica reads that copy (the trainer gives
+// them views of replica 0's tensors) and computes its own gradients; the
+// gradients are reduced - not allreduced - into the central copy's (each
+// replica thread sums one chunk of every gradient over the replicas, in
+// replica order), the optimizer updates it once, and the replicas read the
+// new values in the next step without a copy.
 class CentralStorageStrategy final : public MirroredStrategy {
  public:
   CentralStorageStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
   std::string name() const override { return "central_storage"; }
+  bool shares_parameters() const override { return true; }
+  void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                      bool overlap_allowed) override;
+  bool overlaps_backward() const override { return false; }
+  void gradients_ready(int /*r*/, size_t /*from*/) override {}
+  void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
 };

@@ -90,6 +90,9 @@ class Trainer {
   // Bytes of decoded samples this process caches (data.cache): one copy of
   // the training and validation data, however many replicas read them.
   int64_t cache_bytes() const;
+  // Bytes of parameters and optimizer state this process holds (views of
+  // one copy counted once): central_storage holds one model's worth.
+  int64_t parameter_bytes() const;
 
  private:
   struct Replica;   // src/train/trainer_internal.h
@@ -121,6 +124,8 @@ class Trainer {
   // Plans the strategy's gradient reduction and, with overlap, the
   // backward hooks.
   void bind_gradients();
+  // central_storage: replicas 1.. read replica 0's parameters; one optimizer.
+  void share_central_parameters();
   // Replica consistency (replica_sync.cpp): whether replicas talk at all;
   // the chief's parameters, buffers and optimizer state to every replica;
   // the parameters' checksums compared (RuntimeError naming a replica that
