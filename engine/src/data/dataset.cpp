@@ -39,7 +39,7 @@ void InMemoryDataset::read(int64_t i, float* x, int32_t* label, float* target) c
 
 SubsetDataset::SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices,
                              std::string label)
-    : base_(std::move(base)), idx_(std::move(indices)), label_(std::move(label)) {}
+    : DerivedDataset(std::move(base)), idx_(std::move(indices)), label_(std::move(label)) {}
 
 void SubsetDataset::read(int64_t i, float* x, int32_t* label, float* target) const {
   base_->read(idx_[i], x, label, target);
@@ -89,7 +89,8 @@ std::string ConcatDataset::describe() const {
   return s;
 }
 
-CachedDataset::CachedDataset(std::shared_ptr<const Dataset> base) : base_(std::move(base)) {
+CachedDataset::CachedDataset(std::shared_ptr<const Dataset> base)
+    : DerivedDataset(std::move(base)) {
   const int64_t n = base_->size(), f = base_->features(), tw = base_->target_width();
   x_ = Tensor({n, f});
   if (tw > 0) t_ = Tensor({n, tw});
@@ -117,7 +118,7 @@ int64_t CachedDataset::bytes() const {
 
 StandardizedDataset::StandardizedDataset(std::shared_ptr<const Dataset> base,
                                          std::vector<float> mean, std::vector<float> stddev)
-    : base_(std::move(base)), mean_(std::move(mean)), std_(std::move(stddev)) {}
+    : DerivedDataset(std::move(base)), mean_(std::move(mean)), std_(std::move(stddev)) {}
 
 std::shared_ptr<StandardizedDataset> StandardizedDataset::fit(std::shared_ptr<const Dataset> base,
                                                               const Dataset& stats_from) {

@@ -55,47 +55,52 @@ class InMemoryDataset final : public Dataset {
   std::string description_;
 };
 
-// The samples of `base` at `indices`, in that order.
-class SubsetDataset final : public Dataset {
+// A dataset made from another one (a subset, a standardised or cached
+// copy): the same samples' shape, task and files as its base.
+class DerivedDataset : public Dataset {
  public:
-  SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices,
-                std::string label);
-  int64_t size() const override { return static_cast<int64_t>(idx_.size()); }
-  int64_t features() const override { return base_->features(); }
-  int64_t classes() const override { return base_->classes(); }
-  int64_t target_width() const override { return base_->target_width(); }
-  int64_t num_files() const override { return base_->num_files(); }
-  int64_t file_of(int64_t i) const override { return base_->file_of(idx_[i]); }
-  void read(int64_t i, float* x, int32_t* label, float* target) const override;
-  std::string describe() const override;
-
- private:
-  std::shared_ptr<const Dataset> base_;
-  std::vector<int64_t> idx_;
-  std::string label_;
-};
-
-// (x - mean) / std per feature; features with zero spread keep std = 1.
-class StandardizedDataset final : public Dataset {
- public:
-  StandardizedDataset(std::shared_ptr<const Dataset> base, std::vector<float> mean,
-                      std::vector<float> stddev);
-  // Statistics computed over `stats_from` (the training split).
-  static std::shared_ptr<StandardizedDataset> fit(std::shared_ptr<const Dataset> base,
-                                                  const Dataset& stats_from);
+  explicit DerivedDataset(std::shared_ptr<const Dataset> base) : base_(std::move(base)) {}
   int64_t size() const override { return base_->size(); }
   int64_t features() const override { return base_->features(); }
   int64_t classes() const override { return base_->classes(); }
   int64_t target_width() const override { return base_->target_width(); }
   int64_t num_files() const override { return base_->num_files(); }
   int64_t file_of(int64_t i) const override { return base_->file_of(i); }
+  std::string describe() const override { return base_->describe(); }
+
+ protected:
+  std::shared_ptr<const Dataset> base_;
+};
+
+// The samples of `base` at `indices`, in that order.
+class SubsetDataset final : public DerivedDataset {
+ public:
+  SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> indices,
+                std::string label);
+  int64_t size() const override { return static_cast<int64_t>(idx_.size()); }
+  int64_t file_of(int64_t i) const override { return base_->file_of(idx_[i]); }
+  void read(int64_t i, float* x, int32_t* label, float* target) const override;
+  std::string describe() const override;
+
+ private:
+  std::vector<int64_t> idx_;
+  std::string label_;
+};
+
+// (x - mean) / std per feature; features with zero spread keep std = 1.
+class StandardizedDataset final : public DerivedDataset {
+ public:
+  StandardizedDataset(std::shared_ptr<const Dataset> base, std::vector<float> mean,
+                      std::vector<float> stddev);
+  // Statistics computed over `stats_from` (the training split).
+  static std::shared_ptr<StandardizedDataset> fit(std::shared_ptr<const Dataset> base,
+                                                  const Dataset& stats_from);
   void read(int64_t i, float* x, int32_t* label, float* target) const override;
   std::string describe() const override;
   const std::vector<float>& mean() const { return mean_; }
   const std::vector<float>& stddev() const { return std_; }
 
  private:
-  std::shared_ptr<const Dataset> base_;
   std::vector<float> mean_, std_;
 };
 
@@ -126,21 +131,13 @@ class ConcatDataset final : public Dataset {
 // Every sample of `base` decoded once and kept in memory, read-only: the
 // one cache a process holds however many replicas read it (data.cache).
 // Files and descriptions are the base's.
-class CachedDataset final : public Dataset {
+class CachedDataset final : public DerivedDataset {
  public:
   explicit CachedDataset(std::shared_ptr<const Dataset> base);
-  int64_t size() const override { return x_.rows(); }
-  int64_t features() const override { return base_->features(); }
-  int64_t classes() const override { return base_->classes(); }
-  int64_t target_width() const override { return base_->target_width(); }
-  int64_t num_files() const override { return base_->num_files(); }
-  int64_t file_of(int64_t i) const override { return base_->file_of(i); }
   void read(int64_t i, float* x, int32_t* label, float* target) const override;
-  std::string describe() const override { return base_->describe(); }
   int64_t bytes() const;  // what the cache holds
 
  private:
-  std::shared_ptr<const Dataset> base_;
   Tensor x_, t_;
   std::vector<int32_t> labels_;
 };
