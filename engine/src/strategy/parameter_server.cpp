@@ -1,7 +1,8 @@
 // ParameterServerStrategy over MPI (see strategy.h). The protocol, on a
 // duplicate of MPI_COMM_WORLD (its own message space):
 //   worker -> server  kTagHeader: double[4] {kind (kPush|kDone), the version
-//                     the worker's values of this shard came from, lr, 0};
+//                     the worker's values of this shard came from, the rows
+//                     of the worker's batch, the rows of the global batch};
 //                     then for a push kTagGrad: the shard's gradients (floats,
 //                     the shard's parameters in model order, flattened).
 //   server -> worker  kTagReplyHeader: double[2] {new version, staleness};
@@ -187,7 +188,8 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
                     &m.requests[4 * us + 1]),
           "MPI_Irecv");
     pack(params, shard_of_, s, true, buf_[us].data());
-    m.send_header[us] = {kPush, static_cast<double>(version_[us]), static_cast<double>(lr_), 0};
+    m.send_header[us] = {kPush, static_cast<double>(version_[us]), static_cast<double>(rows_),
+                         static_cast<double>(global_rows_)};
     check(MPI_Isend(m.send_header[us].data(), 4, MPI_DOUBLE, server, kTagHeader, m.comm,
                     &m.requests[4 * us + 2]),
           "MPI_Isend");
@@ -229,7 +231,8 @@ StalenessStats ParameterServerStrategy::drain_staleness() {
 }
 
 int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
-                                       const OptimizerOptions& opt) {
+                                       const OptimizerOptions& opt,
+                                       const std::function<float(int64_t)>& lr_of_update) {
   int64_t version = 0;
 #ifdef BATON_HAVE_MPI
   plan(params);
@@ -249,12 +252,14 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
   };
   std::vector<Pending> pending;
   pending.reserve(static_cast<size_t>(num_workers_));
-  float lr = 0;
+  double round_rows = 0, round_global = 0;  // sync: the rows pushed this round, and of the batch
   const MPI_Comm comm = impl_->comm;
-  // Applies the gradient in `g` and replies to the pending workers.
+  // Applies the gradient in `g` and replies to the pending workers. The
+  // schedule follows this server's update count (every push is one update
+  // asynchronously, every round synchronously).
   auto update_and_reply = [&](const float* g) {
     unpack(mine, mine_shard, me, true, g);
-    optimizer.step(lr);
+    optimizer.step(lr_of_update(version));
     ++version;
     pack(mine, mine_shard, me, false, out.data());
     for (const Pending& p : pending) {
@@ -277,22 +282,33 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
       check(MPI_Recv(in.data(), n, MPI_FLOAT, st.MPI_SOURCE, kTagGrad, comm, MPI_STATUS_IGNORE),
             "MPI_Recv");
       const int64_t stale = version - static_cast<int64_t>(header[1]);
-      lr = static_cast<float>(header[2]);
       pending.push_back({st.MPI_SOURCE, stale});
       window_.add(stale);
       total_.add(stale);
       if (!sync_) {
+        // Each push is one step on that worker's mean gradient.
         update_and_reply(in.data());
         continue;
       }
-      // sync: the gradients are already scaled by 1/global batch: sum them.
+      // sync: each gradient is scaled by 1/(global batch): their sum is the
+      // global batch's mean gradient.
       if (pending.size() == 1) {
         acc = in;
+        round_rows = 0;
       } else {
         for (size_t i = 0; i < acc.size(); ++i) acc[i] += in[i];
       }
+      round_rows += header[2];
+      round_global = header[3];
     }
     if (sync_ && !pending.empty() && static_cast<int>(pending.size()) >= active) {
+      // A round short of a worker that has finished: the sum covers fewer
+      // rows than the global batch it was scaled for - rescale it to the
+      // mean over the rows that are there.
+      if (round_rows > 0 && round_global > round_rows) {
+        const auto k = static_cast<float>(round_global / round_rows);
+        for (float& v : acc) v *= k;
+      }
       update_and_reply(acc.data());
     }
   }

@@ -155,7 +155,15 @@ TrainSummary Trainer::serve(RunState& s) {
   log(LogLevel::kInfo, "serving " + strategy_->devices()[0] + " for " +
                            std::to_string(strategy_->num_replicas()) + " worker(s)");
   try {
-    s.sum.steps = strategy_->serve(replicas_[0]->params, cfg_.optimizer);
+    // The schedule over the server's own updates: one per push from each
+    // worker asynchronously, one per round synchronously.
+    const int64_t updates = strategy_->worker_mean_gradients()
+                                ? total_steps_ * strategy_->num_replicas()
+                                : total_steps_;
+    s.sum.steps =
+        strategy_->serve(replicas_[0]->params, cfg_.optimizer, [this, updates](int64_t k) {
+          return scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, k, updates);
+        });
   } catch (const std::exception& e) {
     RunEndEvent end;
     end.run = opt_.run_id;
@@ -236,7 +244,14 @@ bool Trainer::train_step(RunState& s) {
   }
   const auto t1 = Clock::now();
   const int64_t global_rows = s.batches[0]->global_rows;
-  const float grad_scale = 1.0f / static_cast<float>(global_rows);
+  int64_t own_rows = 0;
+  for (int r = 0; r < s.nrep; ++r) own_rows += s.batches[r]->rows;
+  // The mean over the global batch (its replicas' gradients are summed),
+  // or over this worker's own rows when each worker's push is an update of
+  // its own (asynchronous parameter servers, as TF's).
+  const float grad_scale =
+      1.0f / static_cast<float>(
+                 std::max<int64_t>(1, strategy_->worker_mean_gradients() ? own_rows : global_rows));
   const ForwardContext ctx{Mode::kTrain, Rng::derive(cfg_.seed, kStepSeed, s.step)};
   // One pointer-sized capture: std::function keeps it inline, so the step
   // does not allocate.
@@ -244,7 +259,7 @@ bool Trainer::train_step(RunState& s) {
   strategy_->run([this, &in](const ReplicaContext& rc) { replica_step(rc.replica_id, in); });
   const auto t2 = Clock::now();
   const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, s.step, total_steps_);
-  strategy_->set_learning_rate(lr);
+  strategy_->set_step_rows(own_rows, global_rows);
   strategy_->reduce_gradients(s.all_params);
   const auto t3 = Clock::now();
   // The norm costs a pass over every gradient: take it when clipping needs

@@ -163,14 +163,22 @@ class Strategy {
   // trainer then clips but does not step its own optimizer in apply(r), and
   // a step's loss and accuracy are this worker's own (no collective).
   virtual bool remote_updates() const { return false; }
-  // The learning rate of the coming update (called before reduce_gradients).
-  virtual void set_learning_rate(float /*lr*/) {}
+  // The coming update's rows: this process's and the global batch's
+  // (called before reduce_gradients; the servers rescale a short round).
+  virtual void set_step_rows(int64_t /*own*/, int64_t /*global*/) {}
   // Whether this process serves parameters instead of training: the trainer
   // then calls serve() and nothing else.
   virtual bool serves() const { return false; }
+  // Whether each worker's gradient is its own batch's mean (every push one
+  // optimizer step: asynchronous parameter servers, as TF's) rather than a
+  // share of the global batch's mean.
+  virtual bool worker_mean_gradients() const { return false; }
   // Serves `params` (the whole model, identical initial values on every
-  // rank) until every worker is done; returns the number of updates applied.
-  virtual int64_t serve(const std::vector<Param*>& /*params*/, const OptimizerOptions& /*opt*/) {
+  // rank) until every worker is done, the learning rate of update k (0, 1,
+  // ...) given by lr_of_update - the schedule follows the server's own
+  // update count; returns the number of updates applied.
+  virtual int64_t serve(const std::vector<Param*>& /*params*/, const OptimizerOptions& /*opt*/,
+                        const std::function<float(int64_t)>& /*lr_of_update*/) {
     return 0;
   }
   // Called by a worker once its training loop has ended (or failed).
@@ -319,9 +327,14 @@ class ParameterServerStrategy final : public Strategy {
                      const std::function<void(int)>& apply) override;
   std::string communication() const override;
   bool remote_updates() const override { return true; }
-  void set_learning_rate(float lr) override { lr_ = lr; }
+  void set_step_rows(int64_t own, int64_t global) override {
+    rows_ = own;
+    global_rows_ = global;
+  }
   bool serves() const override { return is_ps_; }
-  int64_t serve(const std::vector<Param*>& params, const OptimizerOptions& opt) override;
+  bool worker_mean_gradients() const override { return !sync_; }
+  int64_t serve(const std::vector<Param*>& params, const OptimizerOptions& opt,
+                const std::function<float(int64_t)>& lr_of_update) override;
   void finish() override;
   StalenessStats drain_staleness() override;
   StalenessStats total_staleness() const override { return total_; }
@@ -335,7 +348,7 @@ class ParameterServerStrategy final : public Strategy {
   void plan(const std::vector<Param*>& params);
   int num_ps_ = 1, num_workers_ = 1, rank_ = 0, size_ = 1;
   bool sync_ = false, is_ps_ = false, finished_ = false;
-  float lr_ = 0;
+  int64_t rows_ = 0, global_rows_ = 0;  // of the coming push
   std::vector<int> shard_of_;
   std::vector<int64_t> shard_size_;      // floats per server
   std::vector<int64_t> version_;         // per server: the version of our values
