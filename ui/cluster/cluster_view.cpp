@@ -113,7 +113,12 @@ ClusterView::ClusterView(const StudioContext& ctx, TopologyModel& model, QWidget
   probe_this_host();
 }
 
-ClusterView::~ClusterView() { cancel_probe(); }
+ClusterView::~ClusterView() {
+  // Nothing of this view may run once it goes: the probe's handlers are
+  // disconnected before it is stopped.
+  if (probe_process_) probe_process_->disconnect(this);
+  cancel_probe();
+}
 
 void ClusterView::build_toolbar(QVBoxLayout* col) {
   auto* bar = new QToolBar;
