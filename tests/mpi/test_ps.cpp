@@ -92,26 +92,27 @@ TEST(ParameterServer, SyncMatchesOneDevice) {
   for (int num_ps = 1; num_ps <= 2 && workers(num_ps) >= 1; ++num_ps) {
     for (const auto& opt : optimizers) {
       for (int64_t batch : {32, 30}) {
-        TrainSummary one_s, ps_s;
-        const auto one =
-            train(parse_run_config(doc({{"type", "one_device"}}, opt, batch), "ps.json"), registry,
-                  &one_s);
-        const auto ps =
-            train(parse_run_config(
-                      doc({{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "sync"}}, opt,
-                          batch),
-                      "ps.json"),
-                  registry, &ps_s);
-        if (world_rank() >= workers(num_ps)) continue;  // a server: nothing trained here
-        ASSERT_EQ(one.size(), ps.size());
-        EXPECT_EQ(one_s.steps, ps_s.steps);
-        double worst = 0;
-        for (size_t i = 0; i < one.size(); ++i) {
-          worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+        for (double dropout : {0.0, 0.25}) {  // masks keyed on the global row
+          TrainSummary one_s, ps_s;
+          nlohmann::json one_doc = doc({{"type", "one_device"}}, opt, batch);
+          one_doc["model"]["dropout"] = dropout;
+          nlohmann::json ps_doc =
+              doc({{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "sync"}}, opt, batch);
+          ps_doc["model"]["dropout"] = dropout;
+          const auto one = train(parse_run_config(one_doc, "ps.json"), registry, &one_s);
+          const auto ps = train(parse_run_config(ps_doc, "ps.json"), registry, &ps_s);
+          if (world_rank() >= workers(num_ps)) continue;  // a server: nothing trained here
+          ASSERT_EQ(one.size(), ps.size());
+          EXPECT_EQ(one_s.steps, ps_s.steps);
+          double worst = 0;
+          for (size_t i = 0; i < one.size(); ++i) {
+            worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+          }
+          EXPECT_LE(worst, 1.0) << num_ps << " ps, batch " << batch << " dropout " << dropout << " "
+                                << opt.dump();
+          // Sync: every update is applied to the values the worker pulled.
+          EXPECT_EQ(ps_s.staleness_max, 0);
         }
-        EXPECT_LE(worst, 1.0) << num_ps << " ps, batch " << batch << " " << opt.dump();
-        // Sync: every update is applied to the values the worker pulled.
-        EXPECT_EQ(ps_s.staleness_max, 0);
       }
     }
   }
