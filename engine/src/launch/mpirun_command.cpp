@@ -43,7 +43,12 @@ std::vector<std::pair<std::string, std::string>> mpirun_environment() {
 
 namespace {
 
+// A path, a glob, or a list of them (a dataset of several files).
 void make_absolute(nlohmann::json& value, const std::filesystem::path& base) {
+  if (value.is_array()) {
+    for (auto& v : value) make_absolute(v, base);
+    return;
+  }
   if (!value.is_string()) return;
   const std::filesystem::path p(value.get<std::string>());
   if (p.empty() || p.is_absolute()) return;

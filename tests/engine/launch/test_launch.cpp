@@ -272,6 +272,15 @@ TEST(AbsolutizePaths, RelativeDatasetAndCheckpointPathsBecomeAbsolute) {
   EXPECT_EQ(out["data"]["validation"]["labels"], "/home/u/examples/l.idx");
   EXPECT_EQ(out["checkpoint"]["dir"], "/home/u/examples/ckpt");
   EXPECT_EQ(out["name"], "relative/not/a/path");
+  // Several files: a list and a glob.
+  const nlohmann::json files = {
+      {"data",
+       {{"train", {{"type", "csv"}, {"path", {"a.csv", "/abs/b.csv", "sub/c.csv"}}}},
+        {"validation", {{"type", "csv"}, {"path", "parts/*.csv"}}}}}};
+  const nlohmann::json abs = absolutize_paths(files, "/base");
+  EXPECT_EQ(abs["data"]["train"]["path"],
+            nlohmann::json::array({"/base/a.csv", "/abs/b.csv", "/base/sub/c.csv"}));
+  EXPECT_EQ(abs["data"]["validation"]["path"], "/base/parts/*.csv");
 }
 
 TEST(AbsolutizePaths, OtherShapesAreLeftAsTheyAre) {

@@ -37,7 +37,8 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
 std::vector<std::pair<std::string, std::string>> mpirun_environment();
 
 // A copy of `config` with its dataset paths (data.train/validation: path,
-// images, labels) and checkpoint.dir made absolute against `base_dir`, so
+// images, labels - each a path, a glob or a list of them) and
+// checkpoint.dir made absolute against `base_dir`, so
 // it runs from any directory (the ranks read it from a temporary file).
 nlohmann::json absolutize_paths(nlohmann::json config, const std::string& base_dir);
 
