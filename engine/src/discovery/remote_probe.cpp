@@ -12,6 +12,15 @@
 #include <utility>
 
 namespace baton {
+namespace {
+
+std::string seconds(double s) {  // "%g": 0.5, 30, 1e+03
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+
+}  // namespace
 
 std::vector<HostInfo> probe_remote_hosts(const RemoteProbe& a) {
   std::vector<std::string> args = {"mpirun"};
@@ -54,16 +63,12 @@ std::vector<HostInfo> probe_remote_hosts(const RemoteProbe& a) {
   std::vector<std::string> env;
   if (::geteuid() == 0) env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
   if (!(a.timeout_s > 0)) {
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%g", a.timeout_s);
-    throw InputError(std::string("--timeout: expected a number of seconds > 0, got ") + secs);
+    throw InputError("--timeout: expected a number of seconds > 0, got " + seconds(a.timeout_s));
   }
   const ChildResult r = run_child(mpirun, args, env, a.timeout_s);
   if (r.timed_out) {
     std::string why = excerpt(r.err);
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%g", a.timeout_s);
-    throw RuntimeError("mpirun did not finish within " + std::string(secs) +
+    throw RuntimeError("mpirun did not finish within " + seconds(a.timeout_s) +
                        " s and was stopped (is every host reachable by ssh without a password "
                        "prompt? raise --timeout for slow hosts)" +
                        (why.empty() ? std::string() : ":\n" + why));

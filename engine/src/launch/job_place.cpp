@@ -9,13 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#ifdef BATON_HAVE_MPI
-// The C API only (not OpenMPI's deprecated C++ bindings).
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-#endif
-
 namespace baton {
 
 JobPlace place_in_job([[maybe_unused]] const std::string& strategy) {
@@ -61,18 +54,21 @@ std::vector<std::string> job_hosts([[maybe_unused]] const JobPlace& place) {
   std::vector<std::string> hosts{name};
 #ifdef BATON_HAVE_MPI
   if (place.size > 1) {
-    std::vector<char> all(static_cast<size_t>(place.size) * sizeof(name));
-    const int rc = MPI_Allgather(name, sizeof(name), MPI_CHAR, all.data(), sizeof(name), MPI_CHAR,
-                                 MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) {
-      char text[MPI_MAX_ERROR_STRING] = {};
-      int len = 0;
-      MPI_Error_string(rc, text, &len);
-      throw CommError(std::string("mpi: MPI_Allgather of the ranks' host names failed: ") + text);
-    }
+    // The names travel as floats (bytes 0..255 are exact) over the MPI
+    // communicator, which reports a failed collective as a CommError.
+    constexpr int64_t kLen = sizeof(name);
+    std::vector<float> mine(kLen), all(static_cast<size_t>(place.size * kLen));
+    for (int64_t i = 0; i < kLen; ++i) mine[i] = static_cast<unsigned char>(name[i]);
+    MpiCommunicator world;
+    world.allgather(mine.data(), all.data(), kLen);
     hosts.clear();
     for (int r = 0; r < place.size; ++r) {
-      std::string h(all.data() + static_cast<size_t>(r) * sizeof(name));
+      std::string h;
+      for (int64_t i = 0; i < kLen; ++i) {
+        const auto c = static_cast<char>(static_cast<int>(all[static_cast<size_t>(r * kLen + i)]));
+        if (c == '\0') break;
+        h += c;
+      }
       if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
     }
   }

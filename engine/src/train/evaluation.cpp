@@ -87,11 +87,4 @@ Trainer::Evaluation Trainer::evaluate() {
   return ev;
 }
 
-int64_t Trainer::cache_bytes() const {
-  int64_t bytes = cache_bytes_;
-  for (const auto& p : pipelines_) bytes += p->cache_bytes();
-  for (const auto& p : val_pipelines_) bytes += p->cache_bytes();
-  return bytes;
-}
-
 }  // namespace baton

@@ -140,6 +140,13 @@ void Trainer::share_central_parameters() {
   }
 }
 
+int64_t Trainer::cache_bytes() const {
+  int64_t bytes = cache_bytes_;
+  for (const auto& p : pipelines_) bytes += p->cache_bytes();
+  for (const auto& p : val_pipelines_) bytes += p->cache_bytes();
+  return bytes;
+}
+
 int64_t Trainer::parameter_bytes() const {
   // Distinct storage only: views of one copy count once.
   std::vector<const Tensor*> seen;

@@ -165,11 +165,7 @@ TrainSummary Trainer::serve(RunState& s) {
           return scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, k, updates);
         });
   } catch (const std::exception& e) {
-    RunEndEvent end;
-    end.run = opt_.run_id;
-    end.status = "failed";
-    end.error = e.what();
-    emit(end);
+    emit_run_failed(s, e);
     throw;
   }
   const StalenessStats st = strategy_->total_staleness();
