@@ -423,23 +423,27 @@ struct HistorySink::Impl {
       batch.clear();
       const bool first_failure = !failure.empty();
       lk.lock();
+      if (first_failure) {
+        // From here on nothing is recorded (push() drops and counts).
+        error = "history database: " + failure;
+        if (opt.on_error) {
+          // Said when it happens, not only at close(), and before any
+          // waiter (flush, close) can see the failure: outside the lock,
+          // since the callback may emit telemetry, which reaches this sink.
+          const std::string report = error;
+          lk.unlock();
+          opt.on_error(report);
+          lk.lock();
+        }
+      }
       // A failed batch was rolled back whole; after a failure nothing is
       // written. Neither counts as committed.
-      if (first_failure || !error.empty()) {
+      if (!error.empty()) {
         lost += n;
       } else {
         committed += n;
       }
-      if (first_failure) error = "history database: " + failure;
-      const std::string report = first_failure ? error : std::string();
       done_cv.notify_all();
-      if (!report.empty() && opt.on_error) {
-        // Said when it happens, not only at close(); outside the lock (the
-        // callback may emit telemetry, which reaches this sink).
-        lk.unlock();
-        opt.on_error(report);
-        lk.lock();
-      }
     }
     stopped = true;
     done_cv.notify_all();
