@@ -5,7 +5,11 @@
 //   - sync mode ends with the same parameters as one device with the whole
 //     global batch (within 1e-4 + 1e-3 |x|), with 1 and 2 servers;
 //   - num_ps leaving no worker is an InputError naming strategy.num_ps;
-//   - syncbatchnorm is refused (its workers have no link for the statistics).
+//   - syncbatchnorm is refused (its workers have no link for the statistics);
+//   - sync mode with clip_global_norm clips by the norm over all shards (as
+//     one device clips the whole gradient);
+//   - async with strategy.max_staleness and one worker slowed: staleness
+//     reaches the bound and never passes it (unbounded, it does pass it).
 #include <baton/comm/mpi.h>
 #include <baton/core/error.h>
 #include <baton/train/registry.h>
@@ -18,8 +22,10 @@
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 
 namespace baton {
 namespace {
@@ -114,6 +120,134 @@ TEST(ParameterServer, SyncMatchesOneDevice) {
         }
       }
     }
+  }
+}
+
+// Sync clipping is by the norm of the global batch's gradient, over every
+// shard: the same as one device's (it used to clip each worker's share at
+// the global threshold, so a clipped step differed from one device's).
+TEST(ParameterServer, SyncClipsByTheNormOverAllShards) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.2}, {"clip_global_norm", 0.05}};
+  for (int num_ps = 1; num_ps <= 2 && workers(num_ps) >= 2; ++num_ps) {
+    nlohmann::json one_doc = doc({{"type", "one_device"}}, sgd, 32);
+    nlohmann::json ps_doc =
+        doc({{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "sync"}}, sgd, 32);
+    double one_norm = -1, ps_norm = -1;
+    auto first_norm = [](double* out) {
+      return std::make_shared<CallbackSink>([out](const Event& e) {
+        const auto* s = std::get_if<StepEvent>(&e);
+        if (s != nullptr && s->step == 1) *out = s->grad_norm;
+      });
+    };
+    one_doc["train"]["log_every_steps"] = 1;
+    ps_doc["train"]["log_every_steps"] = 1;
+    auto run = [&](const nlohmann::json& d, double* norm) {
+      Telemetry t;
+      t.add(first_norm(norm));
+      TrainOptions o;
+      o.run_id = "clip";
+      Trainer trainer(parse_run_config(d, "ps.json"), registry, t, o);
+      trainer.run();
+      std::vector<float> flat;
+      for (Param* p : trainer.model(0).params()) {
+        flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
+      }
+      return flat;
+    };
+    const auto one = run(one_doc, &one_norm);
+    const auto ps = run(ps_doc, &ps_norm);
+    if (world_rank() >= workers(num_ps)) continue;
+    ASSERT_GT(one_norm, 0.05) << "the threshold does not clip: the test proves nothing";
+    // Every worker reports the global norm the servers agreed on.
+    EXPECT_NEAR(ps_norm, one_norm, 1e-4 * one_norm) << num_ps << " ps";
+    ASSERT_EQ(one.size(), ps.size());
+    double worst = 0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+    }
+    EXPECT_LE(worst, 1.0) << num_ps << " ps: sync clipping differs from one device's";
+  }
+}
+
+// Bounded staleness: worker 1 sleeps after every step (its telemetry sink
+// runs on its training thread), worker 0 runs flat out. Unbounded, worker
+// 1's pushes fall many versions behind; with max_staleness S every update
+// is at most S stale, and the slow worker makes some reach it.
+TEST(ParameterServer, MaxStalenessBoundsASlowedWorker) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const int num_ps = world_size() - 2;  // 2 workers
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}};
+  auto run = [&](int64_t bound) {
+    nlohmann::json strategy = {{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "async"}};
+    if (bound >= 0) strategy["max_staleness"] = bound;
+    nlohmann::json d = doc(strategy, sgd, 32);
+    d["train"]["log_every_steps"] = 1;
+    d["train"]["epochs"] = 3;
+    Telemetry t;
+    if (world_rank() == 1) {
+      t.add(std::make_shared<CallbackSink>([](const Event& e) {
+        if (std::holds_alternative<StepEvent>(e)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(15));  // the slowed worker
+        }
+      }));
+    }
+    TrainOptions o;
+    o.run_id = "stale";
+    Trainer trainer(parse_run_config(d, "ps.json"), registry, t, o);
+    return trainer.run();
+  };
+  const TrainSummary free_run = run(-1);
+  if (world_rank() >= 2) {  // a server: every update it applied
+    EXPECT_GT(free_run.staleness_max, 2) << "unbounded, the slowed worker should fall behind";
+  }
+  for (int64_t bound : {1, 2}) {
+    const TrainSummary s = run(bound);
+    EXPECT_EQ(s.status, "completed");
+    if (world_rank() >= 2) {
+      EXPECT_LE(s.staleness_max, bound) << "an update passed max_staleness " << bound;
+      EXPECT_EQ(s.staleness_max, bound) << "the slowed worker never reached the bound";
+    } else {
+      EXPECT_LE(s.staleness_max, bound);
+      if (world_rank() == 1) {
+        EXPECT_GT(s.staleness_max, 0) << "the slow worker's pushes";
+      }
+    }
+  }
+}
+
+TEST(ParameterServer, MaxStalenessBelowWorkersMinusOneIsAnInputError) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const int num_ps = world_size() - 2;  // 2 workers: the bound must be >= 1
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}};
+  RunConfig cfg = parse_run_config(doc({{"type", "parameter_server"},
+                                        {"num_ps", num_ps},
+                                        {"mode", "async"},
+                                        {"max_staleness", 0}},
+                                       sgd, 32),
+                                   "ps.json");
+  Telemetry t;
+  TrainOptions o;
+  o.run_id = "stale";
+  try {
+    Trainer trainer(cfg, registry, t, o);
+    ADD_FAILURE() << "max_staleness 0 with 2 workers accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ps.json: strategy.max_staleness: 0 is below workers - 1"),
+              std::string::npos)
+        << e.what();
+  }
+  // In sync mode the key means nothing and is refused by the parser.
+  try {
+    parse_run_config(
+        doc({{"type", "parameter_server"}, {"mode", "sync"}, {"max_staleness", 3}}, sgd, 32),
+        "ps.json");
+    ADD_FAILURE() << "max_staleness accepted in sync mode";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("strategy.max_staleness"), std::string::npos) << e.what();
   }
 }
 

@@ -5,12 +5,16 @@
 //                     of the worker's batch, the rows of the global batch};
 //                     then for a push kTagGrad: the shard's gradients (floats,
 //                     the shard's parameters in model order, flattened).
-//   server -> worker  kTagReplyHeader: double[2] {new version, staleness};
+//   server -> worker  kTagReplyHeader: double[3] {new version, staleness,
+//                     sync: the round's gradient norm over all shards};
 //                     kTagReply: the shard's current values.
+// Synchronous servers agree on a round's norm over their own communicator
+// (one allreduce of a double per round: every server has the same rounds).
 // A worker posts its receives before its sends, so a server's (blocking)
 // reply always finds its receive posted: no cycle of blocked sends.
 #include <baton/comm/mpi.h>
 #include <baton/core/error.h>
+#include <baton/nn/kernels.h>
 #include <baton/strategy/strategy.h>
 
 #ifdef BATON_HAVE_MPI
@@ -22,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -35,14 +40,17 @@ constexpr double kPush = 1, kDone = 2;
 
 struct ParameterServerStrategy::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm servers = MPI_COMM_NULL;                // the servers among themselves
   std::vector<MPI_Request> requests;               // 4 per server
   std::vector<std::array<double, 4>> send_header;  // per server
-  std::vector<std::array<double, 2>> recv_header;  // per server
+  std::vector<std::array<double, 3>> recv_header;  // per server
   std::vector<std::vector<float>> values;          // per server: received values
   ~Impl() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+    if (finalized) return;
+    if (servers != MPI_COMM_NULL) MPI_Comm_free(&servers);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 };
 
@@ -63,8 +71,9 @@ int count_of(int64_t n) {
 struct ParameterServerStrategy::Impl {};
 #endif
 
-ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, const std::string& file)
-    : num_ps_(num_ps), sync_(sync) {
+ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, int64_t max_staleness,
+                                                 const std::string& file)
+    : num_ps_(num_ps), sync_(sync), max_staleness_(max_staleness) {
 #ifdef BATON_HAVE_MPI
   if (!MpiRuntime::is_initialized()) {
     throw InputError(file +
@@ -82,15 +91,31 @@ ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, const st
                      " ranks or lower num_ps");
   }
   num_workers_ = size_ - num_ps_;
+  if (max_staleness_ >= 0 && max_staleness_ < num_workers_ - 1) {
+    // Every push is one update: once each worker has pushed, some push is
+    // always at least workers - 1 versions stale.
+    throw InputError(file + ": strategy.max_staleness: " + std::to_string(max_staleness_) +
+                     " is below workers - 1 = " + std::to_string(num_workers_ - 1) + " (" +
+                     std::to_string(num_workers_) +
+                     " asynchronous workers take turns, so a push is that many updates stale at "
+                     "best); use at least " +
+                     std::to_string(num_workers_ - 1) + ", or mode sync");
+  }
   is_ps_ = rank_ >= num_workers_;
   impl_ = std::make_unique<Impl>();
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
   check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check(MPI_Comm_split(impl_->comm, is_ps_ ? 1 : MPI_UNDEFINED, rank_, &impl_->servers),
+        "MPI_Comm_split");
+  if (impl_->servers != MPI_COMM_NULL) {
+    check(MPI_Comm_set_errhandler(impl_->servers, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  }
   impl_->requests.assign(static_cast<size_t>(4 * num_ps_), MPI_REQUEST_NULL);
   impl_->send_header.assign(static_cast<size_t>(num_ps_), {0, 0, 0, 0});
-  impl_->recv_header.assign(static_cast<size_t>(num_ps_), {0, 0});
+  impl_->recv_header.assign(static_cast<size_t>(num_ps_), {0, 0, 0});
 #else
   (void)sync_;
+  (void)max_staleness_;
   throw InputError(file +
                    ": strategy.type: parameter_server needs MPI, and this build has "
                    "none (BATON_WITH_MPI=OFF)");
@@ -181,7 +206,7 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
     const size_t us = static_cast<size_t>(s);
     const int server = num_workers_ + s;
     const int n = count_of(shard_size_[us]);
-    check(MPI_Irecv(m.recv_header[us].data(), 2, MPI_DOUBLE, server, kTagReplyHeader, m.comm,
+    check(MPI_Irecv(m.recv_header[us].data(), 3, MPI_DOUBLE, server, kTagReplyHeader, m.comm,
                     &m.requests[4 * us]),
           "MPI_Irecv");
     check(MPI_Irecv(m.values[us].data(), n, MPI_FLOAT, server, kTagReply, m.comm,
@@ -207,6 +232,7 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
     window_.add(stale);
     total_.add(stale);
   }
+  remote_norm_ = m.recv_header[0][2];
 #else
   (void)per_replica;
 #endif
@@ -230,6 +256,22 @@ StalenessStats ParameterServerStrategy::drain_staleness() {
   return out;
 }
 
+#ifdef BATON_HAVE_MPI
+namespace {
+// Bounded staleness: whether applying one more update now (the server at
+// `version`) keeps every other live worker's next push within `bound`
+// versions, were the servers to apply them oldest first from here on.
+// `reads`: the versions the other live workers' values came from.
+bool keeps_bound(int64_t version, std::vector<int64_t>& reads, int64_t bound) {
+  std::sort(reads.begin(), reads.end());
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (version + 1 + static_cast<int64_t>(i) - reads[i] > bound) return false;
+  }
+  return true;
+}
+}  // namespace
+#endif
+
 int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
                                        const OptimizerOptions& opt,
                                        const std::function<float(int64_t)>& lr_of_update) {
@@ -242,33 +284,65 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
     if (shard_of_[i] == me) mine.push_back(params[i]);
   }
   const std::vector<int> mine_shard(mine.size(), me);
+  // The trainer does not clip under a synchronous server: the server clips
+  // the round's sum (below). The optimizer itself never clips.
   Optimizer optimizer(opt, mine);
   const int n = count_of(shard_size_[static_cast<size_t>(me)]);
-  std::vector<float> in(static_cast<size_t>(n)), acc(static_cast<size_t>(n)),
-      out(static_cast<size_t>(n));
+  const bool bounded = !sync_ && max_staleness_ >= 0;
+  // A slot per worker holds a push the bound keeps waiting (one otherwise).
+  std::vector<std::vector<float>> slot(bounded ? static_cast<size_t>(num_workers_) : 1,
+                                       std::vector<float>(static_cast<size_t>(n)));
+  std::vector<float> acc(static_cast<size_t>(n)), out(static_cast<size_t>(n));
   struct Pending {
     int source;
-    int64_t staleness;
+    int64_t read;  // the version the worker's values came from
   };
-  std::vector<Pending> pending;
+  std::vector<Pending> pending;  // sync: this round's; async: held by the bound
   pending.reserve(static_cast<size_t>(num_workers_));
+  std::vector<int64_t> read_of(static_cast<size_t>(num_workers_), 0);
+  std::vector<char> live(static_cast<size_t>(num_workers_), 1);
+  std::vector<int64_t> reads;
+  reads.reserve(static_cast<size_t>(num_workers_));
   double round_rows = 0, round_global = 0;  // sync: the rows pushed this round, and of the batch
   const MPI_Comm comm = impl_->comm;
-  // Applies the gradient in `g` and replies to the pending workers. The
-  // schedule follows this server's update count (every push is one update
-  // asynchronously, every round synchronously).
-  auto update_and_reply = [&](const float* g) {
+  // Applies the gradient in `g`, one step at this server's update count,
+  // and replies to the workers in `to`.
+  auto update_and_reply = [&](const float* g, const Pending* to, size_t count, double norm) {
     unpack(mine, mine_shard, me, true, g);
     optimizer.step(lr_of_update(version));
     ++version;
     pack(mine, mine_shard, me, false, out.data());
-    for (const Pending& p : pending) {
-      const std::array<double, 2> header{static_cast<double>(version),
-                                         static_cast<double>(p.staleness)};
-      check(MPI_Send(header.data(), 2, MPI_DOUBLE, p.source, kTagReplyHeader, comm), "MPI_Send");
-      check(MPI_Send(out.data(), n, MPI_FLOAT, p.source, kTagReply, comm), "MPI_Send");
+    for (size_t k = 0; k < count; ++k) {
+      const int64_t stale = version - 1 - to[k].read;
+      window_.add(stale);
+      total_.add(stale);
+      read_of[static_cast<size_t>(to[k].source)] = version;
+      const std::array<double, 3> header{static_cast<double>(version), static_cast<double>(stale),
+                                         norm};
+      check(MPI_Send(header.data(), 3, MPI_DOUBLE, to[k].source, kTagReplyHeader, comm),
+            "MPI_Send");
+      check(MPI_Send(out.data(), n, MPI_FLOAT, to[k].source, kTagReply, comm), "MPI_Send");
     }
-    pending.clear();
+  };
+  // Bounded: applies held pushes, oldest first, while the bound allows.
+  auto apply_held = [&] {
+    for (;;) {
+      size_t pick = pending.size();
+      for (size_t k = 0; k < pending.size(); ++k) {
+        if (pick != pending.size() && pending[k].read >= pending[pick].read) continue;
+        reads.clear();
+        for (int w = 0; w < num_workers_; ++w) {
+          if (live[static_cast<size_t>(w)] && w != pending[k].source) {
+            reads.push_back(read_of[static_cast<size_t>(w)]);
+          }
+        }
+        if (keeps_bound(version, reads, max_staleness_)) pick = k;
+      }
+      if (pick == pending.size()) return;
+      const Pending p = pending[pick];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(pick));
+      update_and_reply(slot[static_cast<size_t>(p.source)].data(), &p, 1, -1.0);
+    }
   };
   int active = num_workers_;
   while (active > 0) {
@@ -276,28 +350,35 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
     MPI_Status st;
     check(MPI_Recv(header.data(), 4, MPI_DOUBLE, MPI_ANY_SOURCE, kTagHeader, comm, &st),
           "MPI_Recv");
+    const int source = st.MPI_SOURCE;
     if (header[0] == kDone) {
       --active;
+      live[static_cast<size_t>(source)] = 0;
+      if (bounded) apply_held();  // a worker gone relaxes the bound
     } else {
-      check(MPI_Recv(in.data(), n, MPI_FLOAT, st.MPI_SOURCE, kTagGrad, comm, MPI_STATUS_IGNORE),
-            "MPI_Recv");
-      const int64_t stale = version - static_cast<int64_t>(header[1]);
-      pending.push_back({st.MPI_SOURCE, stale});
-      window_.add(stale);
-      total_.add(stale);
+      float* in = slot[bounded ? static_cast<size_t>(source) : 0].data();
+      check(MPI_Recv(in, n, MPI_FLOAT, source, kTagGrad, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+      const Pending p{source, static_cast<int64_t>(header[1])};
       if (!sync_) {
-        // Each push is one step on that worker's mean gradient.
-        update_and_reply(in.data());
+        // Each push is one step on that worker's mean gradient: at once, or
+        // when the bound allows.
+        if (!bounded) {
+          update_and_reply(in, &p, 1, -1.0);
+        } else {
+          pending.push_back(p);
+          apply_held();
+        }
         continue;
       }
       // sync: each gradient is scaled by 1/(global batch): their sum is the
       // global batch's mean gradient.
-      if (pending.size() == 1) {
-        acc = in;
+      if (pending.empty()) {
+        std::copy(in, in + n, acc.begin());
         round_rows = 0;
       } else {
         for (size_t i = 0; i < acc.size(); ++i) acc[i] += in[i];
       }
+      pending.push_back(p);
       round_rows += header[2];
       round_global = header[3];
     }
@@ -309,12 +390,23 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
         const auto k = static_cast<float>(round_global / round_rows);
         for (float& v : acc) v *= k;
       }
-      update_and_reply(acc.data());
+      // The round's norm over all shards (every server has this round), and
+      // clipping by it, as one device clips the whole gradient.
+      double sq = cpu::sum_squares(acc.data(), n);
+      check(MPI_Allreduce(MPI_IN_PLACE, &sq, 1, MPI_DOUBLE, MPI_SUM, impl_->servers),
+            "MPI_Allreduce");
+      const double norm = std::sqrt(sq);
+      if (opt.clip_global_norm > 0.0f && norm > opt.clip_global_norm) {
+        cpu::scale(acc.data(), n, static_cast<float>(opt.clip_global_norm / (norm + 1e-6)));
+      }
+      update_and_reply(acc.data(), pending.data(), pending.size(), norm);
+      pending.clear();
     }
   }
 #else
   (void)params;
   (void)opt;
+  (void)lr_of_update;
 #endif
   return version;
 }

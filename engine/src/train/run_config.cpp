@@ -47,6 +47,14 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     const bool given = node.has("num_ps");
     s.num_ps = static_cast<int>(node.integer_or("num_ps", 0, given ? 1 : 0, 1024));
     s.mode = node.choice_or("mode", "async", {"async", "sync"});
+    if (node.has("max_staleness")) {
+      if (s.mode == "sync") {
+        node.fail("max_staleness",
+                  "applies to mode async only (every sync update is 0 versions stale): "
+                  "remove it or set strategy.mode to async");
+      }
+      s.max_staleness = node.integer_or("max_staleness", -1, 0);
+    }
     s.backend = "mpi";
   } else if (s.type == "one_device") {
     s.device = node.string_or("device", "cpu:0");

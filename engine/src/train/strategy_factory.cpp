@@ -51,7 +51,8 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
         if (!spec.ps.empty()) num_ps = static_cast<int>(spec.ps.size());
       }
     }
-    return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", file);
+    return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", s.max_staleness,
+                                                     file);
   }
   if (s.type == "central_storage") {
     return std::make_unique<CentralStorageStrategy>(s.replicas, comm, grads);

@@ -304,7 +304,8 @@ void Trainer::replica_step(int r, const StepInputs& in) {
 
 void Trainer::replica_update(int r, const UpdateInputs& in) {
   Replica& rep = *replicas_[r];
-  if (in.need_norm) {
+  // Where the gradients are summed remotely the clipping happens there.
+  if (in.need_norm && !strategy_->clips_remotely()) {
     const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm);
     if (r == 0) *in.grad_norm = norm;
   }

@@ -264,6 +264,7 @@ bool Trainer::train_step(RunState& s) {
   const bool need_norm = cfg_.optimizer.clip_global_norm > 0.0f || log_step;
   const UpdateInputs up{lr, need_norm, &s.grad_norm};
   strategy_->apply_updates(s.all_params, [this, &up](int r) { replica_update(r, up); });
+  if (strategy_->clips_remotely()) s.grad_norm = strategy_->remote_gradient_norm();
   const auto t4 = Clock::now();
 
   // One collective for the step's loss, correct count and stop requests.

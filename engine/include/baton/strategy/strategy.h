@@ -173,6 +173,12 @@ class Strategy {
   // optimizer step: asynchronous parameter servers, as TF's) rather than a
   // share of the global batch's mean.
   virtual bool worker_mean_gradients() const { return false; }
+  // Whether gradient clipping happens where the gradients are summed (the
+  // synchronous parameter servers clip the round's sum by its norm over all
+  // shards): the trainer then neither clips nor measures its own share, and
+  // remote_gradient_norm() is the last update's norm before clipping.
+  virtual bool clips_remotely() const { return false; }
+  virtual double remote_gradient_norm() const { return 0.0; }
   // Serves `params` (the whole model, identical initial values on every
   // rank) until every worker is done, the learning rate of update k (0, 1,
   // ...) given by lr_of_update - the schedule follows the server's own
@@ -303,16 +309,20 @@ class MultiWorkerMirroredStrategy final : public Strategy {
 // tensor to the least-loaded server); each server owns its shard's
 // optimizer. A worker step: compute gradients on its share of the global
 // batch, push each shard's gradients to its server, pull the fresh values.
-// async: a server applies each push at once and replies (workers never wait
-// for each other); sync: a server waits for every worker's push of the
-// step, sums them, updates once and replies to all - the same update as one
-// device with the whole batch. Implemented in strategy_parameter_server.cpp
-// (needs MPI; the constructor throws InputError without it).
+// async: a server applies each push as one optimizer step on that worker's
+// mean gradient and replies; with a staleness bound S it holds a push (its
+// worker waits) while applying it would leave another worker's next push
+// more than S versions stale. sync: a server waits for every worker's push
+// of the step, sums them, clips the sum by its norm over all shards, updates
+// once and replies to all - the same update as one device with the whole
+// batch. Implemented in parameter_server.cpp (needs MPI; the constructor
+// throws InputError without it).
 class ParameterServerStrategy final : public Strategy {
  public:
   // num_ps >= 1 and < the MPI world size (InputError naming strategy.num_ps
-  // otherwise); `file` prefixes messages.
-  ParameterServerStrategy(int num_ps, bool sync, const std::string& file);
+  // otherwise); max_staleness < 0: unbounded, else at least workers - 1
+  // (InputError naming strategy.max_staleness); `file` prefixes messages.
+  ParameterServerStrategy(int num_ps, bool sync, int64_t max_staleness, const std::string& file);
   ~ParameterServerStrategy() override;
   std::string name() const override { return "parameter_server"; }
   int num_replicas() const override { return num_workers_; }
@@ -333,6 +343,8 @@ class ParameterServerStrategy final : public Strategy {
   }
   bool serves() const override { return is_ps_; }
   bool worker_mean_gradients() const override { return !sync_; }
+  bool clips_remotely() const override { return sync_; }
+  double remote_gradient_norm() const override { return remote_norm_; }
   int64_t serve(const std::vector<Param*>& params, const OptimizerOptions& opt,
                 const std::function<float(int64_t)>& lr_of_update) override;
   void finish() override;
@@ -348,7 +360,9 @@ class ParameterServerStrategy final : public Strategy {
   void plan(const std::vector<Param*>& params);
   int num_ps_ = 1, num_workers_ = 1, rank_ = 0, size_ = 1;
   bool sync_ = false, is_ps_ = false, finished_ = false;
+  int64_t max_staleness_ = -1;          // < 0: unbounded
   int64_t rows_ = 0, global_rows_ = 0;  // of the coming push
+  double remote_norm_ = 0.0;            // sync: the last round's norm over all shards
   std::vector<int> shard_of_;
   std::vector<int64_t> shard_size_;      // floats per server
   std::vector<int64_t> version_;         // per server: the version of our values

@@ -46,6 +46,7 @@ struct StrategyConfig {
   // parameter_server: servers (0 = TF_CONFIG's ps count when set, else 1)
   // and "async" | "sync".
   int num_ps = 0;
+  int64_t max_staleness = -1;  // parameter_server async: < 0 unbounded
   std::string mode = "async";
 };
 
