@@ -124,6 +124,7 @@ LoadedRun load_run_events(const std::string& db_path, int64_t run_id, int64_t ma
     e.seconds = l.seconds;
     e.bandwidth_gbps = l.seconds > 0 ? static_cast<double>(l.num_bytes) / l.seconds / 1e9 : 0.0;
     e.estimated = l.estimated;
+    e.wait_s = l.wait_s;
     out.events.emplace_back(e);
   }
   return out;

@@ -423,34 +423,49 @@ void MpiCommunicator::broadcast(float* data, int64_t count, int root) {
   }
 }
 
+// Point to point, the link's figures are the receiver's (as on the local
+// backend): MPI_Probe returns when the sender's message has arrived (its
+// envelope: the sender is there), which is the wait; the receive after it
+// moves the bytes, which is the transfer. A message under MPI's eager limit
+// comes whole with its envelope, so its transfer time is the copy out of
+// MPI's buffer and its rate an upper bound.
 void MpiCommunicator::send(const float* data, int64_t count, int dst) {
   check_count(count, "send");
   check_peer(dst, size_, "send", "destination");
-  const auto t0 = Clock::now();
   for_each_piece(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
     check(MPI_Send(data + off, len, MPI_FLOAT, dst, 0, impl_->comm), "MPI_Send", "send");
   });
-  if (count > 0)
-    links_.add(rank_, dst, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
+}
+
+void MpiCommunicator::recv_piece(float* data, int len, int src, const char* op, int64_t count,
+                                 double& wait, double& transfer) {
+  MPI_Status status;
+  const auto t0 = Clock::now();
+  check(MPI_Probe(src, 0, impl_->comm, &status), "MPI_Probe", op);
+  const auto t1 = Clock::now();
+  wait += std::chrono::duration<double>(t1 - t0).count();
+  check(MPI_Recv(data, len, MPI_FLOAT, src, 0, impl_->comm, &status), "MPI_Recv", op);
+  transfer += seconds_since(t1);
+  int got = 0;
+  check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", op);
+  if (got != len) {
+    throw CommError("mpi: " + std::string(op) + " from rank " + std::to_string(src) +
+                    ": expected " + std::to_string(count) + " floats, the sender sent " +
+                    (got < len ? "fewer" : "a different count") + " (" + std::to_string(got) +
+                    " in a piece of " + std::to_string(len) + ")");
+  }
 }
 
 void MpiCommunicator::recv(float* data, int64_t count, int src) {
   check_count(count, "recv");
   check_peer(src, size_, "recv", "source");
-  const auto t0 = Clock::now();
+  double wait = 0, transfer = 0;
   for_each_piece(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
-    MPI_Status status;
-    check(MPI_Recv(data + off, len, MPI_FLOAT, src, 0, impl_->comm, &status), "MPI_Recv", "recv");
-    int got = 0;
-    check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", "recv");
-    if (got != len) {
-      throw CommError("mpi: recv from rank " + std::to_string(src) + ": expected " +
-                      std::to_string(count) + " floats, the sender sent fewer (" +
-                      std::to_string(got) + " in a piece of " + std::to_string(len) + ")");
-    }
+    recv_piece(data + off, len, src, "recv", count, wait, transfer);
   });
-  if (count > 0)
-    links_.add(src, rank_, count * static_cast<int64_t>(sizeof(float)), seconds_since(t0), false);
+  if (count > 0) {
+    links_.add(src, rank_, count * static_cast<int64_t>(sizeof(float)), transfer, false, wait);
+  }
 }
 
 void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int dst,
@@ -459,34 +474,27 @@ void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int d
   check_count(recv_count, "sendrecv");
   check_peer(dst, size_, "sendrecv", "destination");
   check_peer(src, size_, "sendrecv", "source");
-  const auto t0 = Clock::now();
   const int64_t max = tuning_.max_count_per_call;
   const int64_t sends = num_messages(send_count, max), recvs = num_messages(recv_count, max);
+  double wait = 0, transfer = 0;
   for (int64_t k = 0; k < std::max(sends, recvs); ++k) {
     const int64_t off = k * max;
-    // A side whose pieces are all moved talks to MPI_PROC_NULL (no message).
-    const int slen = k < sends ? static_cast<int>(std::min(max, send_count - off)) : 0;
-    const int rlen = k < recvs ? static_cast<int>(std::min(max, recv_count - off)) : 0;
-    const int to = k < sends ? dst : MPI_PROC_NULL;
-    const int from = k < recvs ? src : MPI_PROC_NULL;
-    MPI_Status status;
-    check(MPI_Sendrecv(send_data + (k < sends ? off : 0), slen, MPI_FLOAT, to, 0,
-                       recv_data + (k < recvs ? off : 0), rlen, MPI_FLOAT, from, 0, impl_->comm,
-                       &status),
-          "MPI_Sendrecv", "sendrecv");
-    if (from != MPI_PROC_NULL) {
-      int got = 0;
-      check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", "sendrecv");
-      if (got != rlen) {
-        throw CommError("mpi: sendrecv from rank " + std::to_string(src) + ": expected " +
-                        std::to_string(recv_count) + " floats, the sender sent fewer (" +
-                        std::to_string(got) + " in a piece of " + std::to_string(rlen) + ")");
-      }
+    // Our piece goes out first (a ring of these never deadlocks), then the
+    // peer's comes in; a side whose pieces are all moved sends no message.
+    MPI_Request out = MPI_REQUEST_NULL;
+    if (k < sends) {
+      const int slen = static_cast<int>(std::min(max, send_count - off));
+      check(MPI_Isend(send_data + off, slen, MPI_FLOAT, dst, 0, impl_->comm, &out), "MPI_Isend",
+            "sendrecv");
     }
+    if (k < recvs) {
+      const int rlen = static_cast<int>(std::min(max, recv_count - off));
+      recv_piece(recv_data + off, rlen, src, "sendrecv", recv_count, wait, transfer);
+    }
+    check(MPI_Wait(&out, MPI_STATUS_IGNORE), "MPI_Wait", "sendrecv");
   }
-  if (send_count > 0) {
-    links_.add(rank_, dst, send_count * static_cast<int64_t>(sizeof(float)), seconds_since(t0),
-               false);
+  if (recv_count > 0) {
+    links_.add(src, rank_, recv_count * static_cast<int64_t>(sizeof(float)), transfer, false, wait);
   }
 }
 

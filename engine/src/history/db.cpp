@@ -266,7 +266,13 @@ UPDATE metric_rollups SET last = (
   ORDER BY s.seq DESC LIMIT 1);
 )sql";
 
-constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2};
+// Version 3: a link sample's time spent waiting for the peer (not in its
+// rate); runs recorded before it waited 0 as far as anyone knows.
+constexpr const char* kMigrationTo3 = R"sql(
+ALTER TABLE link_samples ADD COLUMN wait_s REAL NOT NULL DEFAULT 0;
+)sql";
+
+constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3};
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
 std::string read_first_line(const std::string& path) {

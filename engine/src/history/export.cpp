@@ -129,7 +129,8 @@ void export_run_json(const HistoryStore& store, int64_t run, std::FILE* out) {
                                 {"dst", l.dst},
                                 {"num_bytes", l.num_bytes},
                                 {"seconds", l.seconds},
-                                {"estimated", l.estimated}};
+                                {"estimated", l.estimated},
+                                {"wait_s", l.wait_s}};
     write(out, (first ? "\n" : ",\n") + dump(row));
     first = false;
   }

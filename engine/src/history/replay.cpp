@@ -113,10 +113,11 @@ struct HistoryReplay::Impl {
                      "SELECT seq, metric, step, rank, epoch, wall_time_s, value "
                      "FROM metric_samples WHERE run = ?1 AND metric IN (" +
                          metric_ids + ") AND step >= ?2 AND step < ?3 AND seq >= ?4 AND seq < ?5");
-    q_links = Stmt(db,
-                   "SELECT seq, step, src, dst, num_bytes, seconds, estimated, wall_time_s FROM "
-                   "link_samples WHERE run = ?1 AND step >= ?2 AND step < ?3 AND seq >= ?4 AND "
-                   "seq < ?5");
+    q_links =
+        Stmt(db,
+             "SELECT seq, step, src, dst, num_bytes, seconds, estimated, wall_time_s, wait_s FROM "
+             "link_samples WHERE run = ?1 AND step >= ?2 AND step < ?3 AND seq >= ?4 AND "
+             "seq < ?5");
     q_events = Stmt(db,
                     "SELECT seq, step, kind, level, message, data, wall_time_s FROM events WHERE "
                     "run = ?1 AND step >= ?2 AND step < ?3 AND seq >= ?4 AND seq < ?5");
@@ -214,6 +215,7 @@ struct HistoryReplay::Impl {
       e.seconds = st.col_double(5);
       e.bandwidth_gbps = e.seconds > 0 ? static_cast<double>(e.num_bytes) / e.seconds / 1e9 : 0.0;
       e.estimated = st.col_int(6) != 0;
+      e.wait_s = st.col_double(8);
       by_seq[st.col_int(0)] = {e, e.step, st.col_double(7)};
     });
     query(q_events, from, to, a, [&](const Stmt& st) {

@@ -223,14 +223,15 @@ std::vector<std::string> HistoryStore::metrics_of(int64_t run) const {
 
 std::vector<LinkRecord> HistoryStore::links(int64_t run) const {
   Stmt st(impl_->db,
-          "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated FROM link_samples "
+          "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, wait_s FROM "
+          "link_samples "
           "WHERE run = ?1 ORDER BY step, seq");
   st.bind(1, run);
   std::vector<LinkRecord> out;
   while (st.step()) {
     out.push_back({st.col_int(0), st.col_double(1), static_cast<int>(st.col_int(2)),
                    static_cast<int>(st.col_int(3)), st.col_int(4), st.col_double(5),
-                   st.col_int(6) != 0});
+                   st.col_int(6) != 0, st.col_double(7)});
   }
   return out;
 }

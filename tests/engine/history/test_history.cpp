@@ -33,7 +33,7 @@ TEST(History, NewDatabaseIsMarkedVersionedAndInWalMode) {
   TempDir tmp;
   const std::string path = tmp.path("sub/dir/runs.db");  // directories are created
   HistoryStore store(path);
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), 3);
   EXPECT_EQ(history_test::pragma(path, "application_id"), "1111577678");  // 'BATN'
   EXPECT_EQ(history_test::pragma(path, "journal_mode"), "wal");
   EXPECT_EQ(store.integrity_check(), "ok");
@@ -71,7 +71,12 @@ TEST(History, RecordsARunAndReadsItBack) {
     EXPECT_DOUBLE_EQ(s.max, *std::max_element(rec.losses.begin(), rec.losses.end()));
   }
   EXPECT_TRUE(saw_loss);
-  EXPECT_EQ(store.links(r.id).size(), rec.links);
+  const auto links = store.links(r.id);
+  EXPECT_EQ(links.size(), rec.links);
+  for (const LinkRecord& l : links) {
+    EXPECT_DOUBLE_EQ(l.wait_s, 1e-3 * static_cast<double>(l.step)) << "step " << l.step;
+    EXPECT_DOUBLE_EQ(l.seconds, 1e-4);
+  }
   const auto events = store.events(r.id);
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events.front().kind, "log");
@@ -228,19 +233,19 @@ TEST(History, ADatabaseFromANewerBatonIsRefusedAndNotModified) {
   TempDir tmp;
   const std::string path = tmp.path("runs.db");
   history_test::record_run(path, "r", 10, 1, "completed");
-  history_test::exec_sql(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 3;");
+  history_test::exec_sql(path, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version = 99;");
   const std::string before = history_test::read_file(path);
   try {
     HistoryStore store(path);
     FAIL() << "opened a newer database";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("newer Baton (history schema version 3"),
+    EXPECT_NE(std::string(e.what()).find("newer Baton (history schema version 99"),
               std::string::npos)
         << e.what();
   }
   EXPECT_THROW(HistorySink sink(path), InputError);
   EXPECT_EQ(history_test::read_file(path), before);
-  EXPECT_EQ(history_test::pragma(path, "user_version"), "3");
+  EXPECT_EQ(history_test::pragma(path, "user_version"), "99");
 }
 
 // ------------------------------------------------------------ migration
@@ -295,18 +300,24 @@ TEST(History, MigratesAVersion1Database) {
       "INSERT INTO metric_samples SELECT 1, 1, i, 0, i + 1, 0, i * 0.01, "
       "CASE WHEN i = 3333 THEN 100.0 ELSE 1.0 / (i + 1) END FROM c;"
       "INSERT INTO metric_samples VALUES (1, 2, 7, 0, 9999, 0, 0.07, 0.5);"
-      "INSERT INTO metric_samples VALUES (2, 1, 3, 0, 1, 0, 0.03, 2.5);";
+      "INSERT INTO metric_samples VALUES (2, 1, 3, 0, 1, 0, 0.03, 2.5);"
+      "INSERT INTO link_samples VALUES (1, 7, 10000, 0, 1, 0.07, 4096, 0.001, 0);";
   history_test::exec_sql(path, sql);
   ASSERT_EQ(history_test::pragma(path, "user_version"), "1");
 
   HistoryStore store(path);
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), 3);
   EXPECT_EQ(store.integrity_check(), "ok");
   // Data kept; the new columns and tables work.
   const RunRecord done = store.run(store.resolve("old-done"));
   EXPECT_EQ(done.status, "completed");
   EXPECT_EQ(done.config["seed"], 1);
   EXPECT_EQ(done.notes, "");
+  // Version 3: a link sample's wait, 0 for the samples recorded before it.
+  const auto links = store.links(done.id);
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].num_bytes, 4096);
+  EXPECT_DOUBLE_EQ(links[0].wait_s, 0.0);
   store.add_tag(done.id, "migrated");
   store.set_note(done.id, "from v1");
   EXPECT_EQ(store.run(done.id).tags, std::vector<std::string>{"migrated"});
@@ -339,7 +350,7 @@ TEST(History, MigratesAVersion1Database) {
   EXPECT_DOUBLE_EQ(buckets.back().last, 1.0 / 5000);
   // Opening again is a no-op.
   HistoryStore again(path);
-  EXPECT_EQ(again.schema_version(), 2);
+  EXPECT_EQ(again.schema_version(), 3);
 }
 
 // ------------------------------------------------------------ downsampling

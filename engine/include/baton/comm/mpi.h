@@ -185,6 +185,10 @@ class MpiCommunicator final : public Communicator {
   void allreduce_native(float* data, int64_t count, ReduceOp op);
   void allreduce_hierarchical(float* data, int64_t count, ReduceOp op);
   void record_ring_model(int64_t bytes_per_rank, double factor, double seconds);
+  // Receives one piece of a message of `count` floats from src, adding the
+  // time waiting for it to arrive and the time moving it.
+  void recv_piece(float* data, int len, int src, const char* op, int64_t count, double& wait,
+                  double& transfer);
 
   CommOptions options_;
   MpiTuning tuning_;

@@ -91,8 +91,9 @@ struct LinkRecord {
   double wall_time_s = 0;
   int src = 0, dst = 0;
   int64_t num_bytes = 0;
-  double seconds = 0;
+  double seconds = 0;  // transfer time
   bool estimated = false;
+  double wait_s = 0;  // time waiting for the peer
 };
 struct RunEventRecord {
   int64_t step = 0;
