@@ -15,6 +15,7 @@
 
 #include "bench_command.h"
 #include "history_command.h"
+#include "output_file.h"
 #include "probe_command.h"
 #include "train_command.h"
 
@@ -34,6 +35,32 @@ std::string version_text() {
          "nccl: " + (no_nccl.empty() ? std::string("built") : "not built: " + no_nccl);
 }
 
+// A word where a command is expected that names none ("baton nosuch",
+// "baton history lst"): CLI11 would only say that a subcommand is
+// required. Returns the message, or "" when the words name commands.
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  std::string path = "baton";
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') break;  // options (and their values) from here
+    const auto subs = at->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) break;
+    const CLI::App* next = nullptr;
+    std::string names;
+    for (const CLI::App* s : subs) {
+      if (s->get_name() == word) next = s;
+      names += (names.empty() ? "" : ", ") + s->get_name();
+    }
+    if (next == nullptr) {
+      return path + ": unknown command \"" + word + "\" (expected one of: " + names + ")";
+    }
+    at = next;
+    path += " " + word;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +76,10 @@ int main(int argc, char** argv) {
   baton::cli::HistoryArgs history;
   baton::cli::add_history_command(app, history);
 
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n", unknown.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -57,11 +88,19 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (app.got_subcommand("train")) return baton::cli::run_train(train, self_exe(argv[0]));
-    if (app.got_subcommand("probe")) return baton::cli::run_probe(probe, self_exe(argv[0]));
-    if (app.got_subcommand("bench"))
-      return baton::cli::run_bench(bench, baton::default_cuda_library(self_exe(argv[0])));
-    if (app.got_subcommand("history")) return baton::cli::run_history(history);
+    int code = 0;
+    if (app.got_subcommand("train")) {
+      code = baton::cli::run_train(train, self_exe(argv[0]));
+    } else if (app.got_subcommand("probe")) {
+      code = baton::cli::run_probe(probe, self_exe(argv[0]));
+    } else if (app.got_subcommand("bench")) {
+      code = baton::cli::run_bench(bench, baton::default_cuda_library(self_exe(argv[0])));
+    } else if (app.got_subcommand("history")) {
+      code = baton::cli::run_history(history);
+    }
+    // What was printed must have reached its reader ("> /dev/full").
+    baton::cli::finish_stdout();
+    return code;
   } catch (const baton::InputError& e) {
     std::fprintf(stderr, "baton: error: %s\n", e.what());
     return 2;

@@ -2,14 +2,22 @@
 
 #include <baton/core/error.h>
 #include <baton/history/store.h>
+#include <locale.h>
+#include <wchar.h>
 
 #include <cerrno>
+#include <clocale>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <cwchar>
 #include <filesystem>
+#include <limits>
 #include <memory>
+
+#include "cli_checks.h"
+#include "output_file.h"
 
 namespace baton::cli {
 
@@ -28,7 +36,8 @@ void add_history_command(CLI::App& app, HistoryArgs& a) {
       ->add_option("--filter", a.filters,
                    "Only runs with status=S, strategy=S or tag=T (repeatable: all must match)")
       ->take_all();
-  a.list->add_option("--limit", a.limit, "At most N runs")->check(CLI::NonNegativeNumber);
+  a.list->add_option("--limit", a.limit, "At most N runs (0: all)")
+      ->check(integer_in(0, std::numeric_limits<long long>::max()));
 
   a.show = h->add_subcommand("show", "A run's config, summary and last/min/max per metric");
   db(a.show);
@@ -41,7 +50,9 @@ void add_history_command(CLI::App& app, HistoryArgs& a) {
   a.export_->add_option("--format", a.format, "csv (step,wall_time_s,rank,metric,value) or json")
       ->required()
       ->check(CLI::IsMember({"csv", "json"}));
-  a.export_->add_option("--out", a.out, "Write to FILE (default: stdout)");
+  a.export_->add_option("--out", a.out,
+                        "Write to FILE ('-' or none: stdout); a regular file is replaced only "
+                        "once the export is complete");
 
   a.diff = h->add_subcommand("diff", "Config differences between two runs, key by key");
   db(a.diff);
@@ -102,6 +113,40 @@ std::string fmt(double v) {
   return buf;
 }
 
+// The columns a UTF-8 text takes on a terminal (wcwidth under a UTF-8
+// locale: a CJK character is two, a combining mark none); bytes that are
+// not UTF-8 count one each.
+size_t display_width(const std::string& s) {
+  static_assert(sizeof(wchar_t) >= 4, "wcwidth needs a UCS-4 wchar_t");
+  const locale_t utf8 = ::newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
+  if (utf8 == static_cast<locale_t>(nullptr)) return s.size();
+  const locale_t before = ::uselocale(utf8);
+  size_t width = 0;
+  std::mbstate_t state{};
+  for (size_t i = 0; i < s.size();) {
+    wchar_t c = 0;
+    const size_t n = std::mbrtowc(&c, s.data() + i, s.size() - i, &state);
+    if (n == static_cast<size_t>(-1) || n == static_cast<size_t>(-2) || n == 0) {
+      state = std::mbstate_t{};
+      ++width;
+      ++i;
+      continue;
+    }
+    const int w = ::wcwidth(c);
+    width += w < 0 ? 1 : static_cast<size_t>(w);
+    i += n;
+  }
+  ::uselocale(before);
+  ::freelocale(utf8);
+  return width;
+}
+
+// s, then spaces to `width` display columns.
+std::string pad(const std::string& s, size_t width) {
+  const size_t w = display_width(s);
+  return w >= width ? s : s + std::string(width - w, ' ');
+}
+
 nlohmann::json number_or_null(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
@@ -132,15 +177,15 @@ int list(const HistoryArgs& a, const std::string& path) {
     return 0;
   }
   size_t w = 3;
-  for (const auto& r : runs) w = std::max(w, r.uid.size());
-  std::printf("%5s  %-*s  %-11s  %-21s  %4s  %-19s  %8s  %10s  %s\n", "ID", static_cast<int>(w),
-              "RUN", "STATUS", "STRATEGY", "REPL", "STARTED", "DURATION", "LOSS", "TAGS");
+  for (const auto& r : runs) w = std::max(w, display_width(r.uid));
+  std::printf("%5s  %s  %-11s  %-21s  %4s  %-19s  %8s  %10s  %s\n", "ID", pad("RUN", w).c_str(),
+              "STATUS", "STRATEGY", "REPL", "STARTED", "DURATION", "LOSS", "TAGS");
   for (const auto& r : runs) {
     const auto loss = r.final_metrics.find("train_loss");
     const std::string l =
         loss != r.final_metrics.end() && loss->is_number() ? fmt(loss->get<double>()) : "-";
-    std::printf("%5lld  %-*s  %-11s  %-21s  %4d  %-19s  %8s  %10s  %s\n",
-                static_cast<long long>(r.id), static_cast<int>(w), r.uid.c_str(), r.status.c_str(),
+    std::printf("%5lld  %s  %-11s  %-21s  %4d  %-19s  %8s  %10s  %s\n",
+                static_cast<long long>(r.id), pad(r.uid, w).c_str(), r.status.c_str(),
                 r.strategy.c_str(), r.replicas, local_time(r.start_time).c_str(),
                 duration(r).c_str(), l.c_str(), join(r.tags, ",").c_str());
   }
@@ -199,40 +244,21 @@ int show(const HistoryArgs& a, const HistoryStore& store) {
 
 int export_run(const HistoryArgs& a, const HistoryStore& store) {
   const int64_t id = store.resolve(a.id);
-  std::FILE* out = stdout;
-  std::string tmp;
-  if (!a.out.empty()) {
-    // Written beside the target and renamed, so a failed export leaves no
-    // half file under the asked-for name.
-    tmp = a.out + ".part";
-    out = std::fopen(tmp.c_str(), "w");
-    if (!out) {
-      throw InputError("--out " + a.out + ": cannot open for writing (" + std::strerror(errno) +
-                       ")");
-    }
-  }
+  OutputFile out("--out", a.out);  // checked before anything is written
   try {
     if (a.format == "csv") {
-      export_run_csv(store, id, out);
+      export_run_csv(store, id, out.get());
     } else {
-      export_run_json(store, id, out);
+      export_run_json(store, id, out.get());
     }
-  } catch (...) {
-    if (out != stdout) {
-      std::fclose(out);
-      std::remove(tmp.c_str());
-    }
-    throw;
+  } catch (const RuntimeError& e) {
+    if (std::ferror(out.get()) == 0) throw;
+    // A failed write: name where it went (a regular file is left as it was).
+    throw RuntimeError(
+        (a.out.empty() || a.out == "-" ? std::string("standard output") : "--out " + a.out) + ": " +
+        e.what());
   }
-  if (out != stdout) {
-    const bool ok = std::fclose(out) == 0;
-    if (!ok || std::rename(tmp.c_str(), a.out.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      throw RuntimeError("--out " + a.out + ": cannot write (" + std::strerror(errno) + ")");
-    }
-  } else {
-    std::fflush(stdout);
-  }
+  out.commit();
   return 0;
 }
 

@@ -9,6 +9,8 @@
 #include <baton/train/run_config.h>
 #include <unistd.h>
 
+#include "cli_checks.h"
+#include "cli_paths.h"
 #include "progress_printer.h"
 
 #ifdef BATON_HAVE_MPI
@@ -19,6 +21,8 @@
 #endif
 
 #include <cstdio>
+#include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +40,8 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   train->add_option("--runs-dir", a.runs_dir,
                     "Where run directories go (default: $XDG_DATA_HOME/baton/runs)");
   train->add_option("--plugin-dir", a.plugin_dir, "Load model/dataset plugins from DIR");
-  train->add_option("--seed", a.seed, "Override the config's seed")->check(CLI::NonNegativeNumber);
+  train->add_option("--seed", a.seed, "Override the config's seed")
+      ->check(integer_in(0, std::numeric_limits<long long>::max()));
   train->add_option("--set", a.overrides, "Override a config value: key.path=value (repeatable)")
       ->take_all();
   train->add_flag("-q,--quiet", a.quiet, "Print only the summary");
@@ -84,7 +89,23 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
   std::fprintf(out, "history         %s\n", history_line.c_str());
 }
 
+// The flags' paths, before anything runs: each failure names the flag
+// (exit 2) instead of surfacing from deep in the run.
+void check_flag_paths(const TrainArgs& a) {
+  if (!a.events.empty() && a.events != "-") check_output_file("--events", a.events);
+  if (!a.plugin_dir.empty()) check_existing_dir("--plugin-dir", a.plugin_dir);
+  // A run directory's name (the config's name, a time stamp, a tag) and
+  // its files go under --runs-dir; checkpoint files under --checkpoint-dir.
+  if (!a.runs_dir.empty()) check_writable_dir("--runs-dir", a.runs_dir, 400);
+  if (!a.checkpoint_dir.empty()) check_writable_dir("--checkpoint-dir", a.checkpoint_dir, 64);
+  std::error_code ec;
+  if (!a.db.empty() && std::filesystem::is_directory(a.db, ec)) {
+    throw InputError("--db " + a.db + ": is a folder; expected a history database file");
+  }
+}
+
 int train_in_process(const TrainArgs& a, const std::string& exe_path) {
+  check_flag_paths(a);
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
   RunSpec req;

@@ -129,7 +129,7 @@ assert cpus == ["cpu:%d" % i for i in range(d["cores"])], cpus
 assert any(x["kind"] == "cuda" for x in d["devices"]) or d["gpu_note"], "no GPU and no note"
 '
 then pass=$((pass + 1)); else echo "FAIL probe-json: not a valid probe document"; fail=$((fail + 1)); fi
-check probe-missing-hostfile 2 "/nonexistent: cannot open hostfile" -- "$BATON" probe --hostfile /nonexistent
+check probe-missing-hostfile 2 "/nonexistent: cannot open the file" -- "$BATON" probe --hostfile /nonexistent
 check probe-bad-hosts 2 "--hosts" -- "$BATON" probe --hosts "a,,b"
 # Host names reach mpirun's argument vector only when they are names or
 # addresses (RFC 1123, IPv4, IPv6): not shell or option text.

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -103,6 +104,10 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
 }
 
 std::vector<HostfileEntry> read_hostfile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(path + ": is a folder; expected a hostfile (lines like \"node1 slots=4\")");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open the file (" + std::strerror(errno) + ")");
   std::stringstream ss;

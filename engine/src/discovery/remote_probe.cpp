@@ -26,7 +26,6 @@ std::vector<HostInfo> probe_remote_hosts(const RemoteProbe& a) {
   std::vector<std::string> args = {"mpirun"};
   size_t expected = 0;  // 0: as many as the hostfile has nodes
   if (!a.hostfile.empty()) {
-    if (!std::ifstream(a.hostfile)) throw InputError(a.hostfile + ": cannot open hostfile");
     (void)read_hostfile(a.hostfile);  // every host name checked, file:line in the message
     args.insert(args.end(), {"--hostfile", a.hostfile, "--map-by", "ppr:1:node"});
   } else {

@@ -272,7 +272,45 @@ constexpr const char* kMigrationTo3 = R"sql(
 ALTER TABLE link_samples ADD COLUMN wait_s REAL NOT NULL DEFAULT 0;
 )sql";
 
-constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3};
+// Version 4: run ids are never reused (AUTOINCREMENT: a note or a replay
+// that says "run 9" keeps meaning that run after later deletes), and a run
+// being deleted is marked 'deleting' (hidden from every query) while its
+// samples go in small transactions. The runs table is rebuilt, SQLite's
+// way (foreign keys off around the migration: see migrate()).
+constexpr const char* kMigrationTo4 = R"sql(
+CREATE TABLE runs_v4 (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  uid           TEXT NOT NULL UNIQUE,
+  name          TEXT NOT NULL,
+  status        TEXT NOT NULL
+                CHECK (status IN ('running', 'completed', 'failed', 'interrupted', 'deleting')),
+  start_time    REAL NOT NULL,
+  end_time      REAL,
+  strategy      TEXT NOT NULL DEFAULT '',
+  replicas      INTEGER NOT NULL DEFAULT 1,
+  hosts         TEXT NOT NULL DEFAULT '[]',
+  config        TEXT NOT NULL DEFAULT '{}',
+  topology      TEXT NOT NULL DEFAULT '{}',
+  start_info    TEXT NOT NULL DEFAULT '{}',
+  final_metrics TEXT NOT NULL DEFAULT '{}',
+  error         TEXT NOT NULL DEFAULT '',
+  notes         TEXT NOT NULL DEFAULT '',
+  owner_host    TEXT,
+  owner_pid     INTEGER,
+  owner_start   TEXT
+);
+INSERT INTO runs_v4 (id, uid, name, status, start_time, end_time, strategy, replicas, hosts,
+                     config, topology, start_info, final_metrics, error, notes, owner_host,
+                     owner_pid, owner_start)
+  SELECT id, uid, name, status, start_time, end_time, strategy, replicas, hosts, config, topology,
+         start_info, final_metrics, error, notes, owner_host, owner_pid, owner_start FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v4 RENAME TO runs;
+CREATE INDEX runs_by_start ON runs (start_time);
+CREATE INDEX runs_by_status ON runs (status);
+)sql";
+
+constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3, kMigrationTo4};
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
 std::string read_first_line(const std::string& path) {
@@ -331,6 +369,19 @@ bool check_existing_file(const std::string& path) {
 }  // namespace
 
 void migrate(const Db& db, int target) {
+  // A table rebuild (version 4) must not cascade the old table's drop into
+  // the samples: foreign keys are off for the migration (a no-op inside a
+  // transaction, so before it) and checked before it commits.
+  db.exec("PRAGMA foreign_keys = OFF");
+  struct KeysBackOn {
+    const Db& db;
+    ~KeysBackOn() {
+      try {
+        db.exec("PRAGMA foreign_keys = ON");
+      } catch (...) {  // the connection is failing already; its error is reported
+      }
+    }
+  } keys_back_on{db};
   Transaction tx(db);
   // Read again under the write lock: another process may have migrated
   // (or created) the database since we looked.
@@ -343,6 +394,10 @@ void migrate(const Db& db, int target) {
   for (int64_t v = version; v < target; ++v) {
     db.exec(kMigrations[v]);
     if (v == 0) db.exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
+  }
+  {
+    Stmt check(db, "PRAGMA foreign_key_check");
+    if (check.step()) db.fail("migration left rows without their run (foreign_key_check)");
   }
   db.exec(("PRAGMA user_version = " + std::to_string(target)).c_str());
   tx.commit();
@@ -388,6 +443,7 @@ Db open_history_db(const std::string& path, OpenMode mode) {
   }
   db.exec("PRAGMA synchronous = NORMAL");
   mark_dead_runs_interrupted(db);
+  finish_interrupted_deletes(db);
   return db;
 }
 
@@ -444,6 +500,43 @@ bool process_alive(int64_t pid, const std::string& start) {
   // start time) or that ran before a reboot (another boot id).
   if (state == 'Z' || state == 'X') return false;
   return start == boot_id() + "/" + ticks;
+}
+
+void delete_marked_run(const Db& db, int64_t run, int64_t batch) {
+  // Row values pick a batch of primary keys (the tables are WITHOUT ROWID).
+  const char* tables[] = {
+      "DELETE FROM metric_samples WHERE (run, metric, step, rank, seq) IN (SELECT run, metric, "
+      "step, rank, seq FROM metric_samples WHERE run = ?1 LIMIT ?2)",
+      "DELETE FROM metric_rollups WHERE (run, metric, rank, level, block) IN (SELECT run, metric, "
+      "rank, level, block FROM metric_rollups WHERE run = ?1 LIMIT ?2)",
+      "DELETE FROM link_samples WHERE (run, step, seq) IN (SELECT run, step, seq FROM "
+      "link_samples WHERE run = ?1 LIMIT ?2)",
+      "DELETE FROM events WHERE (run, step, seq) IN (SELECT run, step, seq FROM events WHERE run = "
+      "?1 LIMIT ?2)"};
+  for (const char* sql : tables) {
+    Stmt st(db, sql);
+    for (;;) {
+      Transaction tx(db);
+      st.bind(1, run).bind(2, batch).run();
+      const int changed = sqlite3_changes(db.get());
+      st.reset();
+      tx.commit();
+      if (changed == 0) break;
+    }
+  }
+  Transaction tx(db);
+  Stmt st(db, "DELETE FROM runs WHERE id = ?1 AND status = 'deleting'");
+  st.bind(1, run).run();
+  tx.commit();
+}
+
+void finish_interrupted_deletes(const Db& db) {
+  std::vector<int64_t> left;
+  {
+    Stmt st(db, "SELECT id FROM runs WHERE status = 'deleting'");
+    while (st.step()) left.push_back(st.col_int(0));
+  }
+  for (int64_t id : left) delete_marked_run(db, id);
 }
 
 int mark_dead_runs_interrupted(const Db& db) {

@@ -16,7 +16,7 @@ namespace baton::history_detail {
 // 'BATN': marks a file as a Baton run history (PRAGMA application_id).
 inline constexpr int32_t kApplicationId = 0x4241544e;
 // The schema this build writes; older files are migrated, newer refused.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // One connection. Throws RuntimeError naming the file on any failure.
 class Db {
@@ -111,6 +111,13 @@ void migrate(const Db& db, int target);
 
 // The interrupted rule (see history.h): returns how many runs were marked.
 int mark_dead_runs_interrupted(const Db& db);
+
+// Deletes a run marked 'deleting': its samples and events in transactions of
+// at most `batch` rows (a concurrent writer waits milliseconds, not the
+// whole delete), then the run. Resumable: an interrupted delete leaves the
+// run 'deleting' (hidden), and the next open of the file for writing ends it.
+void delete_marked_run(const Db& db, int64_t run, int64_t batch = 20000);
+void finish_interrupted_deletes(const Db& db);
 
 // This process's identity for the runs.owner_* columns.
 struct ProcessIdentity {

@@ -2,8 +2,10 @@
 #include <baton/core/error.h>
 #include <baton/history/store.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 namespace baton {
@@ -37,7 +39,7 @@ nlohmann::json json_number(double v) {
 
 void write(std::FILE* out, const std::string& s) {
   if (std::fwrite(s.data(), 1, s.size(), out) != s.size()) {
-    throw RuntimeError("export: write failed");
+    throw RuntimeError(std::string("write failed (") + std::strerror(errno) + ")");
   }
 }
 

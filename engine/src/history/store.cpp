@@ -116,7 +116,7 @@ RunRecord read_run(const Stmt& st) {
 std::vector<RunRecord> HistoryStore::list_runs(const RunFilter& f) const {
   Stmt st(impl_->db, std::string("SELECT ") + kRunColumns + R"sql(
     FROM runs r
-    WHERE (?1 = '' OR r.status = ?1) AND (?2 = '' OR r.strategy = ?2)
+    WHERE r.status != 'deleting' AND (?1 = '' OR r.status = ?1) AND (?2 = '' OR r.strategy = ?2)
       AND (?3 = '' OR EXISTS (SELECT 1 FROM tags t WHERE t.run = r.id AND t.tag = ?3))
     ORDER BY r.start_time DESC, r.id DESC LIMIT ?4)sql");
   st.bind(1, f.status).bind(2, f.strategy).bind(3, f.tag).bind(4, f.limit > 0 ? f.limit : -1);
@@ -129,16 +129,18 @@ int64_t HistoryStore::resolve(const std::string& id) const {
   const Db& db = impl_->db;
   if (!id.empty() &&
       std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    Stmt st(db, "SELECT id FROM runs WHERE id = ?1");
+    Stmt st(db, "SELECT id FROM runs WHERE id = ?1 AND status != 'deleting'");
     st.bind(1, static_cast<int64_t>(std::strtoll(id.c_str(), nullptr, 10)));
     if (st.step()) return st.col_int(0);
   }
   {
-    Stmt st(db, "SELECT id FROM runs WHERE uid = ?1");
+    Stmt st(db, "SELECT id FROM runs WHERE uid = ?1 AND status != 'deleting'");
     st.bind(1, id);
     if (st.step()) return st.col_int(0);
   }
-  Stmt st(db, "SELECT id, uid FROM runs WHERE substr(uid, 1, length(?1)) = ?1 LIMIT 2");
+  Stmt st(db,
+          "SELECT id, uid FROM runs WHERE substr(uid, 1, length(?1)) = ?1 AND status != "
+          "'deleting' LIMIT 2");
   st.bind(1, id);
   if (!id.empty() && st.step()) {
     const int64_t found = st.col_int(0);
@@ -153,7 +155,8 @@ int64_t HistoryStore::resolve(const std::string& id) const {
 
 RunRecord HistoryStore::run(int64_t id) const {
   Stmt st(impl_->db, std::string("SELECT ") + kRunColumns +
-                         ", r.config, r.topology, r.start_info FROM runs r WHERE r.id = ?1");
+                         ", r.config, r.topology, r.start_info FROM runs r WHERE r.id = ?1 AND "
+                         "r.status != 'deleting'");
   st.bind(1, id);
   if (!st.step()) {
     throw InputError("run " + std::to_string(id) + ": no such run in " + impl_->db.path());
@@ -384,11 +387,26 @@ void HistoryStore::set_note(int64_t run, const std::string& text) {
 }
 
 void HistoryStore::remove_run(int64_t run) {
-  Transaction tx(impl_->db);
-  Stmt st(impl_->db, "DELETE FROM runs WHERE id = ?1");
-  st.bind(1, run).run();
-  if (sqlite3_changes(impl_->db.get()) == 0) this->run(run);
-  tx.commit();
+  const Db& db = impl_->db;
+  {
+    Transaction tx(db);
+    // A run still recording is refused (its recorder would fail on the
+    // next batch); the interrupted rule at open has marked the dead ones.
+    Stmt who(db,
+             "SELECT status, coalesce(owner_host, ''), coalesce(owner_pid, 0), uid FROM runs "
+             "WHERE id = ?1 AND status != 'deleting'");
+    who.bind(1, run);
+    if (!who.step()) this->run(run);  // throws: no such run
+    if (who.col_text(0) == "running") {
+      throw InputError("run " + std::to_string(run) + " (" + who.col_text(3) +
+                       ") is still recording (process " + std::to_string(who.col_int(2)) + " on " +
+                       who.col_text(1) + "); stop it, or wait for it to end, before deleting it");
+    }
+    Stmt mark(db, "UPDATE runs SET status = 'deleting' WHERE id = ?1");
+    mark.bind(1, run).run();
+    tx.commit();
+  }
+  delete_marked_run(db, run);
 }
 
 std::string HistoryStore::integrity_check() const {

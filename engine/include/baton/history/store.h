@@ -157,7 +157,9 @@ class HistoryStore {
 
   void add_tag(int64_t run, const std::string& tag);
   void set_note(int64_t run, const std::string& text);
-  // Deletes the run and everything recorded for it.
+  // Deletes the run and everything recorded for it, in small transactions
+  // (the run is hidden at once; a writer of another run waits milliseconds).
+  // A run still recording is refused (InputError naming its process).
   void remove_run(int64_t run);
 
   // Runs `PRAGMA integrity_check`; "ok" when the file is sound.

@@ -1,0 +1,27 @@
+// CLI11 checks with messages a user can read: an integer flag's range in
+// plain figures, a value past the range refused rather than saturated.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <string>
+
+namespace baton::cli {
+
+// A decimal integer in [lo, hi]; CLI11 prefixes the flag's name.
+inline CLI::Validator integer_in(long long lo, long long hi) {
+  const std::string range = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        long long v = 0;
+        const char* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc::result_out_of_range) return "expected " + range + ", got " + text;
+        if (ec != std::errc() || p != end) return "expected " + range + ", got \"" + text + "\"";
+        if (v < lo || v > hi) return "expected " + range + ", got " + text;
+        return "";
+      },
+      "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,114 @@
+#include "output_file.h"
+
+#include <baton/core/error.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "cli_paths.h"
+
+namespace baton::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string reason() { return std::strerror(errno); }
+}  // namespace
+
+OutputFile::OutputFile(const std::string& flag, const std::string& path)
+    : flag_(flag), path_(path) {
+  if (path.empty() || path == "-") {
+    file_ = stdout;
+    return;
+  }
+  check_output_file(flag, path);
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(path, ec);
+  // Through a link to the file it names (the link itself is kept).
+  target_ = path;
+  if (fs::is_symlink(link)) {
+    ec.clear();
+    target_ = fs::weakly_canonical(path, ec).string();
+    if (ec) {
+      throw InputError(flag + " " + path + ": cannot follow the link (" + ec.message() + ")");
+    }
+  }
+  const fs::file_status st = fs::status(target_, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    if (fs::is_directory(st)) throw InputError(flag + " " + path + ": is a folder");
+    // A device or a FIFO: written in place.
+    file_ = std::fopen(target_.c_str(), "w");
+    if (file_ == nullptr) {
+      throw InputError(flag + " " + path + ": cannot open for writing (" + reason() + ")");
+    }
+    owned_ = true;
+    return;
+  }
+  check_output_file(flag, target_);
+  tmp_ = target_ + ".XXXXXX";
+  const int fd = ::mkstemp(tmp_.data());
+  if (fd < 0) {
+    throw InputError(flag + " " + path + ": cannot create a file beside it (" + reason() + ")");
+  }
+  // mkstemp makes the file 0600: give it the mode a new file gets (the
+  // umask's), or the mode of the file it replaces.
+  struct stat old {};
+  mode_t mode = 0;
+  if (::stat(target_.c_str(), &old) == 0) {
+    mode = old.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  (void)::fchmod(fd, mode);
+  file_ = ::fdopen(fd, "w");
+  if (file_ == nullptr) {
+    ::close(fd);
+    std::remove(tmp_.c_str());
+    throw RuntimeError(flag + " " + path + ": cannot open for writing (" + reason() + ")");
+  }
+  owned_ = true;
+}
+
+OutputFile::~OutputFile() {
+  if (owned_ && file_ != nullptr) std::fclose(file_);
+  if (!tmp_.empty()) std::remove(tmp_.c_str());
+}
+
+void OutputFile::commit() {
+  if (!owned_) {
+    finish_stdout();
+    return;
+  }
+  std::FILE* f = file_;
+  file_ = nullptr;
+  const bool written = std::fflush(f) == 0 && std::ferror(f) == 0;
+  const int err = errno;
+  const bool synced = tmp_.empty() || ::fsync(::fileno(f)) == 0;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !synced || !closed) {
+    throw RuntimeError(flag_ + " " + path_ + ": write failed (" +
+                       std::strerror(written ? errno : err) + ")");
+  }
+  if (!tmp_.empty()) {
+    if (std::rename(tmp_.c_str(), target_.c_str()) != 0) {
+      throw RuntimeError(flag_ + " " + path_ + ": cannot put the file in place (" + reason() + ")");
+    }
+    tmp_.clear();
+  }
+}
+
+void finish_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    throw RuntimeError(std::string("writing standard output failed (") +
+                       (errno != 0 ? reason() : std::string("write error")) + ")");
+  }
+}
+
+}  // namespace baton::cli
