@@ -27,15 +27,16 @@ OutputFile::OutputFile(const std::string& flag, const std::string& path)
   }
   check_output_file(flag, path);
   std::error_code ec;
-  const fs::file_status link = fs::symlink_status(path, ec);
   // Through a link to the file it names (the link itself is kept).
   target_ = path;
-  if (fs::is_symlink(link)) {
-    ec.clear();
-    target_ = fs::weakly_canonical(path, ec).string();
-    if (ec) {
-      throw InputError(flag + " " + path + ": cannot follow the link (" + ec.message() + ")");
+  // Link by link (a link to a file not made yet names where it goes).
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target_, ec)); ++hops) {
+    const fs::path to = fs::read_symlink(target_, ec);
+    if (ec || hops == 40) {
+      throw InputError(flag + " " + path + ": cannot follow the link (" +
+                       (ec ? ec.message() : std::string("too many levels of links")) + ")");
     }
+    target_ = (to.is_absolute() ? to : fs::path(target_).parent_path() / to).string();
   }
   const fs::file_status st = fs::status(target_, ec);
   if (fs::exists(st) && !fs::is_regular_file(st)) {

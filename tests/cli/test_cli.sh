@@ -112,7 +112,27 @@ check bad-strategy 2 "strategy.type: \"mirored\" is not one of" -- "$BATON" trai
 check wrong-type 2 "train.epochs: expected an integer" -- "$BATON" train "$EX" --runs-dir "$RUNS" --set 'train.epochs="ten"'
 check out-of-range 2 "optimizer.lr: expected a number > 0" -- "$BATON" train "$EX" --runs-dir "$RUNS" --set optimizer.lr=-1
 check bad-set 2 "expected key.path=value" -- "$BATON" train "$EX" --runs-dir "$RUNS" --set novalue
-check negative-seed 2 "" -- "$BATON" train "$EX" --runs-dir "$RUNS" --seed -5
+check negative-seed 2 "--seed: expected an integer from 0 to 9223372036854775807, got -5" -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --seed -5
+check huge-seed 2 "--seed: expected an integer from 0 to 9223372036854775807, got 99999999999999999999999" -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --seed 99999999999999999999999
+check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, probe, bench, history\)' -- "$BATON" nosuch
+check config-folder 2 "$WORK: is a folder; expected a JSON file" -- "$BATON" train "$WORK"
+# The flags' paths: exit 2 naming the flag, nothing trained.
+touch "$WORK/a-file"
+check events-missing-folder 2 "--events $WORK/nope/ev.jsonl: its folder $WORK/nope does not exist" -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --events "$WORK/nope/ev.jsonl"
+check events-folder 2 "--events $WORK: is a folder" -- "$BATON" train "$EX" --runs-dir "$RUNS" --events "$WORK"
+check plugin-dir-missing 2 "--plugin-dir $WORK/nope: does not exist" -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --plugin-dir "$WORK/nope"
+check checkpoint-dir-file 2 "--checkpoint-dir $WORK/a-file: is a file; expected a folder" -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --checkpoint-dir "$WORK/a-file"
+check runs-dir-under-file 2 "--runs-dir $WORK/a-file/runs: $WORK/a-file is a file" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/a-file/runs"
+long=$(printf 'a%.0s' $(seq 1 300))
+check runs-dir-long-name 2 "--runs-dir .*: a name in it is longer than 255 bytes" -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/$long"
+check db-folder 2 "--db $WORK: is a folder" -- "$BATON" train "$EX" --runs-dir "$RUNS" --db "$WORK"
 after=$(ls "$RUNS" | wc -l)
 if [ "$before" = "$after" ] && [ -s "$run_dir/events.jsonl" ]; then pass=$((pass + 1))
 else echo "FAIL bad-input-left-traces: runs before=$before after=$after"; fail=$((fail + 1)); fi
@@ -372,6 +392,48 @@ check hist-train-not-a-db 2 "not a Baton history database" -- \
 check hist-delete 0 "deleted run 1" -- "$BATON" history delete 1 --db "$H"
 check hist-deleted 2 "no such run" -- "$BATON" history show 1 --db "$H"
 check hist-help 0 "export" -- "$BATON" history --help
+
+# --out: a device is written in place, never replaced by a file (as root the
+# rename used to turn /dev/full into a regular file); a link is written
+# through; - is stdout; a folder is bad input. Write errors are exit 1.
+if [ -c /dev/full ]; then
+  check hist-out-dev-full 1 "--out /dev/full: write failed" -- \
+    "$BATON" history export 2 --db "$H" --format csv --out /dev/full
+  [ -c /dev/full ] && pass=$((pass + 1)) || { echo "FAIL hist-out-dev-full-kept: /dev/full is no longer a device"; fail=$((fail + 1)); }
+  check hist-list-full 1 "writing standard output failed" -- sh -c "\"$BATON\" history list --db \"$H\" >/dev/full"
+  check hist-export-stdout-full 1 "standard output" -- \
+    sh -c "\"$BATON\" history export 2 --db \"$H\" --format csv >/dev/full"
+fi
+ln -sf out-target.csv "$WORK/out-link.csv"
+check hist-out-link 0 "" -- "$BATON" history export 2 --db "$H" --format csv --out "$WORK/out-link.csv"
+[ -L "$WORK/out-link.csv" ] && [ -s "$WORK/out-target.csv" ] && pass=$((pass + 1)) ||
+  { echo "FAIL hist-out-link-kept: the link was replaced or its file not written"; fail=$((fail + 1)); }
+[ "$("$BATON" history export 2 --db "$H" --format csv --out - | head -1)" = "step,wall_time_s,rank,metric,value" ] &&
+  pass=$((pass + 1)) || { echo "FAIL hist-out-dash: --out - is not stdout"; fail=$((fail + 1)); }
+check hist-out-folder 2 "--out $WORK: is a folder" -- "$BATON" history export 2 --db "$H" --format csv --out "$WORK"
+check hist-out-missing-folder 2 "its folder $WORK/nope does not exist" -- \
+  "$BATON" history export 2 --db "$H" --format csv --out "$WORK/nope/x.csv"
+check hist-limit-negative 2 "--limit: expected an integer from 0 to 9223372036854775807, got -3" -- \
+  "$BATON" history list --db "$H" --limit -3
+check hist-unknown-sub 2 'baton history: unknown command "lst"' -- "$BATON" history lst
+# Ids are never reused: a run recorded after deleting the newest gets a new one.
+check hist-reuse-train 0 "" -- "$BATON" train "$EX" --runs-dir "$WORK/hruns" --db "$H" --set train.epochs=1 -q
+newest=$("$BATON" history list --db "$H" --json | python3 -c 'import json,sys; print(max(r["id"] for r in json.load(sys.stdin)))')
+check hist-reuse-delete 0 "deleted run $newest" -- "$BATON" history delete "$newest" --db "$H"
+check hist-reuse-again 0 "" -- "$BATON" train "$EX" --runs-dir "$WORK/hruns" --db "$H" --set train.epochs=1 -q
+[ "$("$BATON" history list --db "$H" --json | python3 -c 'import json,sys; print(max(r["id"] for r in json.load(sys.stdin)))')" -gt "$newest" ] &&
+  pass=$((pass + 1)) || { echo "FAIL hist-ids-not-reused: run $newest handed out again"; fail=$((fail + 1)); }
+# history list pads by display width: a name of wide characters keeps the
+# columns under each other.
+check hist-wide-train 0 "" -- "$BATON" train "$EX" --runs-dir "$WORK/hruns" --db "$WORK/wide.db" --set 'name="训练-ü"' --set train.epochs=1 -q
+check hist-narrow-train 0 "" -- "$BATON" train "$EX" --runs-dir "$WORK/hruns" --db "$WORK/wide.db" --set train.epochs=1 -q
+if "$BATON" history list --db "$WORK/wide.db" | python3 -c '
+import sys, unicodedata
+def width(s):
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 0 if unicodedata.combining(c) else 1 for c in s)
+cols = {width(l[:l.index("completed")]) for l in sys.stdin.read().splitlines()[1:]}
+assert len(cols) == 1, cols'
+then pass=$((pass + 1)); else echo "FAIL hist-list-wide: columns misaligned by a wide name"; fail=$((fail + 1)); fi
 # Under mpirun only the chief records: one run, not one per rank.
 if [ "$HAVE_MPIRUN" = 1 ]; then
   check hist-mwm 0 "completed" -- env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \

@@ -351,6 +351,12 @@ TEST(History, MigratesAVersion1Database) {
   // Opening again is a no-op.
   HistoryStore again(path);
   EXPECT_EQ(again.schema_version(), 4);
+  // Version 4: the rebuilt runs table hands out no id twice, and the
+  // samples stayed with their run (the rebuild cascaded nothing).
+  EXPECT_EQ(history_test::count(path, "SELECT count(*) FROM metric_samples WHERE run = 1"), 5001);
+  again.remove_run(again.resolve("old-running"));  // id 2, the largest
+  history_test::record_run(path, "after-migration", 5, 1, "completed");
+  EXPECT_EQ(again.resolve("after-migration"), 3);
 }
 
 // ------------------------------------------------------------ downsampling

@@ -1,0 +1,130 @@
+// Deleting runs (issue 16, items 8, 11, 12): ids are never reused, a run
+// still recording is refused, a delete goes in small transactions under a
+// hidden 'deleting' status and is finished by the next writer's open, and a
+// writer of another run keeps writing through a delete.
+#include <baton/core/error.h>
+#include <baton/history/sink.h>
+#include <baton/history/store.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+
+#include "history_test_util.h"
+
+namespace baton {
+namespace {
+
+using history_test::TempDir;
+
+// AUTOINCREMENT: the largest id deleted is not handed out again (it was:
+// INTEGER PRIMARY KEY takes max(id) + 1, so "run 2" came back as another run).
+TEST(HistoryDelete, RunIdsAreNeverReused) {
+  TempDir tmp;
+  const std::string db = tmp.path("runs.db");
+  history_test::record_run(db, "first", 10, 1, "completed");
+  history_test::record_run(db, "second", 10, 1, "completed");
+  int64_t second = 0;
+  {
+    HistoryStore store(db);
+    second = store.resolve("second");
+    store.remove_run(second);
+  }
+  history_test::record_run(db, "third", 10, 1, "completed");
+  HistoryStore store(db);
+  EXPECT_GT(store.resolve("third"), second) << "run " << second << " was handed out again";
+  EXPECT_THROW(store.run(second), InputError);
+}
+
+TEST(HistoryDelete, ARunStillRecordingIsRefused) {
+  TempDir tmp;
+  const std::string db = tmp.path("runs.db");
+  auto sink = std::make_unique<HistorySink>(db);
+  RunStartEvent start;
+  start.run = "live";
+  sink->emit(start);
+  StepEvent step;
+  step.run = "live";
+  step.step = 1;
+  step.loss = 1.0;
+  sink->emit(step);
+  sink->flush();
+  HistoryStore store(db);
+  const int64_t id = store.resolve("live");
+  try {
+    store.remove_run(id);
+    ADD_FAILURE() << "a recording run was deleted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is still recording"), std::string::npos) << e.what();
+  }
+  // The recorder goes on and finishes its run.
+  step.step = 2;
+  sink->emit(step);
+  RunEndEvent end;
+  end.run = "live";
+  end.step = 2;
+  end.status = "completed";
+  sink->emit(end);
+  sink.reset();
+  EXPECT_EQ(store.run(id).status, "completed");
+  EXPECT_EQ(history_test::count(db, "SELECT count(DISTINCT step) FROM metric_samples WHERE run = " +
+                                        std::to_string(id)),
+            2);
+  store.remove_run(id);  // ended: deleted
+  EXPECT_THROW(store.run(id), InputError);
+}
+
+// A delete cut short (the process killed between batches) leaves the run
+// 'deleting': hidden from every query, and finished by the next open.
+TEST(HistoryDelete, AnInterruptedDeleteIsHiddenAndFinishedAtTheNextOpen) {
+  TempDir tmp;
+  const std::string db = tmp.path("runs.db");
+  history_test::record_run(db, "kept", 50, 1, "completed");
+  history_test::record_run(db, "half-gone", 500, 1, "completed");
+  history_test::exec_sql(db,
+                         "UPDATE runs SET status = 'deleting' WHERE uid = 'half-gone';"
+                         "DELETE FROM metric_samples WHERE (run, metric, step, rank, seq) IN "
+                         "(SELECT run, metric, step, rank, seq FROM metric_samples WHERE run = "
+                         "(SELECT id FROM runs WHERE uid = 'half-gone') LIMIT 100)");
+  HistoryStore store(db);
+  EXPECT_THROW(store.resolve("half-gone"), InputError);
+  ASSERT_EQ(store.list_runs().size(), 1u);
+  EXPECT_EQ(store.list_runs()[0].uid, "kept");
+  EXPECT_EQ(history_test::count(db, "SELECT count(*) FROM runs WHERE status = 'deleting'"), 0);
+  EXPECT_EQ(history_test::count(db,
+                                "SELECT count(*) FROM metric_samples WHERE run NOT IN "
+                                "(SELECT id FROM runs)"),
+            0);
+  EXPECT_EQ(history_test::count(db,
+                                "SELECT count(*) FROM link_samples WHERE run NOT IN "
+                                "(SELECT id FROM runs)"),
+            0);
+  EXPECT_GT(history_test::count(db, "SELECT count(*) FROM metric_samples"), 0);
+}
+
+// A long run is deleted while another run is being recorded: the writer
+// never meets "database is locked" and its run is whole.
+TEST(HistoryDelete, AWriterKeepsWritingThroughADelete) {
+  TempDir tmp;
+  const std::string db = tmp.path("runs.db");
+  history_test::record_run(db, "long", 40000, 1, "completed");
+  HistoryStore store(db);
+  const int64_t long_id = store.resolve("long");
+  std::thread remover([&] { store.remove_run(long_id); });
+  const auto rec = history_test::record_run(db, "meanwhile", 3000, 1, "completed");
+  remover.join();
+  const int64_t id = store.resolve("meanwhile");
+  EXPECT_EQ(store.run(id).status, "completed");
+  int64_t losses = 0;
+  for (const MetricSummary& s : store.metric_summary(id)) {
+    if (s.metric == "loss") losses = s.count;
+  }
+  EXPECT_EQ(losses, static_cast<int64_t>(rec.losses.size()));
+  EXPECT_THROW(store.run(long_id), InputError);
+  EXPECT_EQ(history_test::count(
+                db, "SELECT count(*) FROM metric_samples WHERE run = " + std::to_string(long_id)),
+            0);
+}
+
+}  // namespace
+}  // namespace baton
