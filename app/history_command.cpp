@@ -164,7 +164,7 @@ int list(const HistoryArgs& a, const std::string& path) {
     }
     return 0;
   }
-  const HistoryStore store(path, HistoryStore::Open::kExisting);
+  const HistoryStore store(path, HistoryStore::Open::kReadOnly);
   const auto runs = store.list_runs(filter);
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
@@ -290,10 +290,15 @@ int diff(const HistoryArgs& a, const HistoryStore& store) {
 int run_history(const HistoryArgs& a) {
   const std::string path = a.db.empty() ? default_history_db_path() : a.db;
   if (a.list->parsed()) return list(a, path);
+  // Reading commands never write the file (no migration, no interrupted
+  // rule: a read-only history lists as well as any).
+  if (a.show->parsed() || a.export_->parsed() || a.diff->parsed()) {
+    const HistoryStore reader(path, HistoryStore::Open::kReadOnly);
+    if (a.show->parsed()) return show(a, reader);
+    if (a.export_->parsed()) return export_run(a, reader);
+    return diff(a, reader);
+  }
   HistoryStore store(path, HistoryStore::Open::kExisting);
-  if (a.show->parsed()) return show(a, store);
-  if (a.export_->parsed()) return export_run(a, store);
-  if (a.diff->parsed()) return diff(a, store);
   const int64_t id = store.resolve(a.id);
   if (a.tag->parsed()) {
     store.add_tag(id, a.text);

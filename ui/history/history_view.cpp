@@ -23,6 +23,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+#include <filesystem>
 
 #include "common/dashboard.h"
 #include "history/replay_controller.h"
@@ -324,7 +325,11 @@ void HistoryView::refresh() {
   watcher->setFuture(QtConcurrent::run([db]() -> ListResult {
     ListResult r;
     try {
-      const HistoryStore store(db, HistoryStore::Open::kCreate);
+      // Read-only once the file is there (a list never writes it); made
+      // when absent, as the studio's runs are recorded in it.
+      std::error_code ec;
+      const HistoryStore store(db, std::filesystem::exists(db, ec) ? HistoryStore::Open::kReadOnly
+                                                                   : HistoryStore::Open::kCreate);
       r.runs = store.list_runs();
     } catch (const std::exception& e) {
       r.error = QString::fromUtf8(e.what());
@@ -369,7 +374,7 @@ void HistoryView::overlay(const std::vector<int64_t>& ids) {
 QStringList HistoryView::diff(int64_t a, int64_t b, QString* error) const {
   QStringList lines;
   try {
-    const HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
+    const HistoryStore store(db_path().toStdString(), HistoryStore::Open::kReadOnly);
     const RunRecord ra = store.run(a), rb = store.run(b);
     for (const ConfigChange& c : diff_configs(ra.config, rb.config)) {
       const QString key = QString::fromStdString(c.key);

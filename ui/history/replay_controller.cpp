@@ -46,7 +46,7 @@ bool ReplayController::start(const QString& db_path, const QString& run, double 
   stop();
   try {
     // The run's extent for the scrubber; also checks the run exists.
-    const HistoryStore store(db_path.toStdString(), HistoryStore::Open::kExisting);
+    const HistoryStore store(db_path.toStdString(), HistoryStore::Open::kReadOnly);
     last_step_ = 0;
     for (const MetricSummary& m : store.metric_summary(store.resolve(run.toStdString()))) {
       last_step_ = std::max(last_step_, m.last_step);

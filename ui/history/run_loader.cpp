@@ -45,7 +45,7 @@ bool is_step_metric(const std::string& m) {
 
 LoadedRun load_run_events(const std::string& db_path, int64_t run_id, int64_t max_exact_samples,
                           int buckets) {
-  const HistoryStore store(db_path, HistoryStore::Open::kExisting);
+  const HistoryStore store(db_path, HistoryStore::Open::kReadOnly);
   const RunRecord rec = store.run(run_id);
   LoadedRun out;
   out.uid = rec.uid;

@@ -368,6 +368,17 @@ bool check_existing_file(const std::string& path) {
 
 }  // namespace
 
+void back_up(const Db& db, const std::string& to) {
+  Db copy(to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  sqlite3_backup* b = sqlite3_backup_init(copy.get(), "main", db.get(), "main");
+  if (b == nullptr) copy.fail("cannot start the backup before migrating " + db.path());
+  const int rc = sqlite3_backup_step(b, -1);
+  sqlite3_backup_finish(b);
+  if (rc != SQLITE_DONE) {
+    copy.fail("backup before migrating " + db.path() + " failed (" + sqlite3_errstr(rc) + ")");
+  }
+}
+
 void migrate(const Db& db, int target) {
   // A table rebuild (version 4) must not cascade the old table's drop into
   // the samples: foreign keys are off for the migration (a no-op inside a
@@ -420,6 +431,18 @@ Db open_history_db(const std::string& path, OpenMode mode) {
       }
     }
   }
+  if (mode == OpenMode::kReadOnly) {
+    Db ro(path, SQLITE_OPEN_READONLY);
+    sqlite3_busy_timeout(ro.get(), 10000);
+    const int64_t version = ro.scalar_int("PRAGMA user_version");
+    if (version < kOldestReadableSchema) {
+      throw InputError(path + ": history schema version " + std::to_string(version) +
+                       " is older than this build reads without upgrading it; it is upgraded "
+                       "(after a backup copy) the next time it is written: a run recorded in "
+                       "it, or `baton history tag`, `note` or `delete`");
+    }
+    return ro;
+  }
   Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   // Readers and the writer of other processes wait this long for a lock
   // (the writer holds it for one batch: milliseconds).
@@ -436,7 +459,10 @@ Db open_history_db(const std::string& path, OpenMode mode) {
     // pages made the writer spend most of its time in system calls.
     db.exec("PRAGMA page_size = 32768");
   }
-  if (db.scalar_int("PRAGMA user_version") < kSchemaVersion) migrate(db, kSchemaVersion);
+  if (const int64_t version = db.scalar_int("PRAGMA user_version"); version < kSchemaVersion) {
+    if (version > 0) back_up(db, path + ".schema-v" + std::to_string(version) + ".bak");
+    migrate(db, kSchemaVersion);
+  }
   {
     Stmt st(db, "PRAGMA journal_mode = WAL");
     if (!st.step() || st.col_text(0) != "wal") db.fail("cannot switch to WAL mode");

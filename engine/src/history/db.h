@@ -95,16 +95,30 @@ class Transaction {
   bool open_ = false;
 };
 
-enum class OpenMode : int { kUnset = 0, kCreate = 1, kExisting = 2 };
+enum class OpenMode : int { kUnset = 0, kCreate = 1, kExisting = 2, kReadOnly = 3 };
 
-// Opens the history database at `path` for reading and writing:
+// The oldest schema a read-only connection reads (version 2 lacks only a
+// link sample's wait_s, read as 0).
+inline constexpr int kOldestReadableSchema = 2;
+
+// kReadOnly: a read-only connection to an existing file, checked as below
+// and then never written: no WAL switch, no migration (a schema older than
+// kOldestReadableSchema is an InputError saying how it gets upgraded), no
+// interrupted rule (readers show a dead recorder's run as interrupted
+// without storing it). Otherwise, opens the history database at `path` for
+// reading and writing:
 //  - refuses (InputError, the file untouched) a file that is not SQLite, a
 //    SQLite database of another application, or one from a newer Baton;
 //  - creates it (and its directory) when absent and mode is kCreate;
 //  - sets WAL, synchronous=NORMAL, the busy timeout and foreign keys;
-//  - migrates an older schema to kSchemaVersion in one transaction;
+//  - migrates an older schema to kSchemaVersion in one transaction, after a
+//    backup copy of the file beside it (PATH.schema-vN.bak, SQLite's
+//    online backup);
 //  - marks runs whose recording process died as interrupted.
 Db open_history_db(const std::string& path, OpenMode mode);
+
+// Copies the whole database to the file `to` (SQLite's online backup).
+void back_up(const Db& db, const std::string& to);
 
 // Applies the migrations from the database's user_version up to `target`.
 void migrate(const Db& db, int target);

@@ -113,11 +113,13 @@ struct HistoryReplay::Impl {
                      "SELECT seq, metric, step, rank, epoch, wall_time_s, value "
                      "FROM metric_samples WHERE run = ?1 AND metric IN (" +
                          metric_ids + ") AND step >= ?2 AND step < ?3 AND seq >= ?4 AND seq < ?5");
-    q_links =
-        Stmt(db,
-             "SELECT seq, step, src, dst, num_bytes, seconds, estimated, wall_time_s, wait_s FROM "
-             "link_samples WHERE run = ?1 AND step >= ?2 AND step < ?3 AND seq >= ?4 AND "
-             "seq < ?5");
+    q_links = Stmt(
+        db,
+        std::string("SELECT seq, step, src, dst, num_bytes, seconds, estimated, wall_time_s, ") +
+            (db.scalar_int("PRAGMA user_version") >= 3 ? "wait_s" : "0.0") +
+            " FROM "
+            "link_samples WHERE run = ?1 AND step >= ?2 AND step < ?3 AND seq >= ?4 AND "
+            "seq < ?5");
     q_events = Stmt(db,
                     "SELECT seq, step, kind, level, message, data, wall_time_s FROM events WHERE "
                     "run = ?1 AND step >= ?2 AND step < ?3 AND seq >= ?4 AND seq < ?5");
@@ -293,10 +295,10 @@ struct HistoryReplay::Impl {
 HistoryReplay::HistoryReplay(const std::string& db_path, const std::string& run)
     : impl_(std::make_unique<Impl>()) {
   {
-    HistoryStore store(db_path, HistoryStore::Open::kExisting);
+    const HistoryStore store(db_path, HistoryStore::Open::kReadOnly);
     impl_->rec = store.run(store.resolve(run));
   }
-  impl_->db = open_history_db(db_path, OpenMode::kExisting);
+  impl_->db = open_history_db(db_path, OpenMode::kReadOnly);
   impl_->prepare();
 }
 

@@ -45,6 +45,7 @@ void RunFilter::add(const std::string& key_value) {
 
 struct HistoryStore::Impl {
   Db db;
+  int64_t schema = 0;
   int64_t metric_id(const std::string& name) const {
     Stmt st(db, "SELECT id FROM metrics WHERE name = ?1");
     st.bind(1, name);
@@ -53,8 +54,10 @@ struct HistoryStore::Impl {
 };
 
 HistoryStore::HistoryStore(const std::string& path, Open mode) : impl_(std::make_unique<Impl>()) {
-  impl_->db =
-      open_history_db(path, mode == Open::kExisting ? OpenMode::kExisting : OpenMode::kCreate);
+  impl_->db = open_history_db(path, mode == Open::kReadOnly   ? OpenMode::kReadOnly
+                                    : mode == Open::kExisting ? OpenMode::kExisting
+                                                              : OpenMode::kCreate);
+  impl_->schema = impl_->db.scalar_int("PRAGMA user_version");
 }
 HistoryStore::~HistoryStore() = default;
 HistoryStore::HistoryStore(HistoryStore&&) noexcept = default;
@@ -89,7 +92,8 @@ constexpr const char* kRunColumns =
     "r.id, r.uid, r.name, r.status, r.start_time, coalesce(r.end_time, 0), r.strategy, "
     "r.replicas, r.hosts, r.notes, r.error, r.final_metrics, "
     "(SELECT group_concat(tag, ',') FROM (SELECT tag FROM tags t WHERE t.run = r.id ORDER BY "
-    "tag))";
+    "tag)), coalesce(r.owner_host, ''), coalesce(r.owner_pid, 0), coalesce(r.owner_start, '')";
+constexpr int kRunColumnCount = 16;
 
 RunRecord read_run(const Stmt& st) {
   RunRecord r;
@@ -108,6 +112,12 @@ RunRecord read_run(const Stmt& st) {
   r.error = st.col_text(10);
   r.final_metrics = parse_or_empty(st.col_text(11));
   r.tags = split_list(st.col_text(12));
+  // As seen: a run whose recorder on this host is gone is interrupted (a
+  // writer's open stores it so; a read-only reader only shows it).
+  if (r.status == "running" && !st.col_text(13).empty() && st.col_text(13) == this_process().host &&
+      !process_alive(st.col_int(14), st.col_text(15))) {
+    r.status = "interrupted";
+  }
   return r;
 }
 
@@ -162,9 +172,9 @@ RunRecord HistoryStore::run(int64_t id) const {
     throw InputError("run " + std::to_string(id) + ": no such run in " + impl_->db.path());
   }
   RunRecord r = read_run(st);
-  r.config = parse_or_empty(st.col_text(13));
-  r.topology = parse_or_empty(st.col_text(14));
-  r.start_info = parse_or_empty(st.col_text(15));
+  r.config = parse_or_empty(st.col_text(kRunColumnCount));
+  r.topology = parse_or_empty(st.col_text(kRunColumnCount + 1));
+  r.start_info = parse_or_empty(st.col_text(kRunColumnCount + 2));
   return r;
 }
 
@@ -226,9 +236,10 @@ std::vector<std::string> HistoryStore::metrics_of(int64_t run) const {
 
 std::vector<LinkRecord> HistoryStore::links(int64_t run) const {
   Stmt st(impl_->db,
-          "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, wait_s FROM "
-          "link_samples "
-          "WHERE run = ?1 ORDER BY step, seq");
+          std::string("SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, ") +
+              (impl_->schema >= 3 ? "wait_s" : "0.0") +
+              " FROM link_samples "
+              "WHERE run = ?1 ORDER BY step, seq");
   st.bind(1, run);
   std::vector<LinkRecord> out;
   while (st.step()) {

@@ -1,7 +1,11 @@
 // White-box test of the history's SQLite layer (engine/src/history/db.h,
 // listed in test_include_order.cpp): a bind that SQLite refuses is an error
-// naming the statement, not a NULL stored in silence.
+// naming the statement, not a NULL stored in silence; reading commands open
+// read-only and never write the file (no migration, no interrupted rule),
+// even of the version 2 layout earlier releases wrote.
 #include <baton/core/error.h>
+#include <baton/history/replay.h>
+#include <baton/history/store.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +13,7 @@
 #include <string>
 
 #include "history/db.h"
+#include "history_test_util.h"
 
 namespace baton::history_detail {
 namespace {
@@ -39,6 +44,87 @@ TEST(HistoryDb, ARefusedBindIsAnErrorNamingTheStatement) {
     EXPECT_THROW(st.bind_null(3), RuntimeError);
   }
   std::filesystem::remove(path);
+}
+
+// A version 2 file (the schema of the last release: no link wait_s) with a
+// run whose recorder is gone (pid 1's start time is not "0/0").
+std::string make_v2_history(const history_test::TempDir& tmp) {
+  const std::string path = tmp.path("v2.db");
+  {
+    Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    db.exec("PRAGMA journal_mode = WAL");
+    migrate(db, 2);
+    const std::string rows =
+        "INSERT INTO runs (id, uid, name, status, start_time, owner_host, owner_pid, owner_start) "
+        "VALUES (1, 'old', 'old', 'running', 1000, '" +
+        this_process().host +
+        "', 1, '0/0');"
+        "INSERT INTO metrics (id, name, kind) VALUES (1, 'loss', 'step');"
+        "INSERT INTO metric_samples VALUES (1, 1, 5, 0, 1, 0, 0.5, 0.25);"
+        "INSERT INTO link_samples VALUES (1, 5, 2, 0, 1, 0.5, 4096, 0.001, 0);";
+    db.exec(rows.c_str());
+  }
+  return path;
+}
+
+TEST(HistoryDb, ReadingNeverWritesTheFile) {
+  history_test::TempDir tmp;
+  const std::string path = make_v2_history(tmp);
+  const std::string before = history_test::read_file(path);
+  {
+    HistoryStore store(path, HistoryStore::Open::kReadOnly);
+    EXPECT_EQ(store.schema_version(), 2);
+    const auto runs = store.list_runs();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].status, "interrupted") << "a dead recorder's run reads as interrupted";
+    const auto links = store.links(1);
+    ASSERT_EQ(links.size(), 1u);
+    EXPECT_EQ(links[0].num_bytes, 4096);
+    EXPECT_DOUBLE_EQ(links[0].wait_s, 0.0);             // version 2 kept none
+    EXPECT_THROW(store.add_tag(1, "x"), RuntimeError);  // a reader does not write
+    HistoryReplay replay(path, "old");
+    int n = 0;
+    while (replay.next()) ++n;
+    EXPECT_GT(n, 1);
+  }
+  EXPECT_EQ(history_test::read_file(path), before) << "a read changed the file";
+  EXPECT_EQ(history_test::pragma(path, "user_version"), "2");
+  EXPECT_EQ(history_test::query_text(path, "SELECT status FROM runs WHERE id = 1"), "running");
+  EXPECT_FALSE(std::filesystem::exists(path + ".schema-v2.bak"));
+}
+
+// A writer migrates, after a backup copy of the file as it was.
+TEST(HistoryDb, AWriterMigratesAfterABackupCopy) {
+  history_test::TempDir tmp;
+  const std::string path = make_v2_history(tmp);
+  { const HistoryStore store(path, HistoryStore::Open::kExisting); }
+  EXPECT_EQ(history_test::pragma(path, "user_version"), std::to_string(kSchemaVersion));
+  EXPECT_EQ(history_test::query_text(path, "SELECT status FROM runs WHERE id = 1"), "interrupted");
+  const std::string backup = path + ".schema-v2.bak";
+  ASSERT_TRUE(std::filesystem::exists(backup));
+  EXPECT_EQ(history_test::pragma(backup, "user_version"), "2");
+  EXPECT_EQ(history_test::query_text(backup, "SELECT status FROM runs WHERE id = 1"), "running");
+  EXPECT_EQ(history_test::count(backup, "SELECT count(*) FROM link_samples"), 1);
+}
+
+TEST(HistoryDb, AVersion1FileIsNotReadWithoutUpgrading) {
+  history_test::TempDir tmp;
+  const std::string path = tmp.path("v1.db");
+  {
+    Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    migrate(db, 1);
+  }
+  const std::string before = history_test::read_file(path);
+  try {
+    const HistoryStore store(path, HistoryStore::Open::kReadOnly);
+    ADD_FAILURE() << "a version 1 file was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("upgraded (after a backup copy) the next time it is written"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(history_test::read_file(path), before);
 }
 
 }  // namespace

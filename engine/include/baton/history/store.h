@@ -10,7 +10,8 @@
 //  - a file that is not SQLite, a SQLite database of another application,
 //    or one written by a newer Baton is refused with InputError and left
 //    exactly as it was;
-//  - an older schema is migrated (code, in one transaction);
+//  - for writing, an older schema is migrated (code, in one transaction,
+//    after a backup copy of the file: PATH.schema-vN.bak);
 //  - the interrupted rule: a run still marked `running` whose recording
 //    process is gone is marked `interrupted`. A run row names its recorder
 //    (host, pid, boot id + process start time); the process is gone when it
@@ -114,9 +115,12 @@ struct SeriesBucket {
 
 class HistoryStore {
  public:
-  enum class Open : int { kUnset = 0, kCreate = 1, kExisting = 2 };
+  enum class Open : int { kUnset = 0, kCreate = 1, kExisting = 2, kReadOnly = 3 };
   // kCreate makes the file (and its directory) when absent; kExisting
-  // throws InputError then. See the top of this file for what opening does.
+  // throws InputError then. kReadOnly: an existing file, never written (no
+  // migration, no interrupted rule: a run whose recorder is gone reads as
+  // interrupted without being stored so; the writing calls fail). See the
+  // top of this file for what opening does.
   explicit HistoryStore(const std::string& path, Open mode = Open::kCreate);
   ~HistoryStore();
   HistoryStore(HistoryStore&&) noexcept;
