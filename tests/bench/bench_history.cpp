@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// VmHWM of this process, in MB.
+double peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  }
+  return 0;
 }
 
 double median(std::vector<double> v) {
@@ -152,6 +164,26 @@ int main(int argc, char** argv) {
     ds_zoom.push_back(since(t0) * 1e3);
   }
 
+  // 4. history export --format csv of the 11-million-sample run, to
+  // /dev/null: time and the peak RSS it adds (the high-water mark is reset
+  // first through /proc/self/clear_refs).
+  double export_s = 0, export_rss_mb = 0;
+  int64_t exported = 0;
+  {
+    const baton::HistoryStore store(db, baton::HistoryStore::Open::kReadOnly);
+    const int64_t run = store.resolve("bench-series");
+    std::FILE* sink = std::fopen("/dev/null", "w");
+    { std::ofstream("/proc/self/clear_refs") << "5"; }
+    const double rss0 = peak_rss_mb();
+    const auto t0 = Clock::now();
+    baton::export_run_csv(store, run, sink);
+    export_s = since(t0);
+    export_rss_mb = peak_rss_mb() - rss0;
+    std::fclose(sink);
+    store.for_each_sample(run, [&](const baton::MetricSample&) { ++exported; }, "loss");
+    exported *= 11;
+  }
+
   std::printf("# Baton run history benchmark (%s)\n", db.c_str());
   std::printf("%-46s %14s %16s\n", "measure", "result", "goal");
   std::printf("%-46s %10.0f /s %16s\n", "ingest, 1,100,000 metric samples (HistorySink)",
@@ -165,6 +197,10 @@ int main(int argc, char** argv) {
               median(ds2000), "< 50 ms");
   std::printf("%-46s %11.2f ms %16s\n", "downsample 100 k-step window -> 1500 (median)",
               median(ds_zoom), "< 50 ms");
+  std::printf("%-46s %11.1f MB %16s\n",
+              ("export csv, " + std::to_string(exported) + " samples: peak RSS added").c_str(),
+              export_rss_mb, "bounded");
+  std::printf("%-46s %10.0f /s\n", "export csv rate", static_cast<double>(exported) / export_s);
   std::printf("(ingest took %.2f s; %zu buckets; spike of 50 kept: %s; database %.1f MB)\n",
               ingest_s, buckets, spike > 50.0 ? "yes" : "NO",
               static_cast<double>(fs::file_size(db)) / 1e6);

@@ -207,20 +207,58 @@ std::vector<MetricSummary> HistoryStore::metric_summary(int64_t run) const {
 
 void HistoryStore::for_each_sample(int64_t run, const std::function<void(const MetricSample&)>& fn,
                                    const std::string& metric) const {
-  Stmt st(impl_->db, R"sql(
-    SELECT s.step, s.wall_time_s, s.rank, m.name, s.value
-    FROM metric_samples s JOIN metrics m ON m.id = s.metric
-    WHERE s.run = ?1 AND (?2 = '' OR m.name = ?2)
-    ORDER BY s.step, s.rank, s.seq, s.metric)sql");
-  st.bind(1, run).bind(2, metric);
+  // Each metric's series is one range of the primary key (run, metric,
+  // step, rank, seq), already in step order: a cursor per metric, merged
+  // by (step, rank, seq, metric). Memory stays one row per metric however
+  // long the run (an ORDER BY over the whole run sorted it in memory).
+  const Db& db = impl_->db;
+  struct Cursor {
+    Stmt st;
+    std::string name;
+    int64_t metric = 0;
+    bool live = false;
+  };
+  std::vector<Cursor> cursors;
+  {
+    Stmt ids(db,
+             "SELECT id, name FROM metrics WHERE (?1 = '' OR name = ?1) AND EXISTS (SELECT 1 FROM "
+             "metric_samples s WHERE s.run = ?2 AND s.metric = metrics.id) ORDER BY id");
+    ids.bind(1, metric).bind(2, run);
+    while (ids.step()) {
+      Cursor c;
+      c.metric = ids.col_int(0);
+      c.name = ids.col_text(1);
+      c.st = Stmt(db,
+                  "SELECT step, rank, seq, wall_time_s, value FROM metric_samples WHERE run = ?1 "
+                  "AND metric = ?2 ORDER BY step, rank, seq");
+      c.st.bind(1, run).bind(2, c.metric);
+      cursors.push_back(std::move(c));
+    }
+  }
+  for (Cursor& c : cursors) c.live = c.st.step();
+  auto before = [](const Cursor& a, const Cursor& b) {
+    const int64_t as = a.st.col_int(0), bs = b.st.col_int(0);
+    if (as != bs) return as < bs;
+    const int64_t ar = a.st.col_int(1), br = b.st.col_int(1);
+    if (ar != br) return ar < br;
+    const int64_t aq = a.st.col_int(2), bq = b.st.col_int(2);
+    if (aq != bq) return aq < bq;
+    return a.metric < b.metric;
+  };
   MetricSample s;
-  while (st.step()) {
-    s.step = st.col_int(0);
-    s.wall_time_s = st.col_double(1);
-    s.rank = static_cast<int>(st.col_int(2));
-    s.metric = st.col_text(3);
-    s.value = st.col_double(4);
+  for (;;) {
+    Cursor* next = nullptr;
+    for (Cursor& c : cursors) {
+      if (c.live && (next == nullptr || before(c, *next))) next = &c;
+    }
+    if (next == nullptr) break;
+    s.step = next->st.col_int(0);
+    s.rank = static_cast<int>(next->st.col_int(1));
+    s.wall_time_s = next->st.col_double(3);
+    s.metric = next->name;
+    s.value = next->st.col_double(4);
     fn(s);
+    next->live = next->st.step();
   }
 }
 
