@@ -1,6 +1,7 @@
 #include "db.h"
 
 #include <baton/core/error.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -368,6 +369,44 @@ bool check_existing_file(const std::string& path) {
 
 }  // namespace
 
+const char* network_filesystem_name(int64_t f_type) {
+  switch (static_cast<uint32_t>(f_type)) {
+    case 0x6969u:
+      return "NFS";
+    case 0x517Bu:
+      return "SMB";
+    case 0xFF534D42u:
+      return "CIFS";
+    case 0xFE534D42u:
+      return "SMB2";
+    case 0x01021997u:
+      return "9P";
+    case 0x5346414Fu:
+      return "AFS";
+    case 0x73757245u:
+      return "Coda";
+    case 0x00C36400u:
+      return "CephFS";
+    case 0x0BD00BD0u:
+      return "Lustre";
+    case 0x47504653u:
+      return "GPFS";
+    case 0x65735546u:
+      return "a FUSE file system (sshfs and others)";
+    default:
+      return nullptr;
+  }
+}
+
+std::string network_filesystem_of(const std::string& path) {
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  struct statfs st {};
+  if (::statfs(folder.c_str(), &st) != 0) return "";
+  const char* name = network_filesystem_name(static_cast<int64_t>(st.f_type));
+  return name == nullptr ? "" : name;
+}
+
 void back_up(const Db& db, const std::string& to) {
   Db copy(to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   sqlite3_backup* b = sqlite3_backup_init(copy.get(), "main", db.get(), "main");
@@ -464,8 +503,17 @@ Db open_history_db(const std::string& path, OpenMode mode) {
     migrate(db, kSchemaVersion);
   }
   {
-    Stmt st(db, "PRAGMA journal_mode = WAL");
-    if (!st.step() || st.col_text(0) != "wal") db.fail("cannot switch to WAL mode");
+    // WAL's index lives in shared memory, which a network file system does
+    // not share between hosts (SQLite: "WAL does not work over a network
+    // filesystem"): a rollback journal there.
+    const std::string remote = network_filesystem_of(path);
+    const char* want = remote.empty() ? "wal" : "delete";
+    Stmt st(db, remote.empty() ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE");
+    if (!st.step() || st.col_text(0) != want) {
+      db.fail(std::string("cannot switch to ") +
+              (remote.empty() ? "WAL mode" : "a rollback journal") +
+              (remote.empty() ? "" : " (the file is on " + remote + ", where WAL does not work)"));
+    }
   }
   db.exec("PRAGMA synchronous = NORMAL");
   mark_dead_runs_interrupted(db);

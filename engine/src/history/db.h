@@ -117,6 +117,13 @@ inline constexpr int kOldestReadableSchema = 2;
 //  - marks runs whose recording process died as interrupted.
 Db open_history_db(const std::string& path, OpenMode mode);
 
+// A network file system's name for a statfs f_type (NFS, SMB/CIFS, 9P,
+// AFS, CephFS, Lustre, GPFS, FUSE), or nullptr; and the one `path`'s folder
+// is on ("" for a local one). A writer uses a rollback journal there: WAL
+// needs shared memory between all the processes that use the file.
+const char* network_filesystem_name(int64_t f_type);
+std::string network_filesystem_of(const std::string& path);
+
 // Copies the whole database to the file `to` (SQLite's online backup).
 void back_up(const Db& db, const std::string& to);
 

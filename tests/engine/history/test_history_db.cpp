@@ -107,6 +107,23 @@ TEST(HistoryDb, AWriterMigratesAfterABackupCopy) {
   EXPECT_EQ(history_test::count(backup, "SELECT count(*) FROM link_samples"), 1);
 }
 
+// WAL on a network file system is refused by design: a rollback journal
+// there. The kinds are recognised by statfs's f_type; the test machine's
+// own folders are local and keep WAL.
+TEST(HistoryDb, NetworkFileSystemsGetARollbackJournal) {
+  EXPECT_STREQ(network_filesystem_name(0x6969), "NFS");
+  EXPECT_STREQ(network_filesystem_name(0xFF534D42), "CIFS");
+  EXPECT_STREQ(network_filesystem_name(0xFE534D42), "SMB2");
+  EXPECT_STREQ(network_filesystem_name(0x01021997), "9P");
+  EXPECT_EQ(network_filesystem_name(0xEF53), nullptr);      // ext4
+  EXPECT_EQ(network_filesystem_name(0x01021994), nullptr);  // tmpfs
+  history_test::TempDir tmp;
+  const std::string path = tmp.path("local.db");
+  ASSERT_EQ(network_filesystem_of(path), "") << "the test's temporary folder is not local";
+  { const HistoryStore store(path); }
+  EXPECT_EQ(history_test::pragma(path, "journal_mode"), "wal");
+}
+
 TEST(HistoryDb, AVersion1FileIsNotReadWithoutUpgrading) {
   history_test::TempDir tmp;
   const std::string path = tmp.path("v1.db");
