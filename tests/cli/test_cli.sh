@@ -133,6 +133,18 @@ long=$(printf 'a%.0s' $(seq 1 300))
 check runs-dir-long-name 2 "--runs-dir .*: a name in it is longer than 255 bytes" -- \
   "$BATON" train "$EX" --runs-dir "$WORK/$long"
 check db-folder 2 "--db $WORK: is a folder" -- "$BATON" train "$EX" --runs-dir "$RUNS" --db "$WORK"
+# The documented largest batch: refused before any buffer exists (it was
+# killed by the kernel at 24 GB), for the dataset's size and for memory.
+check batch-over-dataset 2 "train.global_batch_size: 16777216 is larger than the training set \(1438 samples\)" -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --no-db --set train.global_batch_size=16777216
+cat >"$WORK/wide.json" <<'JSON'
+{"name": "wide", "model": {"type": "mlp", "layers": [16, 65536, 10]},
+ "data": {"train": {"type": "synthetic_classification", "features": 16, "classes": 10, "samples": 300000},
+          "cache": false},
+ "train": {"epochs": 1, "global_batch_size": 300000}}
+JSON
+check batch-over-memory 2 "train.global_batch_size: 300000 needs about [0-9.]+ GiB of buffers .*an estimate.*available" -- \
+  "$BATON" train "$WORK/wide.json" --runs-dir "$RUNS" --no-db
 after=$(ls "$RUNS" | wc -l)
 if [ "$before" = "$after" ] && [ -s "$run_dir/events.jsonl" ]; then pass=$((pass + 1))
 else echo "FAIL bad-input-left-traces: runs before=$before after=$after"; fail=$((fail + 1)); fi

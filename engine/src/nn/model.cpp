@@ -12,7 +12,11 @@ int64_t Sequential::plan(int64_t max_batch, int64_t in_features) {
   if (layers_.empty()) throw InputError("model has no layers");
   in_features_ = in_features;
   int64_t width = in_features;
-  for (auto& l : layers_) width = l->plan(max_batch, width);
+  widths_.assign(1, width);
+  for (auto& l : layers_) {
+    width = l->plan(max_batch, width);
+    widths_.push_back(width);
+  }
   out_features_ = width;
   return width;
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "memory_plan.h"
 #include "strategy_factory.h"
 #include "trainer_internal.h"
 
@@ -83,6 +84,9 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
                      " replicas (give data.train.path a list or a glob of files, or use data or "
                      "auto)");
   }
+  // Replica 0's model is built first, planned for one row to learn its
+  // widths, and planned again for its batch below.
+  std::unique_ptr<Sequential> first_model = check_plan_fits(registry, po);
   pipelines_ = strategy_->distribute(train_, po);
   steps_per_epoch_ = pipelines_[0]->batches_per_epoch();
   total_steps_ = cfg_.max_steps > 0 ? cfg_.max_steps : cfg_.epochs * steps_per_epoch_;
@@ -99,7 +103,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     auto rep = std::make_unique<Replica>();
     rep->index = r;
     ConfigNode node(cfg_.model, cfg_.file, "model");
-    rep->model = factory(node, shape);
+    rep->model = r == 0 ? std::move(first_model) : factory(node, shape);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);
     if (out != shape.out_features) {
       throw InputError(cfg_.file + ": model: the last layer has " + std::to_string(out) +
@@ -127,6 +131,38 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
 }
 
 Trainer::~Trainer() = default;
+
+std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
+                                                     const PipelineOptions& po) const {
+  if (cfg_.global_batch > train_->size()) {
+    throw InputError(cfg_.file + ": train.global_batch_size: " + std::to_string(cfg_.global_batch) +
+                     " is larger than the training set (" + std::to_string(train_->size()) +
+                     " samples): a step could never fill it; " + "use at most " +
+                     std::to_string(train_->size()));
+  }
+  // The widths from the model planned for one row (a few hundred bytes of
+  // buffers; its parameters are replica 0's): forward outputs, their
+  // gradients and the layers' saved inputs, about three floats per row per
+  // width.
+  const ModelShape shape{train_->features(),
+                         train_->classes() > 0 ? train_->classes() : train_->target_width()};
+  ConfigNode node(cfg_.model, cfg_.file, "model");
+  auto probe = registry.model(cfg_.model.at("type").get<std::string>(), node)(node, shape);
+  probe->plan(1, shape.in_features);
+  int64_t widths = 0;
+  for (int64_t w : probe->widths()) widths += w;
+  const int n = strategy_->num_replicas();
+  MemoryPlan plan;
+  plan.rows = (cfg_.global_batch + n - 1) / n * strategy_->local_replicas();
+  // The pipeline's ring of batches (features, target and label per row).
+  const int64_t data = (shape.in_features + train_->target_width() + 2) * (po.prefetch + 2);
+  plan.floats_per_row = 3 * widths + data;
+  // Parameters, their gradients and up to two optimizer states, per
+  // replica; and the data cache.
+  plan.fixed_bytes = cache_bytes_ + probe->num_parameters() * 4 * 4 * strategy_->local_replicas();
+  check_memory_plan(plan, cfg_.global_batch, available_memory_bytes(), cfg_.file);
+  return probe;
+}
 
 void Trainer::share_central_parameters() {
   // Every replica's parameters become views of replica 0's (one copy in

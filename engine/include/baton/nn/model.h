@@ -23,6 +23,8 @@ class Sequential {
 
   // Plans every layer's buffers; returns the output width.
   int64_t plan(int64_t max_batch, int64_t in_features);
+  // The planned width of every layer's output, input first (after plan()).
+  const std::vector<int64_t>& widths() const { return widths_; }
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
   void init(Rng& rng);
@@ -47,6 +49,7 @@ class Sequential {
   std::vector<std::unique_ptr<Layer>> layers_;
   int64_t in_features_ = 0;
   int64_t out_features_ = 0;
+  std::vector<int64_t> widths_;
 };
 
 }  // namespace baton

@@ -126,6 +126,12 @@ class Trainer {
   void bind_gradients();
   // central_storage: replicas 1.. read replica 0's parameters; one optimizer.
   void share_central_parameters();
+  // Before any batch or model buffer exists: a global batch the training
+  // set cannot fill, or buffers the machine's memory cannot hold, is an
+  // InputError naming train.global_batch_size (memory_plan.cpp). Returns
+  // replica 0's model (built to learn its widths).
+  std::unique_ptr<Sequential> check_plan_fits(const Registry& registry,
+                                              const PipelineOptions& po) const;
   // Replica consistency (replica_sync.cpp): whether replicas talk at all;
   // the chief's parameters, buffers and optimizer state to every replica;
   // the parameters' checksums compared (RuntimeError naming a replica that

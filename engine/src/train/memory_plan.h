@@ -1,0 +1,27 @@
+// What a run's planned buffers will take, checked against the machine
+// before any of them is allocated (private to train/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace baton {
+
+struct MemoryPlan {
+  int64_t rows = 0;            // rows of the batches this process holds at once
+  int64_t floats_per_row = 0;  // data and model buffers per row
+  int64_t fixed_bytes = 0;     // what does not grow with the batch (the data cache)
+  int64_t bytes() const;
+};
+
+// MemAvailable from /proc/meminfo (what the kernel can give without
+// swapping), in bytes; 0 when it cannot be read.
+int64_t available_memory_bytes();
+
+// Throws InputError naming train.global_batch_size (in `file`) when the
+// plan needs more than `available` bytes (0: not known, not checked), with
+// both figures; the plan is an estimate, and the message says so.
+void check_memory_plan(const MemoryPlan& plan, int64_t global_batch, int64_t available,
+                       const std::string& file);
+
+}  // namespace baton
