@@ -1,5 +1,6 @@
 #include "common/dashboard.h"
 
+#include <baton/core/csv.h>
 #include <qcustomplot.h>
 
 #include <QCheckBox>
@@ -9,7 +10,6 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSlider>
-#include <QTextStream>
 #include <QVBoxLayout>
 
 namespace baton::ui {
@@ -402,16 +402,27 @@ bool Dashboard::export_csv(const QString& path, QString* error) const {
     if (error) *error = tr("%1: cannot write (%2)").arg(path, f.errorString());
     return false;
   }
-  QTextStream out(&f);
-  out << "run,series,step,wall_time_s,value\n";
+  // The engine's CSV writer (RFC 4180 quoting, 17 digits), as the CLI's.
+  std::string line = "run,series,step,wall_time_s,value\n";
+  bool ok =
+      f.write(line.data(), static_cast<qint64>(line.size())) == static_cast<qint64>(line.size());
   for (const auto& [id, run] : runs_) {
+    const std::string run_field = csv::field(id.toStdString());
     for (const auto& [key, s] : run.series) {
-      for (size_t i = 0; i < s.value.size(); ++i) {
-        out << id << ',' << key << ',' << static_cast<qint64>(s.step[i]) << ','
-            << QString::number(s.rel[i], 'g', 10) << ',' << QString::number(s.value[i], 'g', 10)
-            << '\n';
+      const std::string key_field = csv::field(key.toStdString());
+      for (size_t i = 0; i < s.value.size() && ok; ++i) {
+        line = run_field + ',' + key_field + ',' + std::to_string(static_cast<int64_t>(s.step[i]));
+        csv::add_number(line, s.rel[i]);
+        csv::add_number(line, s.value[i]);
+        line += '\n';
+        ok = f.write(line.data(), static_cast<qint64>(line.size())) ==
+             static_cast<qint64>(line.size());
       }
     }
+  }
+  if (!ok || !f.flush()) {
+    if (error) *error = tr("%1: write failed (%2)").arg(path, f.errorString());
+    return false;
   }
   return true;
 }

@@ -1,4 +1,5 @@
 // history export (csv, json) and history diff.
+#include <baton/core/csv.h>
 #include <baton/core/error.h>
 #include <baton/history/store.h>
 
@@ -21,15 +22,6 @@ void flatten(const nlohmann::json& j, const std::string& prefix,
   } else {
     (*out)[prefix.empty() ? "(root)" : prefix] = j;
   }
-}
-
-// %.17g round-trips a double; NaN and infinities as words.
-std::string number(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
 }
 
 // JSON has no NaN: it is written as null.
@@ -78,8 +70,12 @@ void export_run_csv(const HistoryStore& store, int64_t run, std::FILE* out) {
   write(out, "step,wall_time_s,rank,metric,value\n");
   std::string line;
   store.for_each_sample(run, [&](const MetricSample& s) {
-    line = std::to_string(s.step) + "," + number(s.wall_time_s) + "," + std::to_string(s.rank) +
-           "," + s.metric + "," + number(s.value) + "\n";
+    line = std::to_string(s.step);
+    csv::add_number(line, s.wall_time_s);
+    csv::add(line, std::to_string(s.rank));
+    csv::add(line, s.metric);
+    csv::add_number(line, s.value);
+    line += '\n';
     write(out, line);
   });
 }

@@ -90,6 +90,26 @@ class DashboardTest : public QObject {
     const QList<QByteArray> lines = f.readAll().split('\n');
     // Header + 50 * (2 loss/acc + 2 throughput + 4 time) + 2 val + 2 link + trailing "".
     QCOMPARE(lines.size(), 1 + 50 * 8 + 2 + 2 + 1);
+    // RFC 4180: a run id with a comma and a quote is one quoted field; the
+    // values have 17 significant digits (the CLI's writer).
+    {
+      Dashboard q;
+      RunStartEvent qs;
+      qs.run = "a,b\"c";
+      q.add_event(qs);
+      StepEvent qe;
+      qe.run = qs.run;
+      qe.step = 1;
+      qe.loss = 0.1 + 0.2;
+      q.add_event(qe);
+      const QString qcsv = dir.filePath("q.csv");
+      QVERIFY2(q.export_csv(qcsv, &error), qPrintable(error));
+      QFile qf(qcsv);
+      QVERIFY(qf.open(QIODevice::ReadOnly));
+      const QByteArray text = qf.readAll();
+      QVERIFY2(text.contains("\n\"a,b\"\"c\",loss/train,1,"), text.constData());
+      QVERIFY2(text.contains(",0.30000000000000004\n"), text.constData());
+    }
     QVERIFY(d.export_png(dir.filePath("d.png"), &error));
     QVERIFY(QFileInfo(dir.filePath("d.png")).size() > 1000);
   }
