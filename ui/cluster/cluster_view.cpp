@@ -175,6 +175,8 @@ void ClusterView::show_link_bandwidth(int src, int dst, double gbps, bool estima
   scene_->show_link_bandwidth(src, dst, gbps, estimated);
 }
 
+void ClusterView::clear_link_bandwidth() { scene_->clear_link_bandwidth(); }
+
 // ---- this host, off the GUI thread ----
 
 void ClusterView::probe_this_host() {

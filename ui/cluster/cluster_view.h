@@ -62,6 +62,8 @@ class ClusterView : public QWidget {
   // live bandwidth.
   // estimated: the figure is a traffic model's (drawn dashed, "\u2248").
   void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false);
+  // Back to the links' plain look (a run started or ended; edits do it too).
+  void clear_link_bandwidth();
   void open_topology();
   void save_topology();
   void add_host();

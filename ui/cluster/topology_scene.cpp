@@ -11,6 +11,9 @@ TopologyScene::TopologyScene(TopologyModel& model, QObject* parent)
     : QGraphicsScene(parent), model_(model) {
   // Deferred: an edit may come from an item's own event handler (a context
   // menu), and that item must outlive its handler.
+  // An edit makes the last run's figures stale (another ring, other hosts):
+  // they go with the rebuild.
+  connect(&model_, &TopologyModel::structure_changed, this, [this] { bandwidth_.clear(); });
   connect(&model_, &TopologyModel::structure_changed, this, &TopologyScene::schedule_rebuild);
   connect(&model_, &TopologyModel::host_moved, this, &TopologyScene::on_host_moved);
   rebuild();

@@ -45,6 +45,9 @@ MainWindow::MainWindow(StudioContext ctx, QWidget* parent)
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   // A live run's per-link bandwidth colours the topology canvas.
   connect(train_, &TrainView::link_bandwidth, cluster_, &ClusterView::show_link_bandwidth);
+  // A run's colours are its own: gone when the next starts or it ends.
+  connect(train_, &TrainView::run_started, cluster_, &ClusterView::clear_link_bandwidth);
+  connect(train_, &TrainView::run_finished, cluster_, &ClusterView::clear_link_bandwidth);
   connect(train_, &TrainView::run_finished, history_, &HistoryView::refresh);
   connect(history_, &HistoryView::replay_requested, this, [this] { show_view(View::kHistory); });
 
