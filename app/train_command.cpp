@@ -2,6 +2,7 @@
 
 #include <baton/comm/mpi.h>
 #include <baton/core/error.h>
+#include <baton/launch/job_place.h>
 #include <baton/launch/run_session.h>
 #include <baton/launch/stop_signals.h>
 #include <baton/telemetry/telemetry.h>
@@ -31,7 +32,11 @@ namespace baton::cli {
 
 void add_train_command(CLI::App& app, TrainArgs& a) {
   CLI::App* train = app.add_subcommand("train", "Train a model from a run config (JSON)");
-  train->add_option("config", a.config, "Run config file (JSON)")->required();
+  train
+      ->add_option("config", a.config,
+                   "Run config file (JSON; '-': standard input). Under mpirun the chief reads "
+                   "it and every rank gets its text")
+      ->required();
   train->add_option("--events", a.events,
                     "Also write telemetry as JSON lines to PATH ('-' for stdout)");
   train->add_flag("--resume", a.resume, "Continue from the newest valid checkpoint");
@@ -109,7 +114,10 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
   RunSpec req;
-  req.config = load_run_config(a.config, overrides);
+  // Under mpirun the chief reads the config ("-": its standard input) and
+  // every rank gets its text: the other hosts need no copy of the file.
+  req.config = load_run_config_text(read_on_chief(a.config),
+                                    a.config == "-" ? "(standard input)" : a.config, overrides);
   req.plugin_dir = a.plugin_dir.empty() ? default_plugin_dir(exe_path) : a.plugin_dir;
   req.runs_root = a.runs_dir;
   req.checkpoint_dir = a.checkpoint_dir;

@@ -446,6 +446,16 @@ def width(s):
 cols = {width(l[:l.index("completed")]) for l in sys.stdin.read().splitlines()[1:]}
 assert len(cols) == 1, cols'
 then pass=$((pass + 1)); else echo "FAIL hist-list-wide: columns misaligned by a wide name"; fail=$((fail + 1)); fi
+# The config on standard input ('-'); under mpirun the chief reads it (mpirun
+# gives rank 0 alone the stdin) and every rank gets its text. Its relative
+# paths are the working folder's.
+check train-stdin 0 "completed after 23 steps" -- sh -c "cd \"$SRC/resources/examples\" && \"$BATON\" train - --runs-dir \"$RUNS\" --no-db --set train.epochs=1 <\"$EX\""
+if [ "$HAVE_MPIRUN" = 1 ]; then
+  check train-stdin-mpirun 0 "completed after 23 steps" -- env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    sh -c "cd \"$SRC/resources/examples\" && timeout 120 mpirun -n 2 --oversubscribe \"$BATON\" train - --runs-dir \"$RUNS\" --no-db --set train.epochs=1 --set 'strategy={\"type\": \"multi_worker_mirrored\"}' <\"$EX\""
+  check train-stdin-mpirun-bad 2 "\\(standard input\\):1: invalid JSON" -- env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    sh -c "echo '{oops' | timeout 120 mpirun -n 2 --oversubscribe \"$BATON\" train - --runs-dir \"$RUNS\" --no-db"
+fi
 # Under mpirun only the chief records: one run, not one per rank.
 if [ "$HAVE_MPIRUN" = 1 ]; then
   check hist-mwm 0 "completed" -- env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \

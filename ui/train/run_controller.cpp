@@ -104,11 +104,18 @@ LaunchedRun::LaunchedRun(const StudioContext& ctx, RunRequest request, int ranks
                        "multi-process strategies")
                         .arg(program_, proc_.errorString()));
   });
+  flush_.setSingleShot(true);
+  flush_.setInterval(std::chrono::milliseconds(30));
+  connect(&flush_, &QTimer::timeout, this, &LaunchedRun::flush_events);
   connect(&proc_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus how) {
     read_stdout();
     read_stderr();
     if (!out_buf_.isEmpty()) Q_EMIT output(QString::fromUtf8(out_buf_));
+    if (!err_buf_.isEmpty()) Q_EMIT output(QString::fromUtf8(err_buf_));
     out_buf_.clear();
+    err_buf_.clear();
+    flush_.stop();
+    flush_events();  // every event before the end
     QString status = last_status_;
     QString error = last_error_;
     if (stopping_) {
@@ -148,10 +155,16 @@ QStringList LaunchedRun::arguments() const {
     }
   }
   spec.baton = ctx_.baton_exe.toStdString();
-  spec.config = QDir(dir_).filePath(QStringLiteral("config.json")).toStdString();
+  // The config travels on mpirun's standard input, which mpirun gives rank
+  // 0 alone; the chief passes its text to every rank, so ranks on other
+  // hosts need no copy of a file that is only on this one.
+  spec.config = "-";
   spec.runs_dir = ctx_.runs_dir.toStdString();
   // The chief records the run in the same history the studio shows.
   spec.history_db = ctx_.history_db.toStdString();
+  // Each line's rank: the chief's events are the run's; the others' step
+  // and link events are their own series.
+  spec.tag_output = true;
   QStringList a;
   for (const std::string& arg : mpirun_arguments(spec)) a << QString::fromStdString(arg);
   return a;
@@ -162,14 +175,7 @@ bool LaunchedRun::write_inputs(QString* error) {
     *error = tr("cannot create a temporary directory for the launch (%1)").arg(tmp_->errorString());
     return false;
   }
-  const QString base = QFileInfo(req_.config_path).absolutePath();
-  const std::string text = absolutize_paths(req_.config, base.toStdString()).dump(2) + "\n";
-  QFile cfg(QDir(dir_).filePath(QStringLiteral("config.json")));
-  if (!cfg.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-      cfg.write(text.data(), static_cast<qint64>(text.size())) < 0) {
-    *error = tr("%1: cannot write (%2)").arg(cfg.fileName(), cfg.errorString());
-    return false;
-  }
+  // mpirun alone reads the hostfile, on this host.
   if (!hostfile_.empty()) {
     QFile hf(QDir(dir_).filePath(QStringLiteral("hostfile")));
     if (!hf.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
@@ -196,6 +202,12 @@ void LaunchedRun::start() {
   last_status_.clear();
   last_error_.clear();
   proc_.start(program_, arguments());
+  // The config, its paths made absolute (the ranks' working folder is not
+  // the config's), on mpirun's standard input.
+  const QString base = QFileInfo(req_.config_path).absolutePath();
+  const std::string text = absolutize_paths(req_.config, base.toStdString()).dump(2) + "\n";
+  proc_.write(text.data(), static_cast<qint64>(text.size()));
+  proc_.closeWriteChannel();
 }
 
 void LaunchedRun::stop() {
@@ -214,13 +226,35 @@ void LaunchedRun::stop() {
   });
 }
 
+namespace {
+
+// mpirun --tag-output's "[job,rank]<stdout>:" prefix: the rank (-1 when the
+// line has none) and where the text starts.
+int tagged_rank(const QByteArray& line, qsizetype* text_at) {
+  *text_at = 0;
+  if (!line.startsWith('[')) return -1;
+  const qsizetype comma = line.indexOf(',');
+  const qsizetype close = line.indexOf(']');
+  const qsizetype colon = line.indexOf(">:");
+  if (comma < 0 || close < comma || colon < close) return -1;
+  bool ok = false;
+  const int rank = line.mid(comma + 1, close - comma - 1).toInt(&ok);
+  if (!ok) return -1;
+  *text_at = colon + 2;
+  return rank;
+}
+
+}  // namespace
+
 void LaunchedRun::read_stdout() {
   out_buf_ += proc_.readAllStandardOutput();
-  std::vector<Event> batch;
   qsizetype nl;
   while ((nl = out_buf_.indexOf('\n')) >= 0) {
-    const QByteArray line = out_buf_.left(nl).trimmed();
+    QByteArray line = out_buf_.left(nl);
     out_buf_.remove(0, nl + 1);
+    qsizetype at = 0;
+    const int rank = tagged_rank(line, &at);
+    line = line.mid(at).trimmed();
     if (line.isEmpty()) continue;
     std::optional<Event> e;
     if (line.startsWith('{')) {
@@ -234,26 +268,53 @@ void LaunchedRun::read_stdout() {
       }
     }
     if (!e) {
-      Q_EMIT output(QString::fromUtf8(line));
+      Q_EMIT output(rank > 0 ? tr("rank %1: %2").arg(rank).arg(QString::fromUtf8(line))
+                             : QString::fromUtf8(line));
       continue;
     }
-    if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
+    if (rank > 0) {
+      // Another rank: its own step and link figures; the run's events
+      // (start, epochs, checkpoints, the end) are the chief's. Its warnings
+      // and errors reach the log, and a failure its error.
+      if (const auto* log = std::get_if<LogEvent>(&*e); log && log->level >= LogLevel::kWarning) {
+        Q_EMIT output(tr("rank %1: %2").arg(rank).arg(QString::fromStdString(log->message)));
+      }
+      if (const auto* end = std::get_if<RunEndEvent>(&*e);
+          end && !end->error.empty() && last_error_.isEmpty()) {
+        last_error_ = QString::fromStdString(end->error);
+      }
+      if (!std::holds_alternative<StepEvent>(*e) && !std::holds_alternative<LinkEvent>(*e)) {
+        continue;
+      }
+    } else if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
       last_status_ = QString::fromStdString(end->status);
       if (!end->error.empty()) last_error_ = QString::fromStdString(end->error);
     }
-    if (const auto* log = std::get_if<LogEvent>(&*e)) {
-      Q_EMIT output(QString::fromStdString(log->message));
-    }
-    batch.push_back(std::move(*e));
+    pending_.push_back(std::move(*e));
   }
-  if (!batch.empty()) Q_EMIT events(batch);
+  // Delivered in batches every 30 ms, as an embedded run's are.
+  if (!pending_.empty() && !flush_.isActive()) flush_.start();
+}
+
+void LaunchedRun::flush_events() {
+  if (pending_.empty()) return;
+  std::vector<Event> batch;
+  batch.swap(pending_);
+  Q_EMIT events(batch);
 }
 
 void LaunchedRun::read_stderr() {
-  const QString text = QString::fromUtf8(proc_.readAllStandardError());
-  for (const QString& line : text.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
-    Q_EMIT output(line);
-    if (last_error_.isEmpty() && line.contains(QLatin1String("error"))) last_error_ = line;
+  err_buf_ += proc_.readAllStandardError();
+  qsizetype nl;
+  while ((nl = err_buf_.indexOf('\n')) >= 0) {
+    QByteArray line = err_buf_.left(nl);
+    err_buf_.remove(0, nl + 1);
+    qsizetype at = 0;
+    const int rank = tagged_rank(line, &at);
+    const QString text = QString::fromUtf8(line.mid(at)).trimmed();
+    if (text.isEmpty()) continue;
+    Q_EMIT output(rank > 0 ? tr("rank %1: %2").arg(rank).arg(text) : text);
+    if (last_error_.isEmpty() && text.contains(QLatin1String("error"))) last_error_ = text;
   }
 }
 

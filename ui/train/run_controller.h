@@ -19,6 +19,7 @@
 #include <QProcess>
 #include <QString>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -96,6 +97,7 @@ class LaunchedRun final : public RunController {
  private:
   void read_stdout();
   void read_stderr();
+  void flush_events();
   bool write_inputs(QString* error);
 
   const StudioContext& ctx_;
@@ -103,10 +105,12 @@ class LaunchedRun final : public RunController {
   int ranks_;
   std::string hostfile_;
   QString program_ = QStringLiteral("mpirun");
-  std::unique_ptr<QTemporaryDir> tmp_;  // config.json and hostfile for the launch
+  std::unique_ptr<QTemporaryDir> tmp_;  // the hostfile (mpirun reads it, here)
   QString dir_;
   QProcess proc_;
-  QByteArray out_buf_;
+  QByteArray out_buf_, err_buf_;
+  std::vector<baton::Event> pending_;  // since the last batch
+  QTimer flush_;                       // a batch every 30 ms
   QString last_status_, last_error_;
   bool stopping_ = false;
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 namespace baton {
@@ -272,7 +273,12 @@ void apply_override(nlohmann::json& doc, std::string_view assignment) {
   }
 }
 
-nlohmann::json read_json_file(const std::string& path) {
+std::string read_text_file(const std::string& path) {
+  if (path == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw InputError(path + ": is a folder; expected a JSON file");
@@ -281,7 +287,10 @@ nlohmann::json read_json_file(const std::string& path) {
   if (!in) throw InputError(path + ": cannot open the file (" + std::strerror(errno) + ")");
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string text = ss.str();
+  return ss.str();
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& path) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -293,6 +302,10 @@ nlohmann::json read_json_file(const std::string& path) {
     throw InputError(path + ":" + std::to_string(line) +
                      ": invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
   }
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  return parse_json_text(read_text_file(path), path);
 }
 
 }  // namespace baton

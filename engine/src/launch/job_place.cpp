@@ -1,6 +1,7 @@
 #include <baton/cluster/cluster_spec.h>
 #include <baton/comm/communicator.h>
 #include <baton/comm/mpi.h>
+#include <baton/core/config.h>
 #include <baton/core/error.h>
 #include <baton/launch/job_place.h>
 #include <unistd.h>
@@ -36,6 +37,31 @@ JobPlace place_in_job([[maybe_unused]] const std::string& strategy) {
     }
   }
   return p;
+}
+
+std::string read_on_chief(const std::string& path) {
+#ifdef BATON_HAVE_MPI
+  if (MpiRuntime::is_initialized()) {
+    MpiCommunicator world;
+    if (world.size() > 1) {
+      // "T" + the text, or "E" + the error every rank then reports.
+      std::string message;
+      if (world.rank() == 0) {
+        try {
+          message = "T" + read_text_file(path);
+        } catch (const InputError& e) {
+          message = std::string("E") + e.what();
+        }
+      }
+      broadcast_string(world, message, 0);
+      if (message.empty() || message[0] != 'T') {
+        throw InputError(message.empty() ? path + ": the chief sent nothing" : message.substr(1));
+      }
+      return message.substr(1);
+    }
+  }
+#endif
+  return read_text_file(path);
 }
 
 std::string agree_on_run_id([[maybe_unused]] const JobPlace& place, std::string id) {

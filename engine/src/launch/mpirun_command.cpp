@@ -12,6 +12,7 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
   // the hostfile says) and refuses more ranks unless told.
   const int slots = spec.available_slots > 0 ? spec.available_slots : probe_cpus().cores;
   if (spec.ranks > slots) a.emplace_back("--oversubscribe");
+  if (spec.tag_output) a.emplace_back("--tag-output");
   if (!spec.hostfile.empty()) {
     a.emplace_back("--hostfile");
     a.push_back(spec.hostfile);

@@ -141,7 +141,12 @@ RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file) {
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  nlohmann::json doc = read_json_file(path);
+  return load_run_config_text(read_text_file(path), path, overrides);
+}
+
+RunConfig load_run_config_text(const std::string& text, const std::string& path,
+                               const std::vector<std::string>& overrides) {
+  nlohmann::json doc = parse_json_text(text, path);
   for (const auto& o : overrides) apply_override(doc, o);
   return parse_run_config(doc, path);
 }

@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QtTest>
+#include <map>
 #include <set>
 
 #include "cluster/topology_model.h"
@@ -47,7 +48,11 @@ class TrainViewTest : public QObject {
     QVERIFY(links.count() > 0);  // mirrored: replicas talk
     QVERIFY2(view.status_text().contains(QLatin1String("completed")),
              qPrintable(view.status_text()));
-    QVERIFY(QFileInfo::exists(dir.filePath("runs/" + run + "/events.jsonl")));
+    // The studio's runs write every file `baton train` writes (one launch
+    // API, RunSession).
+    for (const char* file : {"events.jsonl", "config.json", "summary.json"}) {
+      QVERIFY2(QFileInfo(dir.filePath("runs/" + run + "/" + file)).size() > 0, file);
+    }
     // Recorded in the history, completed, with its topology.
     const HistoryStore store(ctx.history_db.toStdString(), HistoryStore::Open::kExisting);
     const RunRecord rec = store.run(store.resolve(run.toStdString()));
@@ -93,22 +98,39 @@ class TrainViewTest : public QObject {
     const QStringList args = run.arguments();
     QCOMPARE(args.mid(0, 2), (QStringList{"-n", "2"}));
     QVERIFY(args.contains(QStringLiteral("--events")));
+    QVERIFY(args.contains(QStringLiteral("--tag-output")));
+    // The config goes on mpirun's stdin (the chief passes it to the ranks):
+    // no file in this host's /tmp that other hosts cannot read.
+    QCOMPARE(args.at(args.indexOf(QStringLiteral("train")) + 1), QStringLiteral("-"));
     std::set<int> ranks;
-    int steps = 0;
+    int steps = 0, epochs = 0, run_ends = 0, batches = 0;
     QObject::connect(&run, &RunController::events, [&](const std::vector<Event>& batch) {
+      ++batches;
       for (const Event& e : batch) {
         if (const auto* s = std::get_if<StepEvent>(&e)) {
           ranks.insert(s->rank);
           ++steps;
         }
+        epochs += std::holds_alternative<EpochEvent>(e) ? 1 : 0;
+        run_ends += std::holds_alternative<RunEndEvent>(e) ? 1 : 0;
       }
     });
+    std::map<QString, int> lines;
+    QObject::connect(&run, &RunController::output, [&](const QString& line) { ++lines[line]; });
     QSignalSpy finished(&run, &RunController::finished);
     run.start();
     QVERIFY(finished.wait(120000));
     QCOMPARE(finished.at(0).at(0).toString(), QStringLiteral("completed"));
     QVERIFY(steps > 0);
     QCOMPARE(ranks, (std::set<int>{0, 1}));
+    // The run's events once (the chief's): 2 epochs, 1 end - not one per rank.
+    QCOMPARE(epochs, 2);
+    QCOMPARE(run_ends, 1);
+    // In batches, not one signal per event.
+    QVERIFY2(batches < steps + epochs + run_ends, qPrintable(QString::number(batches)));
+    // No log line twice (the log events reach the view as events, not also
+    // as output).
+    for (const auto& [line, n] : lines) QVERIFY2(n == 1, qPrintable(line));
   }
 
   void stopping_a_launched_run_stops_every_rank_with_a_checkpoint() {
@@ -138,11 +160,10 @@ class TrainViewTest : public QObject {
     run.start();
     QVERIFY(finished.wait(120000));
     QCOMPARE(finished.at(0).at(0).toString(), QStringLiteral("interrupted"));
-    // Both ranks ended interrupted, at the same step.
-    QCOMPARE(ends.size(), size_t{2});
+    // One end, the chief's (every rank's used to be plotted and logged),
+    // interrupted; the CLI test checks that all ranks stop at one step.
+    QCOMPARE(ends.size(), size_t{1});
     QCOMPARE(ends[0].status, std::string("interrupted"));
-    QCOMPARE(ends[1].status, std::string("interrupted"));
-    QCOMPARE(ends[0].step, ends[1].step);
     // Recorded by the chief as interrupted.
     const HistoryStore store(ctx.history_db.toStdString(), HistoryStore::Open::kExisting);
     const auto runs = store.list_runs();

@@ -83,5 +83,9 @@ std::string json_type_name(const nlohmann::json& value);
 
 // Reads a JSON file; InputError names the file and the line of a syntax error.
 nlohmann::json read_json_file(const std::string& path);
+// A file's whole text ("-": standard input); InputError naming the path.
+std::string read_text_file(const std::string& path);
+// JSON from `text`, errors as "<path>:<line>: invalid JSON: ...".
+nlohmann::json parse_json_text(const std::string& text, const std::string& path);
 
 }  // namespace baton

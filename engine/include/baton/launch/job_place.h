@@ -19,6 +19,13 @@ struct JobPlace {
 // it).
 JobPlace place_in_job(const std::string& strategy);
 
+// A file's text as the chief reads it ("-": its standard input, which
+// mpirun gives rank 0 alone), given to every rank: under mpirun only the
+// chief needs the file. A failed read is the same InputError on every rank.
+// Needs only MPI (called before the run config, and so the job's place, is
+// known); outside an MPI job it reads the file.
+std::string read_on_chief(const std::string& path);
+
 // The chief's run id, given to every rank (a collective under mpirun).
 std::string agree_on_run_id(const JobPlace& place, std::string id);
 

@@ -24,10 +24,13 @@ struct MpirunSpec {
   std::string runs_dir;      // --runs-dir ("" = the default)
   std::string history_db;    // --db: the history the chief records into ("" = the default)
   std::vector<std::string> train_args;  // further `baton train` options, as given
+  // --tag-output: every output line starts "[job,rank]<stdout>:" (or
+  // <stderr>), so a reader of the merged stream knows each line's rank.
+  bool tag_output = false;
 };
 
 // mpirun's arguments (without the program itself): -n N [--oversubscribe]
-// (when ranks > slots)
+// (when ranks > slots) [--tag-output]
 // [--hostfile F] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
 // [--db P] [train_args...].
 std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);

@@ -81,5 +81,8 @@ struct RunConfig {
 RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file);
 // Reads `path`, applies `overrides` ("key.path=value"), parses.
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from the file's text (read elsewhere: the chief's, broadcast).
+RunConfig load_run_config_text(const std::string& text, const std::string& path,
+                               const std::vector<std::string>& overrides = {});
 
 }  // namespace baton
