@@ -83,14 +83,16 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   layers_->setToolTip(tr("MLP widths, input first: 64, 128, 128, 10"));
   add(tr("Model (MLP)"), layers_, QStringLiteral("model"));
   activation_ = new QComboBox;
-  activation_->addItems({QStringLiteral("relu"), QStringLiteral("gelu"), QStringLiteral("tanh")});
+  activation_->setObjectName(QStringLiteral("activation"));
+  activation_->addItems({QStringLiteral("relu"), QStringLiteral("gelu"), QStringLiteral("tanh"),
+                         QStringLiteral("none")});
   form->addRow(tr("Activation"), activation_);
   dataset_ = new QLabel;
   dataset_->setWordWrap(true);
   add(tr("Dataset"), dataset_, QStringLiteral("data"));
   batch_ = new QSpinBox;
   batch_->setObjectName(QStringLiteral("globalBatch"));
-  batch_->setRange(1, 1 << 20);
+  batch_->setRange(1, 1 << 24);  // the engine's range
   per_replica_ = new QLabel;
   per_replica_->setForegroundRole(QPalette::PlaceholderText);
   auto* batch_box = new QVBoxLayout;
@@ -122,8 +124,27 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   ckl->addStretch(1);
   add(tr("Checkpoints"), ck, QStringLiteral("checkpoint"));
   strategy_label_ = new QLabel;
+  strategy_label_->setObjectName(QStringLiteral("strategyLabel"));
   strategy_label_->setWordWrap(true);
-  add(tr("Strategy"), strategy_label_, QStringLiteral("strategy"));
+  strategy_pick_ = new QWidget;
+  auto* pick = new QHBoxLayout(strategy_pick_);
+  pick->setContentsMargins(0, 0, 0, 0);
+  auto* use_config = new QPushButton(tr("Use the config's"));
+  use_config->setObjectName(QStringLiteral("useConfigStrategy"));
+  auto* use_cluster = new QPushButton(tr("Use the Cluster view's"));
+  use_cluster->setObjectName(QStringLiteral("useClusterStrategy"));
+  pick->addWidget(use_config);
+  pick->addWidget(use_cluster);
+  pick->addStretch(1);
+  strategy_pick_->hide();
+  auto* strategy_box = new QVBoxLayout;
+  strategy_box->setSpacing(1);
+  strategy_box->addWidget(strategy_label_);
+  strategy_box->addWidget(strategy_pick_);
+  strategy_box->addWidget(error_label(QStringLiteral("strategy")));
+  form->addRow(tr("Strategy"), strategy_box);
+  connect(use_config, &QPushButton::clicked, this, &RunForm::use_config_strategy);
+  connect(use_cluster, &QPushButton::clicked, this, &RunForm::use_cluster_strategy);
 
   auto* outer = new QVBoxLayout(this);
   outer->addLayout(form);
@@ -138,8 +159,10 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   connect(ckpt_epoch_, &QCheckBox::toggled, this, &RunForm::validate);
   connect(examples_, &QComboBox::activated, this, [this](int i) {
     QString error;
-    if (!load(examples_->itemData(i).toString(), &error))
-      errors_.insert(QStringLiteral("form"), error);
+    if (!load(examples_->itemData(i).toString(), &error)) {
+      error_labels_[QStringLiteral("form")]->setText(error);
+      error_labels_[QStringLiteral("form")]->show();
+    }
   });
   connect(open, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Open a run config"), ctx_.examples_dir,
@@ -183,67 +206,156 @@ bool RunForm::load(const QString& path, QString* error) {
   }
   path_ = path;
   base_ = doc;
+  strategy_from_ = base_.contains("strategy") ? StrategySource::kConfig : StrategySource::kCluster;
   source_->setText(QDir::toNativeSeparators(path));
+  error_labels_[QStringLiteral("form")]->hide();
   fill_from_base();
   return true;
 }
 
+namespace {
+const char* optimizer_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    default:
+      return "adam";
+  }
+}
+}  // namespace
+
 void RunForm::fill_from_base() {
   filling_ = true;
-  name_->setText(QString::fromStdString(base_.value("name", std::string("run"))));
-  const auto& model = base_["model"];
+  // The engine's reading of the file: its values, its defaults where the
+  // file says nothing (load() checked that it parses).
+  RunConfig rc;
+  try {
+    rc = parse_run_config(base_, path_.toStdString());
+  } catch (const std::exception&) {
+  }
+  name_->setText(QString::fromStdString(rc.name));
+  const nlohmann::json model = base_.value("model", nlohmann::json::object());
   layers_->setText(layers_text(model.value("layers", nlohmann::json::array())));
-  activation_->setCurrentText(
-      QString::fromStdString(model.value("activation", std::string("relu"))));
-  const auto& train = base_["data"]["train"];
+  // The MLP plugin's default activation; a value the combo lacks is added
+  // as it is (the parser then names it if it is wrong).
+  const QString act =
+      QString::fromStdString(model.contains("activation") && model["activation"].is_string()
+                                 ? model["activation"].get<std::string>()
+                                 : std::string("relu"));
+  if (activation_->findText(act) < 0) activation_->addItem(act);
+  activation_->setCurrentText(act);
+  const nlohmann::json data = base_.value("data", nlohmann::json::object());
+  const nlohmann::json train = data.value("train", nlohmann::json::object());
   QString ds = QString::fromStdString(train.value("type", std::string("?")));
   if (train.contains("path"))
-    ds += QStringLiteral(": ") + QString::fromStdString(train["path"].get<std::string>());
+    ds += QStringLiteral(": ") + QString::fromStdString(train["path"].dump());
   dataset_->setText(ds);
-  const nlohmann::json t = base_.value("train", nlohmann::json::object());
-  batch_->setValue(static_cast<int>(t.value("global_batch_size", 32)));
-  epochs_->setValue(static_cast<int>(t.value("epochs", 1)));
-  const nlohmann::json opt = base_.value("optimizer", nlohmann::json::object());
-  optimizer_->setCurrentText(QString::fromStdString(opt.value("type", std::string("sgd"))));
-  lr_->setText(QString::number(opt.value("lr", 0.01), 'g', 6));
-  const nlohmann::json ck = base_.value("checkpoint", nlohmann::json::object());
-  ckpt_epoch_->setChecked(ck.value("every_epoch", true));
-  ckpt_keep_->setValue(static_cast<int>(ck.value("keep", 3)));
+  batch_->setValue(static_cast<int>(std::min<int64_t>(rc.global_batch, batch_->maximum())));
+  epochs_->setValue(static_cast<int>(std::min<int64_t>(rc.epochs, epochs_->maximum())));
+  optimizer_->setCurrentText(QString::fromLatin1(optimizer_name(rc.optimizer.kind)));
+  lr_->setText(QString::number(rc.optimizer.lr, 'g', 6));
+  ckpt_epoch_->setChecked(rc.checkpoint.every_epoch);
+  ckpt_keep_->setValue(rc.checkpoint.keep);
+  shown_ = Shown{name_->text(),
+                 layers_->text(),
+                 activation_->currentText(),
+                 optimizer_->currentText(),
+                 lr_->text(),
+                 batch_->value(),
+                 epochs_->value(),
+                 ckpt_keep_->value(),
+                 ckpt_epoch_->isChecked()};
   filling_ = false;
+  update_strategy_label();
   validate();
 }
 
 void RunForm::set_strategy(const nlohmann::json& strategy, const QString& description,
                            int replicas) {
   strategy_ = strategy;
+  cluster_description_ = description;
   replicas_ = std::max(1, replicas);
-  strategy_label_->setText(description + tr(" (from the Cluster view)"));
+  update_strategy_label();
+  validate();
+}
+
+bool RunForm::strategy_conflict() const {
+  if (strategy_from_ != StrategySource::kConfig || !base_.contains("strategy")) return false;
+  const nlohmann::json& mine = base_["strategy"];
+  const std::string type = mine.is_object() ? mine.value("type", std::string("one_device")) : "";
+  return type != strategy_.value("type", std::string("one_device"));
+}
+
+void RunForm::update_strategy_label() {
+  const bool from_config = strategy_from_ == StrategySource::kConfig && base_.contains("strategy");
+  const std::string type = from_config && base_["strategy"].is_object()
+                               ? base_["strategy"].value("type", std::string("one_device"))
+                               : std::string();
+  if (!from_config) {
+    strategy_label_->setText(cluster_description_ + tr(" (from the Cluster view)"));
+  } else if (strategy_conflict()) {
+    strategy_label_->setText(tr("The config says %1; the Cluster view says %2. Pick one:")
+                                 .arg(QString::fromStdString(type), cluster_description_));
+  } else {
+    strategy_label_->setText(QString::fromStdString(type) + tr(" (from the config)"));
+  }
+  strategy_pick_->setVisible(strategy_conflict());
+}
+
+void RunForm::use_cluster_strategy() {
+  strategy_from_ = StrategySource::kCluster;
+  update_strategy_label();
+  validate();
+}
+
+void RunForm::use_config_strategy() {
+  strategy_from_ = StrategySource::kConfig;
+  if (base_.contains("strategy") && base_["strategy"].is_object()) {
+    Q_EMIT strategy_adopted(
+        QString::fromStdString(base_["strategy"].value("type", std::string("one_device"))));
+  }
+  update_strategy_label();
   validate();
 }
 
 nlohmann::json RunForm::config() const {
   nlohmann::json doc = base_;
-  doc["name"] = name_->text().toStdString();
-  nlohmann::json layers;
-  if (parse_layers(layers_->text(), &layers)) {
-    doc["model"]["layers"] = layers;
-  } else {
-    doc["model"]["layers"] = layers_->text().toStdString();  // the parser names it
+  // Only what the user changed; the rest is the file's, key for key.
+  if (name_->text() != shown_.name) doc["name"] = name_->text().toStdString();
+  if (layers_->text() != shown_.layers) {
+    nlohmann::json layers;
+    if (parse_layers(layers_->text(), &layers)) {
+      doc["model"]["layers"] = layers;
+    } else {
+      doc["model"]["layers"] = layers_->text().toStdString();  // the parser names it
+    }
   }
-  doc["model"]["activation"] = activation_->currentText().toStdString();
-  doc["train"]["global_batch_size"] = batch_->value();
-  doc["train"]["epochs"] = epochs_->value();
-  doc["optimizer"]["type"] = optimizer_->currentText().toStdString();
-  bool ok = false;
-  const double lr = lr_->text().toDouble(&ok);
-  if (ok) {
-    doc["optimizer"]["lr"] = lr;
-  } else {
-    doc["optimizer"]["lr"] = lr_->text().toStdString();
+  if (activation_->currentText() != shown_.activation) {
+    doc["model"]["activation"] = activation_->currentText().toStdString();
   }
-  doc["checkpoint"]["every_epoch"] = ckpt_epoch_->isChecked();
-  doc["checkpoint"]["keep"] = ckpt_keep_->value();
-  doc["strategy"] = strategy_;
+  if (batch_->value() != shown_.batch) doc["train"]["global_batch_size"] = batch_->value();
+  if (epochs_->value() != shown_.epochs) doc["train"]["epochs"] = epochs_->value();
+  if (optimizer_->currentText() != shown_.optimizer) {
+    doc["optimizer"]["type"] = optimizer_->currentText().toStdString();
+  }
+  if (lr_->text() != shown_.lr) {
+    bool ok = false;
+    const double lr = lr_->text().toDouble(&ok);
+    if (ok) {
+      doc["optimizer"]["lr"] = lr;
+    } else {
+      doc["optimizer"]["lr"] = lr_->text().toStdString();
+    }
+  }
+  if (ckpt_epoch_->isChecked() != shown_.every_epoch) {
+    doc["checkpoint"]["every_epoch"] = ckpt_epoch_->isChecked();
+  }
+  if (ckpt_keep_->value() != shown_.keep) doc["checkpoint"]["keep"] = ckpt_keep_->value();
+  if (strategy_from_ == StrategySource::kCluster || !base_.contains("strategy")) {
+    doc["strategy"] = strategy_;
+  }
   return doc;
 }
 
@@ -277,6 +389,10 @@ void RunForm::validate() {
   bool lr_ok = false;
   lr_->text().toDouble(&lr_ok);
   if (!lr_ok) errors_.insert(QStringLiteral("lr"), tr("expected a number, e.g. 0.001"));
+  if (strategy_conflict()) {
+    errors_.insert(QStringLiteral("strategy"),
+                   tr("the config and the Cluster view name different strategies: pick one"));
+  }
   if (errors_.isEmpty()) {
     try {
       const RunConfig rc = parse_run_config(config(), path_.toStdString());
@@ -295,7 +411,12 @@ void RunForm::validate() {
     it.value()->setVisible(!text.isEmpty());
   }
   // The per-replica share of the global batch, by the strategy's rule.
-  const int replicas = replicas_;
+  int replicas = replicas_;
+  if (strategy_from_ == StrategySource::kConfig && base_.contains("strategy") &&
+      base_["strategy"].is_object() && base_["strategy"].contains("replicas") &&
+      base_["strategy"]["replicas"].is_number_integer()) {
+    replicas = std::max(1, base_["strategy"]["replicas"].get<int>());
+  }
   const int global = batch_->value();
   per_replica_->setText(
       replicas > 1

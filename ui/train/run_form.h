@@ -1,8 +1,12 @@
 // The run form: the run config's common fields (model, dataset, global
 // batch, epochs, optimizer, learning rate, checkpointing) over a base config
 // file, validated as the user types by the engine's own config parser. Each
-// message is shown under the field it is about. The strategy comes from the
-// topology (set_strategy).
+// message is shown under the field it is about. A field shows what the file
+// says, or the engine's own default where it says nothing, and only a field
+// the user changed is written into the config (config() is the file
+// otherwise, key for key). The strategy: the file's, when it has one, else
+// the Cluster view's (set_strategy); when the two name different types the
+// form says so and the run waits for the user to pick one.
 #pragma once
 
 #include <QHash>
@@ -30,8 +34,21 @@ class RunForm : public QWidget {
   QString config_path() const { return path_; }
   // The run config the form describes now, with `strategy_` in it.
   nlohmann::json config() const;
-  // `replicas`: how many replicas share the global batch.
+  // The Cluster view's strategy; `replicas`: how many replicas share the
+  // global batch.
   void set_strategy(const nlohmann::json& strategy, const QString& description, int replicas);
+  enum class StrategySource : int { kConfig = 0, kCluster = 1 };
+  StrategySource strategy_source() const { return strategy_from_; }
+  // Whether the file's strategy and the Cluster view's name different types
+  // while the file's is chosen (the run waits for a pick).
+  bool strategy_conflict() const;
+
+ public Q_SLOTS:
+  // The user's pick: the Cluster view's strategy replaces the file's, or the
+  // file's is kept and the Cluster view is asked to match it
+  // (strategy_adopted).
+  void use_cluster_strategy();
+  void use_config_strategy();
 
   // Whether the config passes the engine's validation, and the messages by
   // field ("name", "model", "data", "batch", "epochs", "optimizer", "lr",
@@ -49,9 +66,12 @@ class RunForm : public QWidget {
 
  Q_SIGNALS:
   void validity_changed(bool valid);
+  // The file's strategy type, for the Cluster view to take.
+  void strategy_adopted(const QString& type);
 
  private:
   void fill_from_base();
+  void update_strategy_label();
   void validate();
   QLabel* error_label(const QString& field);
   QString field_for(const std::string& message) const;
@@ -59,8 +79,16 @@ class RunForm : public QWidget {
   const StudioContext& ctx_;
   QString path_;
   nlohmann::json base_;
-  nlohmann::json strategy_ = {{"type", "one_device"}};
+  nlohmann::json strategy_ = {{"type", "one_device"}};  // the Cluster view's
+  QString cluster_description_;
+  StrategySource strategy_from_ = StrategySource::kCluster;
   int replicas_ = 1;
+  // What fill_from_base() showed: a field still showing it is not written.
+  struct Shown {
+    QString name, layers, activation, optimizer, lr;
+    int batch = 0, epochs = 0, keep = 0;
+    bool every_epoch = false;
+  } shown_;
   bool filling_ = false;
   QHash<QString, QString> errors_;
   QHash<QString, QLabel*> error_labels_;
@@ -78,6 +106,7 @@ class RunForm : public QWidget {
   QCheckBox* ckpt_epoch_ = nullptr;
   QSpinBox* ckpt_keep_ = nullptr;
   QLabel* strategy_label_ = nullptr;
+  QWidget* strategy_pick_ = nullptr;  // the two buttons, shown on a conflict
 };
 
 }  // namespace baton::ui

@@ -92,6 +92,10 @@ TrainView::TrainView(const StudioContext& ctx, TopologyModel& topology, QWidget*
   layout->addWidget(split, 1);
 
   connect(&topology_, &TopologyModel::changed, this, &TrainView::update_strategy);
+  // "Use the config's": the Cluster view takes the config's strategy, so
+  // the processes it launches are the ones the config's strategy needs.
+  connect(form_, &RunForm::strategy_adopted, this,
+          [this](const QString& type) { topology_.set_strategy(type); });
   connect(form_, &RunForm::validity_changed, this, [this](bool ok) {
     start_->setEnabled(ok && !running());
     start_button_->setEnabled(ok && !running());

@@ -61,6 +61,10 @@ class ScreenshotTest : public QObject {
     w.topology().set_strategy(QStringLiteral("mirrored"));
     if (w.topology().replica_count() < 2) QSKIP("mirrored needs 2 CPU cores here for a link");
     w.show_view(MainWindow::View::kTrain);
+    // digits.json says one_device: the form asks, and the user picks the
+    // Cluster view's mirrored.
+    QVERIFY(w.train_view().form().strategy_conflict());
+    w.train_view().form().use_cluster_strategy();
     w.train_view().form().epochs_spin()->setValue(4);
     QSignalSpy finished(&w.train_view(), &TrainView::run_finished);
     w.train_view().start();

@@ -1,7 +1,9 @@
 // The run form: the digits example by default, and each bad value caught as
 // it is typed, with the message under its own field.
 #include <QComboBox>
+#include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QtTest>
@@ -56,6 +58,109 @@ class RunFormTest : public QObject {
     QVERIFY(form.valid());
     QCOMPARE(validity.last().at(0).toBool(), true);
     QCOMPARE(form.config()["train"]["epochs"].get<int>(), 2);
+  }
+
+  // The form shows the file, the engine's defaults where it says nothing,
+  // and writes no key the user did not touch (it wrote sgd / 0.01 where the
+  // engine's default is adam / 0.001, turned activation "none" into relu,
+  // and clamped batches above 2^20).
+  void writes_only_what_the_user_changed() {
+    QTemporaryDir dir;
+    const StudioContext ctx = test_context(dir);
+    const QString path = dir.filePath(QStringLiteral("plain.json"));
+    const nlohmann::json file = {
+        {"model", {{"type", "mlp"}, {"layers", {12, 8, 5}}, {"activation", "none"}}},
+        {"data",
+         {{"train",
+           {{"type", "synthetic_classification"},
+            {"features", 12},
+            {"classes", 5},
+            {"samples", 4000000},
+            {"seed", 1}}}}},
+        {"train", {{"global_batch_size", 3000000}}}};
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(file.dump().c_str());
+    f.close();
+    RunForm form(ctx);
+    QString error;
+    QVERIFY2(form.load(path, &error), qPrintable(error));
+    QCOMPARE(form.optimizer_combo()->currentText(), QStringLiteral("adam"));  // the engine's
+    QCOMPARE(form.lr_edit()->text(), QStringLiteral("0.001"));
+    QCOMPARE(form.batch_spin()->value(), 3000000);
+    QCOMPARE(form.findChild<QComboBox*>(QStringLiteral("activation"))->currentText(),
+             QStringLiteral("none"));
+    // Untouched: the file, key for key (the strategy is the Cluster view's,
+    // the file has none).
+    nlohmann::json doc = form.config();
+    QCOMPARE(doc.value("strategy", nlohmann::json()), nlohmann::json({{"type", "one_device"}}));
+    doc.erase("strategy");
+    QCOMPARE(doc, file);
+    // Touched: that key alone.
+    form.epochs_spin()->setValue(5);
+    doc = form.config();
+    QCOMPARE(doc["train"]["epochs"].get<int>(), 5);
+    QVERIFY(!doc.contains("optimizer"));
+    QVERIFY(!doc.contains("checkpoint"));
+  }
+
+  // An example names its strategy: that is what runs, and a Cluster view
+  // that says otherwise is a question for the user, not a silent override
+  // (the example's allreduce block was dropped).
+  void the_configs_strategy_runs_unless_the_user_picks_the_cluster_views() {
+    QTemporaryDir dir;
+    const StudioContext ctx = test_context(dir);
+    RunForm form(ctx);
+    QString error;
+    QVERIFY2(
+        form.load(QStringLiteral(BATON_SOURCE_DIR "/resources/examples/mirrored.json"), &error),
+        qPrintable(error));
+    form.set_strategy({{"type", "mirrored"}, {"replicas", 4}}, QStringLiteral("mirrored"), 4);
+    QVERIFY(!form.strategy_conflict());
+    QVERIFY(form.valid());
+    const auto doc = form.config();
+    QCOMPARE(doc["strategy"]["replicas"].get<int>(), 2);  // the file's
+    QCOMPARE(doc["strategy"]["allreduce"]["bucket_mb"].get<int>(), 25);
+    // The Cluster view changes to one_device: the form says so and waits.
+    QSignalSpy adopted(&form, &RunForm::strategy_adopted);
+    form.set_strategy({{"type", "one_device"}}, QStringLiteral("one_device"), 1);
+    QVERIFY(form.strategy_conflict());
+    QVERIFY(!form.valid());
+    QVERIFY(form.errors().contains(QStringLiteral("strategy")));
+    QVERIFY(form.findChild<QPushButton*>(QStringLiteral("useConfigStrategy"))->isVisibleTo(&form));
+    // "Use the config's": the Cluster view is asked to take mirrored.
+    form.use_config_strategy();
+    QCOMPARE(adopted.count(), 1);
+    QCOMPARE(adopted.at(0).at(0).toString(), QStringLiteral("mirrored"));
+    form.set_strategy({{"type", "mirrored"}, {"replicas", 2}}, QStringLiteral("mirrored"), 2);
+    QVERIFY(form.valid());
+    // "Use the Cluster view's": its strategy replaces the file's.
+    form.set_strategy({{"type", "one_device"}}, QStringLiteral("one_device"), 1);
+    form.use_cluster_strategy();
+    QVERIFY(form.valid());
+    QCOMPARE(form.config()["strategy"], nlohmann::json({{"type", "one_device"}}));
+  }
+
+  // An example that fails to load says why, on the form.
+  void a_failed_example_shows_its_error() {
+    QTemporaryDir dir;
+    StudioContext ctx = test_context(dir);
+    QDir(dir.path()).mkpath(QStringLiteral("examples"));
+    ctx.examples_dir = dir.filePath(QStringLiteral("examples"));
+    QFile f(dir.filePath(QStringLiteral("examples/broken.json")));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"model\": ");
+    f.close();
+    RunForm form(ctx);
+    auto* examples = form.findChild<QComboBox*>(QStringLiteral("examples"));
+    QVERIFY(examples != nullptr);
+    const int i = examples->findText(QStringLiteral("broken"));
+    QVERIFY(i >= 0);
+    QMetaObject::invokeMethod(examples, "activated", Q_ARG(int, i));
+    auto* label = form.findChild<QLabel*>(QStringLiteral("error_form"));
+    QVERIFY(label != nullptr);
+    QVERIFY(label->isVisibleTo(&form));
+    QVERIFY2(label->text().contains(QLatin1String("broken.json")), qPrintable(label->text()));
   }
 
   void a_bad_config_file_is_refused_and_the_form_keeps_its_own() {

@@ -31,6 +31,12 @@ class TrainViewTest : public QObject {
     TopologyModel topo;
     topo.set_strategy(QStringLiteral("mirrored"));
     TrainView view(ctx, topo);
+    // digits.json says one_device, the Cluster view mirrored: the run waits
+    // for the user's pick.
+    QVERIFY(view.form().strategy_conflict());
+    view.start();
+    QVERIFY(!view.running());
+    view.form().use_cluster_strategy();
     view.form().epochs_spin()->setValue(3);
     QSignalSpy started(&view, &TrainView::run_started);
     QSignalSpy finished(&view, &TrainView::run_finished);
