@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 namespace baton::history_detail {
 namespace fs = std::filesystem;
@@ -139,6 +140,19 @@ std::string Stmt::col_text(int i) const {
 
 Transaction::Transaction(const Db& db) : db_(db) {
   db_.exec("BEGIN IMMEDIATE");
+  open_ = true;
+}
+
+Transaction::Transaction(const Db& db, int patience_ms) : db_(db) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(patience_ms);
+  for (int wait_ms = 20;; wait_ms = std::min(wait_ms * 2, 1000)) {
+    const int rc = sqlite3_exec(db_.get(), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) break;
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+      db_.fail("BEGIN IMMEDIATE");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+  }
   open_ = true;
 }
 

@@ -85,6 +85,9 @@ class Stmt {
 class Transaction {
  public:
   explicit Transaction(const Db& db);
+  // BEGIN IMMEDIATE tried again while the database is busy (another
+  // writer holds it past the busy timeout), for up to `patience_ms`.
+  Transaction(const Db& db, int patience_ms);
   ~Transaction();
   void commit();
   Transaction(const Transaction&) = delete;

@@ -81,7 +81,9 @@ struct Rollup {
 // the constructor.
 class HistoryWriter {
  public:
-  HistoryWriter(Db db, HistoryRunInfo info) : db_(std::move(db)), info_(std::move(info)) {
+  HistoryWriter(Db db, HistoryRunInfo info, int busy_timeout_ms, int busy_patience_ms)
+      : db_(std::move(db)), info_(std::move(info)), busy_patience_ms_(busy_patience_ms) {
+    sqlite3_busy_timeout(db_.get(), busy_timeout_ms);
     if (info_.hosts.empty()) info_.hosts.push_back(this_process().host);
     me_ = this_process();
     {
@@ -126,9 +128,10 @@ class HistoryWriter {
 
   int64_t run_row() const { return run_; }
 
-  // One transaction for the whole batch.
+  // One transaction for the whole batch; a database another writer holds
+  // is waited for (the batch is only begun once the lock is ours).
   void write(const std::vector<Queued>& batch) {
-    Transaction tx(db_);
+    Transaction tx(db_, busy_patience_ms_);
     for (const Queued& q : batch) {
       if (const auto* s = std::get_if<StepBody>(&q.body)) {
         on_step(*s);
@@ -342,6 +345,7 @@ class HistoryWriter {
 
   Db db_;
   HistoryRunInfo info_;
+  int busy_patience_ms_ = 300000;
   ProcessIdentity me_;
   int64_t step_metric_[kNumStepMetrics] = {};
   int64_t epoch_metric_[6] = {};
@@ -459,8 +463,9 @@ HistorySink::HistorySink(const std::string& db_path, HistoryRunInfo info,
   impl_->opt.commit_every_ms = std::max(1, options.commit_every_ms);
   impl_->opt.commit_every_rows = std::max<int64_t>(1, options.commit_every_rows);
   impl_->opt.max_queued = std::max<int64_t>(impl_->opt.commit_every_rows, options.max_queued);
-  impl_->writer =
-      std::make_unique<HistoryWriter>(open_history_db(db_path, OpenMode::kCreate), std::move(info));
+  impl_->writer = std::make_unique<HistoryWriter>(
+      open_history_db(db_path, OpenMode::kCreate), std::move(info),
+      std::max(1, options.busy_timeout_ms), std::max(0, options.busy_patience_ms));
   impl_->thread = std::thread([this] { impl_->loop(); });
 }
 

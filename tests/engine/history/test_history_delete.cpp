@@ -7,6 +7,7 @@
 #include <baton/history/store.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -124,6 +125,65 @@ TEST(HistoryDelete, AWriterKeepsWritingThroughADelete) {
   EXPECT_EQ(history_test::count(
                 db, "SELECT count(*) FROM metric_samples WHERE run = " + std::to_string(long_id)),
             0);
+}
+
+// Another writer holds the database past the busy timeout (a long delete,
+// a migration): the recorder waits and tries again, and keeps its run (it
+// used to fail with "database is locked" and lose everything after).
+TEST(HistoryDelete, ARecorderWaitsOutABusyDatabase) {
+  TempDir tmp;
+  const std::string db = tmp.path("runs.db");
+  HistorySinkOptions opt;
+  opt.busy_timeout_ms = 20;  // SQLite gives up fast; the sink must not
+  opt.busy_patience_ms = 60000;
+  HistorySink sink(db, {}, opt);
+  RunStartEvent start;
+  start.run = "patient";
+  sink.emit(start);
+  sink.flush();
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  for (int64_t s = 1; s <= 50; ++s) {
+    StepEvent e;
+    e.run = "patient";
+    e.step = s;
+    e.loss = 1.0 / static_cast<double>(s);
+    sink.emit(e);
+  }
+  std::thread flusher([&] { EXPECT_NO_THROW(sink.flush()); });
+  // The other writer keeps the lock well past the sink's busy timeout.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(sink.lost_events(), 0);
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  flusher.join();
+  RunEndEvent end;
+  end.run = "patient";
+  end.step = 50;
+  end.status = "completed";
+  sink.emit(end);
+  EXPECT_NO_THROW(sink.close());
+  EXPECT_EQ(sink.lost_events(), 0);
+  const HistoryStore store(db, HistoryStore::Open::kReadOnly);
+  const int64_t id = store.resolve("patient");
+  EXPECT_EQ(store.run(id).status, "completed");
+  EXPECT_EQ(history_test::count(db, "SELECT count(DISTINCT step) FROM metric_samples WHERE run = " +
+                                        std::to_string(id)),
+            50);
+
+  // Without the patience (one try, as before) the same lock loses the run.
+  HistorySinkOptions hasty = opt;
+  hasty.busy_patience_ms = 0;
+  HistorySink quick(db, {}, hasty);
+  ASSERT_EQ(sqlite3_open(db.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  RunStartEvent again;
+  again.run = "hasty";
+  quick.emit(again);
+  EXPECT_THROW(quick.flush(), RuntimeError);
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
 }
 
 }  // namespace

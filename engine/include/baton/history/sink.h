@@ -54,6 +54,12 @@ struct HistorySinkOptions {
   int commit_every_ms = 250;
   int64_t commit_every_rows = 8192;
   int64_t max_queued = 1 << 20;
+  // A batch that finds the database locked by another writer (a long
+  // delete, a migration) waits this long for it: SQLite's busy timeout
+  // for each try, and the batch is tried again, waiting up to
+  // busy_patience_ms in all, before the database counts as failed.
+  int busy_timeout_ms = 10000;
+  int busy_patience_ms = 300000;
   // Called once, on the writer thread, when the database first fails (the
   // message names the database and says why); nothing is recorded after
   // that. For the run's log and the console: the run goes on.
