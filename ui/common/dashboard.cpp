@@ -125,6 +125,11 @@ void Dashboard::clear() {
   mark_dirty();
 }
 
+double Dashboard::start_unix_s(const QString& id) const {
+  const auto r = runs_.find(id);
+  return r == runs_.end() ? 0.0 : r->second.start_unix_s;
+}
+
 void Dashboard::begin_run(const QString& id, const QString& label, double start_unix_s) {
   Run& r = run_for(id.toStdString());
   r.label = label;

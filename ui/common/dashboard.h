@@ -41,6 +41,9 @@ class Dashboard : public QWidget {
   // wall-clock axis) before its events come; a run_start event does the
   // same for runs not named first.
   void begin_run(const QString& id, const QString& label, double start_unix_s);
+  // When run `id` started (Unix seconds; what the wall-clock axis adds), 0
+  // for a run not shown.
+  double start_unix_s(const QString& id) const;
   void add_events(const std::vector<Event>& events);
   void add_event(const Event& e) { add_events({e}); }
 
@@ -78,9 +81,9 @@ class Dashboard : public QWidget {
     QColor color;
     double start_unix_s = 0;
     int replicas = 1;
-    bool remote_updates = false;  // parameter_server: each worker reports its own rows
+    bool remote_updates = false;      // parameter_server: each worker reports its own rows
     std::map<int, double> rank_rate;  // every rank's latest own samples/s
-    double last_rel = 0;  // wall time of the last step, for epoch events
+    double last_rel = 0;              // wall time of the last step, for epoch events
     std::map<QString, Series> series;
   };
 

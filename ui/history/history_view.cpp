@@ -47,6 +47,33 @@ QString json_text(const nlohmann::json& j) {
   return j.is_null() ? QStringLiteral("(absent)") : QString::fromStdString(j.dump());
 }
 
+// The key-by-key differences of two runs' configs (throws what the store
+// throws); any thread.
+QStringList config_diff(const std::string& db, int64_t a, int64_t b) {
+  QStringList lines;
+  const HistoryStore store(db, HistoryStore::Open::kReadOnly);
+  const RunRecord ra = store.run(a), rb = store.run(b);
+  for (const ConfigChange& c : diff_configs(ra.config, rb.config)) {
+    const QString key = QString::fromStdString(c.key);
+    switch (c.kind) {
+      case ConfigChange::Kind::kAdded:
+        lines << QStringLiteral("+ %1: %2").arg(key, json_text(c.after));
+        break;
+      case ConfigChange::Kind::kRemoved:
+        lines << QStringLiteral("- %1: %2").arg(key, json_text(c.before));
+        break;
+      default:
+        lines << QStringLiteral("~ %1: %2 -> %3").arg(key, json_text(c.before), json_text(c.after));
+    }
+  }
+  return lines;
+}
+
+struct Work {
+  QString error;
+  QStringList lines;
+};
+
 }  // namespace
 
 HistoryView::HistoryView(const StudioContext& ctx, QWidget* parent) : QWidget(parent), ctx_(ctx) {
@@ -122,6 +149,14 @@ HistoryView::HistoryView(const StudioContext& ctx, QWidget* parent) : QWidget(pa
     scrubber_->blockSignals(false);
     position_->setText(tr("step %1 / %2").arg(step).arg(replay_->last_step()));
   });
+  connect(replay_, &ReplayController::opened, this, [this](qint64 last) {
+    scrubber_->setRange(0, static_cast<int>(last));
+    pause_->setText(tr("Pause"));
+    show_message(tr("Replaying at %1x").arg(speed_->currentData().toDouble()));
+    Q_EMIT replay_requested();
+  });
+  connect(replay_, &ReplayController::failed, this,
+          [this](const QString& message) { show_message(message, true); });
   connect(replay_, &ReplayController::ended, this, [this] {
     pause_->setText(tr("Play"));
     show_message(tr("Replay finished"));
@@ -177,24 +212,14 @@ void HistoryView::build_actions() {
   connect(diff_, &QPushButton::clicked, this, [this] {
     const auto ids = selected_runs();
     if (ids.size() != 2) return;
-    QString error;
-    const QStringList lines = diff(ids[0], ids[1], &error);
-    if (!error.isEmpty()) {
-      show_message(error, true);
-      return;
-    }
-    QDialog dlg(this);
-    dlg.setWindowTitle(tr("Config diff: run %1 vs run %2").arg(ids[0]).arg(ids[1]));
-    auto* text =
-        new QPlainTextEdit(lines.isEmpty() ? tr("The configs are the same.") : lines.join('\n'));
-    text->setReadOnly(true);
-    auto* box = new QDialogButtonBox(QDialogButtonBox::Close);
-    connect(box, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
-    auto* l = new QVBoxLayout(&dlg);
-    l->addWidget(text);
-    l->addWidget(box);
-    dlg.resize(640, 400);
-    dlg.exec();
+    // Read off the GUI thread; the dialog when the lines are there.
+    const std::string db = db_path().toStdString();
+    const int64_t a = ids[0], b = ids[1];
+    run_off_gui([db, a, b](QStringList* lines) { *lines = config_diff(db, a, b); },
+                [this, a, b](const QString& error, const QStringList& lines) {
+                  if (!error.isEmpty()) return show_message(error, true);
+                  show_diff(a, b, lines);
+                });
   });
   connect(tag_, &QPushButton::clicked, this, [this] {
     bool ok = false;
@@ -202,13 +227,7 @@ void HistoryView::build_actions() {
         QInputDialog::getText(this, tr("Tag runs"), tr("Tag:"), QLineEdit::Normal, {}, &ok)
             .trimmed();
     if (!ok || tag.isEmpty()) return;
-    try {
-      HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
-      for (int64_t id : selected_runs()) store.add_tag(id, tag.toStdString());
-    } catch (const std::exception& e) {
-      show_message(QString::fromUtf8(e.what()), true);
-    }
-    refresh();
+    tag_runs(selected_runs(), tag);
   });
   connect(note_, &QPushButton::clicked, this, [this] {
     const auto ids = selected_runs();
@@ -216,13 +235,7 @@ void HistoryView::build_actions() {
     bool ok = false;
     const QString note = QInputDialog::getMultiLineText(this, tr("Run note"), tr("Note:"), {}, &ok);
     if (!ok) return;
-    try {
-      HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
-      store.set_note(ids[0], note.toStdString());
-    } catch (const std::exception& e) {
-      show_message(QString::fromUtf8(e.what()), true);
-    }
-    refresh();
+    note_run(ids[0], note);
   });
   connect(delete_, &QPushButton::clicked, this, [this] {
     const auto ids = selected_runs();
@@ -232,20 +245,12 @@ void HistoryView::build_actions() {
                                  static_cast<int>(ids.size()))) != QMessageBox::Yes) {
       return;
     }
-    try {
-      HistoryStore store(db_path().toStdString(), HistoryStore::Open::kExisting);
-      for (int64_t id : ids) store.remove_run(id);
-      show_message(tr("Deleted %n run(s)", nullptr, static_cast<int>(ids.size())));
-    } catch (const std::exception& e) {
-      show_message(QString::fromUtf8(e.what()), true);
-    }
-    refresh();
+    delete_runs(ids);
   });
   connect(replay_button_, &QPushButton::clicked, this, [this] {
     const auto ids = selected_runs();
     if (ids.size() != 1) return;
-    QString error;
-    if (!replay_run(ids[0], speed_->currentData().toDouble(), &error)) show_message(error, true);
+    replay_run(ids[0], speed_->currentData().toDouble());
   });
   connect(pause_, &QPushButton::clicked, this, [this] {
     if (replay_->playing()) {
@@ -371,38 +376,98 @@ void HistoryView::overlay(const std::vector<int64_t>& ids) {
   }));
 }
 
-QStringList HistoryView::diff(int64_t a, int64_t b, QString* error) const {
-  QStringList lines;
-  try {
-    const HistoryStore store(db_path().toStdString(), HistoryStore::Open::kReadOnly);
-    const RunRecord ra = store.run(a), rb = store.run(b);
-    for (const ConfigChange& c : diff_configs(ra.config, rb.config)) {
-      const QString key = QString::fromStdString(c.key);
-      switch (c.kind) {
-        case ConfigChange::Kind::kAdded:
-          lines << QStringLiteral("+ %1: %2").arg(key, json_text(c.after));
-          break;
-        case ConfigChange::Kind::kRemoved:
-          lines << QStringLiteral("- %1: %2").arg(key, json_text(c.before));
-          break;
-        default:
-          lines
-              << QStringLiteral("~ %1: %2 -> %3").arg(key, json_text(c.before), json_text(c.after));
-      }
+
+void HistoryView::run_off_gui(std::function<void(QStringList*)> work,
+                              std::function<void(const QString&, const QStringList&)> done) {
+  auto* watcher = new QFutureWatcher<Work>(this);
+  connect(watcher, &QFutureWatcher<Work>::finished, this, [watcher, done = std::move(done)] {
+    watcher->deleteLater();
+    const Work w = watcher->result();
+    done(w.error, w.lines);
+  });
+  watcher->setFuture(QtConcurrent::run([work = std::move(work)]() -> Work {
+    Work w;
+    try {
+      work(&w.lines);
+    } catch (const std::exception& e) {
+      w.error = QString::fromUtf8(e.what());
     }
+    return w;
+  }));
+}
+
+QStringList HistoryView::diff(int64_t a, int64_t b, QString* error) const {
+  try {
+    return config_diff(db_path().toStdString(), a, b);
   } catch (const std::exception& e) {
     *error = QString::fromUtf8(e.what());
   }
-  return lines;
+  return {};
 }
 
-bool HistoryView::replay_run(int64_t id, double speed, QString* error) {
-  if (!replay_->start(db_path(), QString::number(id), speed, error)) return false;
-  scrubber_->setRange(0, static_cast<int>(replay_->last_step()));
-  pause_->setText(tr("Pause"));
-  show_message(tr("Replaying run %1 at %2x").arg(id).arg(speed));
-  Q_EMIT replay_requested();
-  return true;
+void HistoryView::show_diff(int64_t a, int64_t b, const QStringList& lines) {
+  QDialog dlg(this);
+  dlg.setWindowTitle(tr("Config diff: run %1 vs run %2").arg(a).arg(b));
+  auto* text =
+      new QPlainTextEdit(lines.isEmpty() ? tr("The configs are the same.") : lines.join('\n'));
+  text->setReadOnly(true);
+  auto* box = new QDialogButtonBox(QDialogButtonBox::Close);
+  connect(box, &QDialogButtonBox::rejected, &dlg, &QDialog::reject);
+  auto* l = new QVBoxLayout(&dlg);
+  l->addWidget(text);
+  l->addWidget(box);
+  dlg.resize(640, 400);
+  dlg.exec();
+}
+
+void HistoryView::tag_runs(const std::vector<int64_t>& ids, const QString& tag) {
+  const std::string db = db_path().toStdString(), t = tag.toStdString();
+  run_off_gui(
+      [db, ids, t](QStringList*) {
+        HistoryStore store(db, HistoryStore::Open::kExisting);
+        for (int64_t id : ids) store.add_tag(id, t);
+      },
+      [this](const QString& error, const QStringList&) {
+        if (!error.isEmpty()) show_message(error, true);
+        refresh();
+      });
+}
+
+void HistoryView::note_run(int64_t id, const QString& note) {
+  const std::string db = db_path().toStdString(), text = note.toStdString();
+  run_off_gui(
+      [db, id, text](QStringList*) {
+        HistoryStore store(db, HistoryStore::Open::kExisting);
+        store.set_note(id, text);
+      },
+      [this](const QString& error, const QStringList&) {
+        if (!error.isEmpty()) show_message(error, true);
+        refresh();
+      });
+}
+
+void HistoryView::delete_runs(const std::vector<int64_t>& ids) {
+  // A run being replayed is let go first (its player reads it).
+  replay_->stop();
+  const std::string db = db_path().toStdString();
+  show_message(tr("Deleting %n run(s)...", nullptr, static_cast<int>(ids.size())));
+  run_off_gui(
+      [db, ids](QStringList*) {
+        HistoryStore store(db, HistoryStore::Open::kExisting);
+        for (int64_t id : ids) store.remove_run(id);  // small transactions
+      },
+      [this, n = static_cast<int>(ids.size())](const QString& error, const QStringList&) {
+        if (error.isEmpty()) {
+          show_message(tr("Deleted %n run(s)", nullptr, n));
+        } else {
+          show_message(error, true);
+        }
+        refresh();
+      });
+}
+
+void HistoryView::replay_run(int64_t id, double speed) {
+  replay_->open(db_path(), QString::number(id), speed);
 }
 
 }  // namespace baton::ui

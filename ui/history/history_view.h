@@ -8,6 +8,7 @@
 #pragma once
 
 #include <QWidget>
+#include <functional>
 
 #include "common/studio_context.h"
 
@@ -44,7 +45,13 @@ class HistoryView : public QWidget {
   void overlay(const std::vector<int64_t>& ids);
   // The key-by-key differences of two runs' configs, as text lines.
   QStringList diff(int64_t a, int64_t b, QString* error) const;
-  bool replay_run(int64_t id, double speed, QString* error);
+  // Opens run `id` for replay off the GUI thread: the replay controller's
+  // opened() or failed() says how it went (the view shows either).
+  void replay_run(int64_t id, double speed);
+  // Off the GUI thread, then a refresh (refreshed()); errors are messages.
+  void tag_runs(const std::vector<int64_t>& ids, const QString& tag);
+  void note_run(int64_t id, const QString& note);
+  void delete_runs(const std::vector<int64_t>& ids);
   QString message() const;
 
  public Q_SLOTS:
@@ -58,6 +65,11 @@ class HistoryView : public QWidget {
 
  private:
   void build_actions();
+  // Runs `work` on a worker thread (what it throws becomes the error), then
+  // `done` on the GUI thread.
+  void run_off_gui(std::function<void(QStringList*)> work,
+                   std::function<void(const QString&, const QStringList&)> done);
+  void show_diff(int64_t a, int64_t b, const QStringList& lines);
   void show_message(const QString& text, bool error = false);
   void on_selection();
 

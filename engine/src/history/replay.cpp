@@ -345,8 +345,10 @@ struct ReplayPlayer::Impl {
   mutable std::mutex mu;
   std::condition_variable cv;
   double speed = 1.0;
-  bool stopping = false, done = false, speed_changed = false;
+  bool stopping = false, done = false, speed_changed = false, paused = false;
   int64_t seek_to = kNoStep;
+  int64_t fast_until = kNoStep;  // events before this step: no pacing
+  bool pause_at_fast_end = false;
   std::string error;
 
   void loop() {
@@ -373,6 +375,21 @@ struct ReplayPlayer::Impl {
           cv.wait(lk, [&] { return stopping || seek_to != kNoStep; });
           continue;
         }
+        if (fast_until != kNoStep) {
+          if (ev->step < fast_until || std::holds_alternative<RunStartEvent>(ev->event)) {
+            on_event(ev->event);  // before the target: at once
+            continue;
+          }
+          fast_until = kNoStep;
+          anchored = false;
+          if (pause_at_fast_end) paused = true;  // hold before the target's first event
+        }
+        if (paused) {
+          cv.wait(lk, [&] { return stopping || !paused || seek_to != kNoStep; });
+          if (stopping) return;
+          if (seek_to != kNoStep) continue;  // this event is dropped by the seek
+          anchored = false;                  // the pace starts again from here
+        }
         const bool restart = std::holds_alternative<RunStartEvent>(ev->event);
         // A restart may follow hours of downtime: playback does not wait
         // for it, it starts the clock again.
@@ -382,10 +399,23 @@ struct ReplayPlayer::Impl {
           const double wait_s = std::max(0.0, ev->wall_time_s - anchor_wall) / pace;
           const auto due = anchor_clock + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(wait_s));
-          cv.wait_until(lk, due, [&] { return stopping || seek_to != kNoStep || speed_changed; });
+          cv.wait_until(lk, due,
+                        [&] { return stopping || seek_to != kNoStep || speed_changed || paused; });
           if (stopping) return;
           if (seek_to != kNoStep) {
             drop = true;  // the seek is applied at the top of the loop
+            break;
+          }
+          if (paused) {
+            // Held with this event not yet delivered: it comes first on
+            // resume, at once, and the pace starts again from it.
+            cv.wait(lk, [&] { return stopping || !paused || seek_to != kNoStep; });
+            if (stopping) return;
+            if (seek_to != kNoStep) {
+              drop = true;
+              break;
+            }
+            anchored = false;
             break;
           }
           if (!speed_changed) break;
@@ -443,6 +473,28 @@ void ReplayPlayer::stop() {
 void ReplayPlayer::seek(int64_t step) {
   std::lock_guard<std::mutex> lk(impl_->mu);
   impl_->seek_to = step <= 0 ? 0 : step;
+  impl_->done = false;
+  impl_->cv.notify_all();
+}
+
+void ReplayPlayer::pause() {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  impl_->paused = true;
+  impl_->cv.notify_all();
+}
+
+void ReplayPlayer::resume() {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  impl_->paused = false;
+  impl_->cv.notify_all();
+}
+
+void ReplayPlayer::fast_forward(int64_t step, bool then_pause) {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  impl_->seek_to = 0;  // from the beginning: run_start first
+  impl_->fast_until = step;
+  impl_->pause_at_fast_end = then_pause;
+  impl_->paused = false;
   impl_->done = false;
   impl_->cv.notify_all();
 }

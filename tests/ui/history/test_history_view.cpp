@@ -123,29 +123,61 @@ class HistoryViewTest : public QObject {
     QCOMPARE(lines.size(), 1);
     QVERIFY2(lines[0].contains(QLatin1String("optimizer.lr")), qPrintable(lines[0]));
 
-    // Replay at full speed: the same points as recorded.
+    // Replay at full speed: the same points as recorded. The run opens off
+    // the GUI thread (opened), and the wall-clock axis is the run's own.
+    QSignalSpy opened(&view.replay(), &ReplayController::opened);
+    QSignalSpy failed(&view.replay(), &ReplayController::failed);
     QSignalSpy ended(&view.replay(), &ReplayController::ended);
-    QVERIFY2(view.replay_run(b, 0, &error), qPrintable(error));
-    QVERIFY(ended.wait(10000));
+    view.replay_run(b, 0);
+    QVERIFY(view.replay().opening());
+    QVERIFY(opened.wait(10000));
+    QCOMPARE(opened.at(0).at(0).toLongLong(), 60);
+    QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 10000);
     QCOMPARE(view.dashboard().point_count("run-b", "loss/train"), 60);
     QCOMPARE(view.replay().last_step(), 60);
-    // Scrub back to step 30: the run up to there, at once.
+    {
+      const HistoryStore store(db, HistoryStore::Open::kReadOnly);
+      QCOMPARE(view.dashboard().start_unix_s("run-b"), store.run(b).start_time);  // not today
+    }
+    // Scrub back to step 30 (paused): the run up to there, read off the GUI
+    // thread, then it stays there.
     view.replay().seek(30);
+    QTRY_COMPARE_WITH_TIMEOUT(view.dashboard().point_count("run-b", "loss/train"), 29, 10000);
+    QTest::qWait(100);
     QCOMPARE(view.dashboard().point_count("run-b", "loss/train"), 29);
+    // Play from there: exactly the rest, once (every recorded point, none
+    // twice, none skipped).
+    ended.clear();
+    view.replay().resume();
+    QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 10000);
+    QCOMPARE(view.dashboard().point_count("run-b", "loss/train"), 60);
+    QCOMPARE(view.dashboard().point_count("run-b", "accuracy/val"), 1);
+    QCOMPARE(failed.count(), 0);
 
     // An unknown run is a message, not a crash.
-    QVERIFY(!view.replay_run(999, 1, &error));
-    QVERIFY2(error.contains(QLatin1String("999")), qPrintable(error));
+    view.replay_run(999, 1);
+    QVERIFY(failed.wait(10000));
+    QVERIFY2(failed.at(0).at(0).toString().contains(QLatin1String("999")),
+             qPrintable(failed.at(0).at(0).toString()));
+    QVERIFY2(view.message().contains(QLatin1String("999")), qPrintable(view.message()));
 
-    // Deleting a run removes it from the table after a refresh.
-    {
-      HistoryStore store(db);
-      store.remove_run(a);
-    }
+    // Deleting a run (off the GUI thread, while it is being replayed and
+    // paused) removes it from the table; nothing throws out of a slot.
+    opened.clear();
+    view.replay_run(a, 1);
+    QVERIFY(opened.wait(10000));
+    view.replay().pause();
     refreshed.clear();
-    view.refresh();
+    view.delete_runs({a});
     QVERIFY(refreshed.wait(10000));
     QCOMPARE(view.model().rowCount(), 1);
+    view.replay().resume();  // the replay was let go: nothing to resume
+    QVERIFY(!view.replay().playing());
+    // Tag and note, off the GUI thread too.
+    refreshed.clear();
+    view.tag_runs({b}, QStringLiteral("kept"));
+    QVERIFY(refreshed.wait(10000));
+    QCOMPARE(view.model().run_at(0).tags, std::vector<std::string>{"kept"});
   }
 
   void a_foreign_database_is_a_message() {

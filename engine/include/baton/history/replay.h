@@ -73,6 +73,13 @@ class ReplayPlayer {
   void stop();
   // Continues from the first event at or after `step` (see HistoryReplay).
   void seek(int64_t step);
+  // Holds playback before the next event (pause returns once no callback
+  // runs), and goes on from exactly there, its pace restarted.
+  void pause();
+  void resume();
+  // Delivers every event before `step` at once (no pacing), then plays at
+  // the pace from there - or holds there, paused, when `then_pause`.
+  void fast_forward(int64_t step, bool then_pause);
   void set_speed(double speed);
   // Waits until the last event was delivered (true) or the timeout passed.
   bool wait_finished(std::chrono::milliseconds timeout);
