@@ -114,8 +114,16 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
   });
   connect(x_combo_, &QComboBox::currentIndexChanged, this,
           [this](int i) { set_x_axis(static_cast<XAxis>(i)); });
-  connect(smooth_slider_, &QSlider::valueChanged, this,
-          [this](int v) { set_smoothing(v / 100.0); });
+  // A drag of the slider is many ticks: the label follows each, the
+  // (bounded) rebuild runs once they pause.
+  smoothing_timer_.setInterval(40);
+  smoothing_timer_.setSingleShot(true);
+  connect(&smoothing_timer_, &QTimer::timeout, this,
+          [this] { set_smoothing(smooth_slider_->value() / 100.0); });
+  connect(smooth_slider_, &QSlider::valueChanged, this, [this](int v) {
+    smooth_label_->setText(QString::number(v / 100.0, 'f', 2));
+    smoothing_timer_.start();
+  });
   connect(log_box_, &QCheckBox::toggled, this, &Dashboard::set_log_loss);
 }
 
@@ -148,7 +156,28 @@ Dashboard::Run& Dashboard::run_for(const std::string& id) {
   r.index = static_cast<int>(runs_.size());
   r.color = kRunColours[static_cast<size_t>(r.index) % std::size(kRunColours)];
   r.start_unix_s = static_cast<double>(QDateTime::currentSecsSinceEpoch());
-  return runs_.emplace(key, std::move(r)).first->second;
+  Run& added = runs_.emplace(key, std::move(r)).first->second;
+  if (runs_.size() == 2) restyle_for_compare();
+  return added;
+}
+
+void Dashboard::restyle_for_compare() {
+  for (auto& [id, run] : runs_) {
+    for (auto& [key, s] : run.series) {
+      if (!s.graph) continue;
+      s.graph->setName(run.label + QLatin1Char(' ') + key.section(QLatin1Char('/'), 1));
+      if (s.stacked) {
+        // Translucent, one dash pattern a run: no run's fill hides another's.
+        QBrush b = s.graph->brush();
+        QColor c = b.color();
+        c.setAlpha(60);
+        s.graph->setBrush(c);
+        QPen pen = s.graph->pen();
+        pen.setStyle(static_cast<Qt::PenStyle>(1 + run.index % 4));
+        s.graph->setPen(pen);
+      }
+    }
+  }
 }
 
 QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
@@ -194,11 +223,11 @@ double Dashboard::shown(Series& s, double raw) {
 double Dashboard::x_of(const Run& run, const Series& s, size_t i) const {
   switch (x_mode_) {
     case XAxis::kRelative:
-      return s.rel[i];
+      return s.pts[i].rel;
     case XAxis::kWall:
-      return run.start_unix_s + s.rel[i];
+      return run.start_unix_s + s.pts[i].rel;
     default:
-      return s.step[i];
+      return s.pts[i].step;
   }
 }
 
@@ -208,14 +237,49 @@ void Dashboard::append(Run& run, const QString& run_id, const QString& key, Plot
   Series& s = run.series[key];
   if (!s.graph) {
     s.smooth = smooth;
+    s.stacked = p == Plot::kStepTime;
     s.graph = make_graph(run, key, p);
   }
-  s.step.push_back(step);
-  s.rel.push_back(rel);
-  s.value.push_back(value);
-  const size_t i = s.value.size() - 1;
+  ++s.received;
+  // Into the last bucket while it has room, else a new one.
+  const bool merge = !s.pts.empty() && s.pts.back().n < s.per_bucket;
+  if (merge) {
+    Point& b = s.pts.back();
+    b.step = step;
+    b.rel = rel;
+    b.value = value;
+    b.lo = std::min(b.lo, value);
+    b.hi = std::max(b.hi, value);
+    ++b.n;
+  } else {
+    s.pts.push_back(Point{step, rel, value, value, value, 1});
+  }
+  if (static_cast<int>(s.pts.size()) > kMaxPoints) {
+    // Full: neighbours merge in pairs, and the graph is drawn again.
+    std::vector<Point> merged;
+    merged.reserve(s.pts.size() / 2 + 1);
+    for (size_t i = 0; i < s.pts.size(); i += 2) {
+      Point b = s.pts[i];
+      if (i + 1 < s.pts.size()) {
+        const Point& c = s.pts[i + 1];
+        b.step = c.step;
+        b.rel = c.rel;
+        b.value = c.value;
+        b.lo = std::min(b.lo, c.lo);
+        b.hi = std::max(b.hi, c.hi);
+        b.n += c.n;
+      }
+      merged.push_back(b);
+    }
+    s.pts.swap(merged);
+    s.per_bucket *= 2;
+    rebuild_series(run, key, s);
+    mark_dirty();
+    return;
+  }
+  const size_t i = s.pts.size() - 1;
   double y = shown(s, value);
-  if (p == Plot::kStepTime) {
+  if (s.stacked) {
     // Stack on the part below (its last point is at the same step).
     const QString k = key.section(QLatin1Char('/'), 1);
     for (int part = 1; part < 4; ++part) {
@@ -223,9 +287,16 @@ void Dashboard::append(Run& run, const QString& run_id, const QString& key, Plot
       const Series& below = run.series[QStringLiteral("time/") + kTimeParts[part - 1]];
       if (!below.graph || below.graph->dataCount() == 0) break;
       y += (below.graph->data()->end() - 1)->value;
+      break;
     }
   }
-  s.graph->addData(x_of(run, s, i), y);
+  if (merge && s.graph->dataCount() > 0) {
+    auto last = s.graph->data()->end() - 1;
+    last->key = x_of(run, s, i);
+    last->value = y;
+  } else {
+    s.graph->addData(x_of(run, s, i), y);
+  }
 }
 
 void Dashboard::add_events(const std::vector<Event>& events) {
@@ -294,34 +365,38 @@ void Dashboard::add_events(const std::vector<Event>& events) {
   mark_dirty();
 }
 
-void Dashboard::rebuild() {
-  for (auto& [id, run] : runs_) {
-    for (auto& [key, s] : run.series) {
-      if (!s.graph) continue;
-      s.graph->data()->clear();
-      s.ema = s.ema_weight_sum = 0;
-      const bool stacked = key.startsWith(QLatin1String("time/"));
-      QVector<double> xs, ys;
-      xs.reserve(static_cast<int>(s.value.size()));
-      ys.reserve(static_cast<int>(s.value.size()));
-      for (size_t i = 0; i < s.value.size(); ++i) {
-        xs.push_back(x_of(run, s, i));
-        ys.push_back(shown(s, s.value[i]));
-      }
-      if (stacked) {
-        // Re-stack on the parts below, point by point.
-        const QString k = key.section(QLatin1Char('/'), 1);
-        for (int part = 1; part < 4; ++part) {
-          if (k != QLatin1String(kTimeParts[part])) continue;
-          for (int below = 0; below < part; ++below) {
-            const Series& b = run.series[QStringLiteral("time/") + kTimeParts[below]];
-            for (int i = 0; i < ys.size() && i < static_cast<int>(b.value.size()); ++i) {
-              ys[i] += b.value[static_cast<size_t>(i)];
-            }
-          }
+void Dashboard::rebuild_series(Run& run, const QString& key, Series& s) {
+  if (!s.graph) return;
+  s.ema = s.ema_weight_sum = 0;
+  QVector<double> xs, ys;
+  xs.reserve(static_cast<int>(s.pts.size()));
+  ys.reserve(static_cast<int>(s.pts.size()));
+  for (size_t i = 0; i < s.pts.size(); ++i) {
+    xs.push_back(x_of(run, s, i));
+    ys.push_back(shown(s, s.pts[i].value));
+  }
+  if (s.stacked) {
+    // Re-stack on the parts below, bucket by bucket (the parts arrive
+    // together, so their buckets line up).
+    const QString k = key.section(QLatin1Char('/'), 1);
+    for (int part = 1; part < 4; ++part) {
+      if (k != QLatin1String(kTimeParts[part])) continue;
+      for (int below = 0; below < part; ++below) {
+        const Series& b = run.series[QStringLiteral("time/") + kTimeParts[below]];
+        for (int i = 0; i < ys.size() && i < static_cast<int>(b.pts.size()); ++i) {
+          ys[i] += b.pts[static_cast<size_t>(i)].value;
         }
       }
-      s.graph->setData(xs, ys, true);
+    }
+  }
+  s.graph->setData(xs, ys, true);
+}
+
+void Dashboard::rebuild(bool smoothed_only) {
+  for (auto& [id, run] : runs_) {
+    for (auto& [key, s] : run.series) {
+      if (smoothed_only && !s.smooth) continue;
+      rebuild_series(run, key, s);
     }
   }
   mark_dirty();
@@ -355,9 +430,11 @@ void Dashboard::set_smoothing(double weight) {
   smoothing_ = std::clamp(weight, 0.0, 0.99);
   smooth_label_->setText(QString::number(smoothing_, 'f', 2));
   if (smooth_slider_->value() != static_cast<int>(smoothing_ * 100 + 0.5)) {
+    const QSignalBlocker quiet(smooth_slider_);
     smooth_slider_->setValue(static_cast<int>(smoothing_ * 100 + 0.5));
   }
-  rebuild();
+  smoothing_timer_.stop();
+  rebuild(/*smoothed_only=*/true);
 }
 
 void Dashboard::set_log_loss(bool on) {
@@ -398,7 +475,14 @@ int Dashboard::point_count(const QString& run, const QString& series) const {
   const auto r = runs_.find(run);
   if (r == runs_.end()) return 0;
   const auto s = r->second.series.find(series);
-  return s == r->second.series.end() ? 0 : static_cast<int>(s->second.value.size());
+  return s == r->second.series.end() ? 0 : static_cast<int>(s->second.received);
+}
+
+int Dashboard::held_points(const QString& run, const QString& series) const {
+  const auto r = runs_.find(run);
+  if (r == runs_.end()) return 0;
+  const auto s = r->second.series.find(series);
+  return s == r->second.series.end() ? 0 : static_cast<int>(s->second.pts.size());
 }
 
 bool Dashboard::export_csv(const QString& path, QString* error) const {
@@ -415,10 +499,11 @@ bool Dashboard::export_csv(const QString& path, QString* error) const {
     const std::string run_field = csv::field(id.toStdString());
     for (const auto& [key, s] : run.series) {
       const std::string key_field = csv::field(key.toStdString());
-      for (size_t i = 0; i < s.value.size() && ok; ++i) {
-        line = run_field + ',' + key_field + ',' + std::to_string(static_cast<int64_t>(s.step[i]));
-        csv::add_number(line, s.rel[i]);
-        csv::add_number(line, s.value[i]);
+      for (size_t i = 0; i < s.pts.size() && ok; ++i) {
+        const Point& b = s.pts[i];  // a bucket's last point, as drawn
+        line = run_field + ',' + key_field + ',' + std::to_string(static_cast<int64_t>(b.step));
+        csv::add_number(line, b.rel);
+        csv::add_number(line, b.value);
         line += '\n';
         ok = f.write(line.data(), static_cast<qint64>(line.size())) ==
              static_cast<qint64>(line.size());

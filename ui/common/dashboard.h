@@ -8,6 +8,12 @@
 // Redraws are coalesced: add_events() only appends data and marks the
 // plots dirty; a timer replots at most every 33 ms (~30 per second),
 // queued, so a stream of thousands of events a second costs a few replots.
+//
+// Long runs: a series holds at most kMaxPoints buckets. When it has more,
+// neighbouring buckets merge in pairs (as the history's rollups: each keeps
+// its count, min, max and last; the plot draws the last, the smoothing runs
+// over them), so memory stays bounded however many steps a run has, and a
+// redraw or a smoothing change touches a few thousand points per series.
 #pragma once
 
 #include <baton/telemetry/telemetry.h>
@@ -60,6 +66,10 @@ class Dashboard : public QWidget {
   // "throughput/replica", "time/data", "time/compute", "time/comm",
   // "time/optimizer", "link/<src>-><dst>"); 0 when absent.
   int point_count(const QString& run, const QString& series) const;
+  // Buckets held (and drawn) for the series: point_count() up to
+  // kMaxPoints, never more.
+  int held_points(const QString& run, const QString& series) const;
+  static constexpr int kMaxPoints = 4096;
   int replot_count() const { return replots_; }
   // Replots now (tests, exports).
   void replot_now();
@@ -69,10 +79,19 @@ class Dashboard : public QWidget {
   bool export_png(const QString& path, QString* error);
 
  private:
+  // A bucket of consecutive points: the last one's step, time and value,
+  // and the min and max of all of them.
+  struct Point {
+    double step = 0, rel = 0, value = 0, lo = 0, hi = 0;
+    int64_t n = 1;
+  };
   struct Series {
-    std::vector<double> step, rel, value;
+    std::vector<Point> pts;
+    int64_t per_bucket = 1;              // points a full bucket holds (doubles at each compaction)
+    int64_t received = 0;                // points appended in all
     double ema = 0, ema_weight_sum = 0;  // running debiased EMA state
     bool smooth = false;
+    bool stacked = false;
     QCPGraph* graph = nullptr;
   };
   struct Run {
@@ -93,7 +112,13 @@ class Dashboard : public QWidget {
   QCPGraph* make_graph(Run& run, const QString& key, Plot plot);
   double x_of(const Run& run, const Series& s, size_t i) const;
   double shown(Series& s, double raw);
-  void rebuild();
+  // Recomputes the graphs from the buckets (all series, or the smoothed
+  // ones only).
+  void rebuild(bool smoothed_only = false);
+  void rebuild_series(Run& run, const QString& key, Series& s);
+  // Two runs or more: every run's graphs are named by their run and the
+  // step-time fills see through.
+  void restyle_for_compare();
   void replot(int priority);
   void mark_dirty();
   void apply_axis_labels();
@@ -107,6 +132,7 @@ class Dashboard : public QWidget {
   bool dirty_ = false;
   int replots_ = 0;
   QTimer replot_timer_;
+  QTimer smoothing_timer_;  // the slider's ticks, coalesced into one rebuild
   QComboBox* x_combo_ = nullptr;
   QSlider* smooth_slider_ = nullptr;
   QLabel* smooth_label_ = nullptr;

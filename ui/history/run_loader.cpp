@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "common/dashboard.h"
+
 namespace baton::ui {
 namespace {
 
@@ -98,7 +100,9 @@ LoadedRun load_run_events(const std::string& db_path, int64_t run_id, int64_t ma
       if (!step_metric && metric != "val_loss" && metric != "val_accuracy") continue;
       for (const SeriesBucket& b : store.downsample(run_id, metric, 0, -1, buckets)) {
         if (step_metric) {
-          set_field(step_at(b.last_step), metric, b.last);
+          StepEvent& e = step_at(b.last_step);
+          set_field(e, metric, b.last);
+          e.wall_time_s = b.last_wall_time_s;  // the relative and wall-clock axes need it
         } else if (metric == "val_loss") {
           epoch_at(b.last_step).val_loss = b.last;
         } else {
@@ -114,7 +118,8 @@ LoadedRun load_run_events(const std::string& db_path, int64_t run_id, int64_t ma
     for (; ep != epochs.end() && ep->first <= step; ++ep) out.events.emplace_back(ep->second);
   }
   for (; ep != epochs.end(); ++ep) out.events.emplace_back(ep->second);
-  for (const LinkRecord& l : store.links(run_id)) {
+  // Capped as the dashboard would hold them anyway.
+  for (const LinkRecord& l : store.links(run_id, Dashboard::kMaxPoints)) {
     LinkEvent e;
     e.run = rec.uid;
     e.step = l.step;

@@ -272,13 +272,22 @@ std::vector<std::string> HistoryStore::metrics_of(int64_t run) const {
   return out;
 }
 
-std::vector<LinkRecord> HistoryStore::links(int64_t run) const {
+std::vector<LinkRecord> HistoryStore::links(int64_t run, int64_t max_per_link) const {
+  const std::string wait = impl_->schema >= 3 ? "wait_s" : "0.0";
+  // Capped: every k-th sample of each link (k from its count), and its last.
   Stmt st(impl_->db,
-          std::string("SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, ") +
-              (impl_->schema >= 3 ? "wait_s" : "0.0") +
-              " FROM link_samples "
-              "WHERE run = ?1 ORDER BY step, seq");
+          max_per_link <= 0
+              ? "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, " + wait +
+                    " FROM link_samples WHERE run = ?1 ORDER BY step, seq"
+              : "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, w FROM ("
+                "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, " +
+                    wait +
+                    " AS w, seq, row_number() OVER (PARTITION BY src, dst ORDER BY step, seq) AS "
+                    "i, count(*) OVER (PARTITION BY src, dst) AS n FROM link_samples WHERE run "
+                    "= ?1) WHERE n <= ?2 OR i % ((n + ?2 - 1) / ?2) = 0 OR i = n ORDER BY step, "
+                    "seq");
   st.bind(1, run);
+  if (max_per_link > 0) st.bind(2, max_per_link);
   std::vector<LinkRecord> out;
   while (st.step()) {
     out.push_back({st.col_int(0), st.col_double(1), static_cast<int>(st.col_int(2)),
@@ -378,7 +387,7 @@ std::vector<SeriesBucket> HistoryStore::downsample(int64_t run, const std::strin
     while (st.step()) {
       merge(&out[st.col_int(0)],
             SeriesBucket{st.col_int(1), st.col_int(2), st.col_int(3), st.col_double(4),
-                         st.col_double(5), st.col_double(6)});
+                         st.col_double(5), st.col_double(6), 0.0});
     }
     st.reset();
   };
@@ -412,7 +421,17 @@ std::vector<SeriesBucket> HistoryStore::downsample(int64_t run, const std::strin
   }
   std::vector<SeriesBucket> result;
   result.reserve(out.size());
-  for (auto& [k, b] : out) result.push_back(b.b);
+  // Each bucket's last value's wall time (a key seek per bucket), so a
+  // downsampled series has a time axis too.
+  Stmt wall(db,
+            "SELECT wall_time_s FROM metric_samples WHERE run = ?1 AND metric = ?2 AND step = ?3 "
+            "AND rank = ?4 ORDER BY seq DESC LIMIT 1");
+  for (auto& [k, b] : out) {
+    wall.bind(1, run).bind(2, mid).bind(3, b.b.last_step).bind(4, rank);
+    if (wall.step()) b.b.last_wall_time_s = wall.col_double(0);
+    wall.reset();
+    result.push_back(b.b);
+  }
   return result;
 }
 

@@ -103,6 +103,30 @@ TEST(HistoryDelete, AnInterruptedDeleteIsHiddenAndFinishedAtTheNextOpen) {
   EXPECT_GT(history_test::count(db, "SELECT count(*) FROM metric_samples"), 0);
 }
 
+// Capped link samples (what a plot of a long run reads): at most the cap
+// per link, evenly spaced, the last kept; downsampled buckets carry the wall
+// time of their last value (the studio's time axes collapsed to 0 without).
+TEST(HistoryDelete, CappedLinksAndBucketWallTimes) {
+  TempDir tmp;
+  const std::string db = tmp.path("runs.db");
+  history_test::record_run(db, "capped", 500, 1, "completed");
+  const HistoryStore store(db, HistoryStore::Open::kReadOnly);
+  const int64_t id = store.resolve("capped");
+  ASSERT_EQ(store.links(id).size(), 500u);
+  const auto capped = store.links(id, 7);
+  ASSERT_GE(capped.size(), 5u);
+  ASSERT_LE(capped.size(), 8u);
+  EXPECT_EQ(capped.back().step, 500);
+  for (size_t i = 1; i < capped.size(); ++i) EXPECT_GT(capped[i].step, capped[i - 1].step);
+  const auto buckets = store.downsample(id, "loss", 1, 500, 10);
+  ASSERT_GE(buckets.size(), 5u);
+  double last = 0;
+  for (const SeriesBucket& b : buckets) {
+    EXPECT_GT(b.last_wall_time_s, last) << "bucket ending at step " << b.last_step;
+    last = b.last_wall_time_s;
+  }
+}
+
 // A long run is deleted while another run is being recorded: the writer
 // never meets "database is locked" and its run is whole.
 TEST(HistoryDelete, AWriterKeepsWritingThroughADelete) {

@@ -163,6 +163,79 @@ class DashboardTest : public QObject {
     QCOMPARE(d.replot_count(), before + 1);
     QCOMPARE(d.point_count("burst", "loss/train"), 1000);
   }
+
+  // Compare: every run's entries carry its name, the first's too (it had
+  // none once a second run came), and no run's step-time fill is opaque
+  // over another's.
+  void compared_runs_are_named_and_see_through() {
+    Dashboard d;
+    for (const char* id : {"first", "second"}) {
+      d.begin_run(QString::fromLatin1(id), QString::fromLatin1(id), 1000);
+      StepEvent e;
+      e.run = id;
+      e.step = 1;
+      e.loss = 1;
+      e.data_ms = e.compute_ms = e.comm_ms = e.optimizer_ms = 1;
+      d.add_event(e);
+    }
+    int named = 0;
+    for (int p = 0; p < static_cast<int>(Dashboard::Plot::kCount); ++p) {
+      QCustomPlot* plot = d.plot(static_cast<Dashboard::Plot>(p));
+      for (int i = 0; i < plot->graphCount(); ++i) {
+        const QString name = plot->graph(i)->name();
+        QVERIFY2(
+            name.startsWith(QLatin1String("first ")) || name.startsWith(QLatin1String("second ")),
+            qPrintable(name));
+        if (name.startsWith(QLatin1String("first "))) ++named;
+        if (p == static_cast<int>(Dashboard::Plot::kStepTime)) {
+          QVERIFY2(plot->graph(i)->brush().color().alpha() <= 60, qPrintable(name));
+        }
+      }
+    }
+    QVERIFY(named >= 4);
+  }
+
+  // A run of a million steps: every series holds at most kMaxPoints buckets
+  // (min/max/last, as the history's rollups), the count of what arrived is
+  // exact, the newest value is drawn, and a smoothing change stays bounded.
+  void a_long_run_is_decimated_to_a_bounded_size() {
+    Dashboard d;
+    std::vector<Event> batch;
+    batch.reserve(10000);
+    for (int64_t step = 1; step <= 1000000; ++step) {
+      StepEvent e;
+      e.run = "long";
+      e.step = step;
+      e.loss = 1.0 / static_cast<double>(step);
+      e.samples_per_s = 100;
+      e.data_ms = e.compute_ms = 1;
+      e.wall_time_s = 0.001 * static_cast<double>(step);
+      batch.push_back(e);
+      if (batch.size() == 10000) {
+        d.add_events(batch);
+        batch.clear();
+      }
+    }
+    QCOMPARE(d.point_count("long", "loss/train"), 1000000);
+    for (const char* s : {"loss/train", "throughput/global", "time/data", "time/compute"}) {
+      QVERIFY2(d.held_points("long", s) <= Dashboard::kMaxPoints, s);
+      QVERIFY2(d.held_points("long", s) > Dashboard::kMaxPoints / 4, s);
+    }
+    d.set_smoothing(0);
+    QCPGraph* loss = d.plot(Dashboard::Plot::kLoss)->graph(0);
+    QVERIFY(loss->dataCount() <= Dashboard::kMaxPoints);
+    QCOMPARE((loss->data()->end() - 1)->key, 1000000.0);
+    QCOMPARE((loss->data()->end() - 1)->value, 1e-6);
+    // Stacked parts still stack: compute sits on data.
+    QCPGraph* compute = nullptr;
+    for (int i = 0; i < d.plot(Dashboard::Plot::kStepTime)->graphCount(); ++i) {
+      if (d.plot(Dashboard::Plot::kStepTime)->graph(i)->name() == QLatin1String("compute")) {
+        compute = d.plot(Dashboard::Plot::kStepTime)->graph(i);
+      }
+    }
+    QVERIFY(compute != nullptr);
+    QCOMPARE((compute->data()->end() - 1)->value, 2.0);
+  }
 };
 
 }  // namespace baton::ui

@@ -111,6 +111,7 @@ struct SeriesBucket {
   int64_t first_step = 0, last_step = 0;
   int64_t count = 0;
   double min = 0, max = 0, last = 0;
+  double last_wall_time_s = 0;  // the wall time of the last value
 };
 
 class HistoryStore {
@@ -156,7 +157,9 @@ class HistoryStore {
                                        int64_t to_step, int buckets, int rank = 0) const;
   // Names of the metrics recorded for a run (catalogue order).
   std::vector<std::string> metrics_of(int64_t run) const;
-  std::vector<LinkRecord> links(int64_t run) const;
+  // Every link sample of the run in step order; max_per_link > 0: at most
+  // that many per (src, dst), evenly spaced, the last one always kept.
+  std::vector<LinkRecord> links(int64_t run, int64_t max_per_link = 0) const;
   std::vector<RunEventRecord> events(int64_t run) const;
 
   void add_tag(int64_t run, const std::string& tag);
