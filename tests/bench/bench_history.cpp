@@ -9,13 +9,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -143,6 +146,11 @@ int main(int argc, char** argv) {
       e.loss = std::sin(static_cast<double>(s) * 1e-4) + (s == 777777 ? 50.0 : 0.0);
       sink.emit(e);
     }
+    baton::RunEndEvent end;
+    end.run = "bench-series";
+    end.step = 1000000;
+    end.status = "completed";
+    sink.emit(end);
     sink.close();
   }
   std::vector<double> ds1000, ds2000, ds_zoom;
@@ -180,8 +188,55 @@ int main(int argc, char** argv) {
     export_s = since(t0);
     export_rss_mb = peak_rss_mb() - rss0;
     std::fclose(sink);
-    store.for_each_sample(run, [&](const baton::MetricSample&) { ++exported; }, "loss");
+    store.for_each_sample(
+        run, [&](const baton::MetricSample&) { ++exported; }, "loss");
     exported *= 11;
+  }
+
+  // 5. Deleting that run (11 M samples) while another run is recorded:
+  // the delete's time, and the recorder's longest wait for a commit (it
+  // flushes every 20 ms). The delete goes in transactions of 20,000 rows.
+  double delete_s = 0, worst_flush_ms = 0, flush_anchor_ms = 0;
+  int64_t recorded = 0;
+  {
+    // The recorder's flush alone first (the anchor).
+    auto record_for = [&](const std::string& id, const std::function<bool()>& go_on,
+                          double* worst) {
+      baton::HistorySink sink(db);
+      baton::RunStartEvent start;
+      start.run = id;
+      sink.emit(start);
+      int64_t s = 0;
+      while (go_on()) {
+        for (int k = 0; k < 50; ++k) {
+          baton::StepEvent e;
+          e.run = id;
+          e.step = ++s;
+          e.loss = 1.0;
+          sink.emit(e);
+        }
+        const auto t0 = Clock::now();
+        sink.flush();
+        *worst = std::max(*worst, since(t0) * 1e3);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      sink.close();
+      return s;
+    };
+    const auto anchor_end = Clock::now() + std::chrono::seconds(2);
+    record_for(
+        "bench-alone", [&] { return Clock::now() < anchor_end; }, &flush_anchor_ms);
+    std::atomic<bool> deleting{true};
+    std::thread remover([&] {
+      baton::HistoryStore store(db, baton::HistoryStore::Open::kExisting);
+      const auto t0 = Clock::now();
+      store.remove_run(store.resolve("bench-series"));
+      delete_s = since(t0);
+      deleting = false;
+    });
+    recorded = record_for(
+        "bench-meanwhile", [&] { return deleting.load(); }, &worst_flush_ms);
+    remover.join();
   }
 
   std::printf("# Baton run history benchmark (%s)\n", db.c_str());
@@ -201,6 +256,11 @@ int main(int argc, char** argv) {
               ("export csv, " + std::to_string(exported) + " samples: peak RSS added").c_str(),
               export_rss_mb, "bounded");
   std::printf("%-46s %10.0f /s\n", "export csv rate", static_cast<double>(exported) / export_s);
+  std::printf("%-46s %11.2f s\n", "delete the 11,000,000-sample run", delete_s);
+  std::printf("%-46s %11.1f ms %16s\n", "  a recorder's longest commit meanwhile", worst_flush_ms,
+              "no failure");
+  std::printf("%-46s %11.1f ms\n", "  the same recorder alone (anchor)", flush_anchor_ms);
+  std::printf("(%lld steps recorded during the delete)\n", static_cast<long long>(recorded));
   std::printf("(ingest took %.2f s; %zu buckets; spike of 50 kept: %s; database %.1f MB)\n",
               ingest_s, buckets, spike > 50.0 ? "yes" : "NO",
               static_cast<double>(fs::file_size(db)) / 1e6);
