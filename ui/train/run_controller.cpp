@@ -228,6 +228,18 @@ void LaunchedRun::stop() {
 
 namespace {
 
+// Calls fn(line) for each whole line in `buf` (without its newline), and
+// leaves the unfinished rest there.
+template <class F>
+void take_lines(QByteArray& buf, F&& fn) {
+  qsizetype nl;
+  while ((nl = buf.indexOf('\n')) >= 0) {
+    QByteArray line = buf.left(nl);
+    buf.remove(0, nl + 1);
+    fn(std::move(line));
+  }
+}
+
 // mpirun --tag-output's "[job,rank]<stdout>:" prefix: the rank (-1 when the
 // line has none) and where the text starts.
 int tagged_rank(const QByteArray& line, qsizetype* text_at) {
@@ -248,14 +260,11 @@ int tagged_rank(const QByteArray& line, qsizetype* text_at) {
 
 void LaunchedRun::read_stdout() {
   out_buf_ += proc_.readAllStandardOutput();
-  qsizetype nl;
-  while ((nl = out_buf_.indexOf('\n')) >= 0) {
-    QByteArray line = out_buf_.left(nl);
-    out_buf_.remove(0, nl + 1);
+  take_lines(out_buf_, [this](QByteArray line) {
     qsizetype at = 0;
     const int rank = tagged_rank(line, &at);
     line = line.mid(at).trimmed();
-    if (line.isEmpty()) continue;
+    if (line.isEmpty()) return;
     std::optional<Event> e;
     if (line.startsWith('{')) {
       const auto j =
@@ -270,7 +279,7 @@ void LaunchedRun::read_stdout() {
     if (!e) {
       Q_EMIT output(rank > 0 ? tr("rank %1: %2").arg(rank).arg(QString::fromUtf8(line))
                              : QString::fromUtf8(line));
-      continue;
+      return;
     }
     if (rank > 0) {
       // Another rank: its own step and link figures; the run's events
@@ -284,14 +293,14 @@ void LaunchedRun::read_stdout() {
         last_error_ = QString::fromStdString(end->error);
       }
       if (!std::holds_alternative<StepEvent>(*e) && !std::holds_alternative<LinkEvent>(*e)) {
-        continue;
+        return;
       }
     } else if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
       last_status_ = QString::fromStdString(end->status);
       if (!end->error.empty()) last_error_ = QString::fromStdString(end->error);
     }
     pending_.push_back(std::move(*e));
-  }
+  });
   // Delivered in batches every 30 ms, as an embedded run's are.
   if (!pending_.empty() && !flush_.isActive()) flush_.start();
 }
@@ -305,17 +314,14 @@ void LaunchedRun::flush_events() {
 
 void LaunchedRun::read_stderr() {
   err_buf_ += proc_.readAllStandardError();
-  qsizetype nl;
-  while ((nl = err_buf_.indexOf('\n')) >= 0) {
-    QByteArray line = err_buf_.left(nl);
-    err_buf_.remove(0, nl + 1);
+  take_lines(err_buf_, [this](const QByteArray& line) {
     qsizetype at = 0;
     const int rank = tagged_rank(line, &at);
     const QString text = QString::fromUtf8(line.mid(at)).trimmed();
-    if (text.isEmpty()) continue;
+    if (text.isEmpty()) return;
     Q_EMIT output(rank > 0 ? tr("rank %1: %2").arg(rank).arg(text) : text);
     if (last_error_.isEmpty() && text.contains(QLatin1String("error"))) last_error_ = text;
-  }
+  });
 }
 
 }  // namespace baton::ui

@@ -21,18 +21,6 @@ struct TopologyDeleter {
 };
 using Topology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 
-// MemTotal from /proc/meminfo, in bytes; 0 when it cannot be read.
-uint64_t meminfo_total_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t value = 0;
-  while (in >> key >> value) {
-    std::getline(in, unit);
-    if (key == "MemTotal:") return value * 1024;  // the kernel writes kB (KiB)
-  }
-  return 0;
-}
-
 Topology load_topology() {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) {
@@ -122,7 +110,7 @@ HostInfo probe_cpus() {
   // The machine's memory is the kernel's MemTotal. hwloc's root total can
   // be far less (on these VMs it reports the first NUMA node's share, 5.5
   // of 23.5 GiB), so it is only the last resort.
-  host.memory_bytes = meminfo_total_bytes();
+  host.memory_bytes = meminfo_bytes("MemTotal:");
   if (host.memory_bytes == 0) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0) host.memory_bytes = static_cast<uint64_t>(pages) * page;
@@ -161,6 +149,17 @@ HostInfo probe_local_host(const ProbeOptions& options) {
   HostInfo host = probe_cpus();
   probe_gpus(options, host);
   return host;
+}
+
+uint64_t meminfo_bytes(const std::string& key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name, unit;
+  uint64_t value = 0;
+  while (in >> name >> value) {
+    std::getline(in, unit);
+    if (name == key) return value * 1024;  // the kernel writes kB (KiB)
+  }
+  return 0;
 }
 
 }  // namespace baton

@@ -1,6 +1,7 @@
 #include "memory_plan.h"
 
 #include <baton/core/error.h>
+#include <baton/discovery/discovery.h>
 
 #include <cstdio>
 #include <fstream>
@@ -14,16 +15,7 @@ int64_t MemoryPlan::bytes() const {
   return b >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(b);
 }
 
-int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  int64_t value = 0;
-  while (in >> key >> value) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return value * 1024;  // kB (KiB)
-  }
-  return 0;
-}
+int64_t available_memory_bytes() { return static_cast<int64_t>(meminfo_bytes("MemAvailable:")); }
 
 namespace {
 std::string gib(int64_t bytes) {

@@ -87,6 +87,10 @@ std::string default_cuda_library(const std::string& exe_path);
 // CPU side: hostname, CPU model, cores, threads, NUMA nodes, memory and the
 // cpu:* devices. RuntimeError when hwloc cannot read the topology.
 HostInfo probe_cpus();
+
+// A /proc/meminfo figure in bytes ("MemTotal:", "MemAvailable:"); 0 when
+// it cannot be read.
+uint64_t meminfo_bytes(const std::string& key);
 // GPU side: appends the cuda:* devices to `host` and fills gpu_links,
 // gpu_note and nvml_note. Never throws for a missing library or driver.
 void probe_gpus(const ProbeOptions& options, HostInfo& host);
