@@ -240,8 +240,11 @@ CREATE TABLE events (
 // metric rollups: per run, metric and rank, the count, min, max and last
 // value of every aligned block of 2^6, 2^10, 2^14 and 2^18 steps (levels
 // 1-4), so a downsampled plot of a long series reads a few thousand rows
-// instead of every sample. The writer keeps them current; this migration
-// computes them for the runs recorded under version 1.
+// instead of every sample. The writer keeps them current; for the runs
+// recorded under version 1 they are computed after the migration, a run a
+// transaction (backfill_rollups: the runs waiting are in rollup_backfill),
+// so a large file is not locked for the whole computation. (The same
+// rollups as this entry once computed in its own transaction.)
 constexpr const char* kMigrationTo2 = R"sql(
 ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN owner_host TEXT;
@@ -268,18 +271,26 @@ CREATE TABLE metric_rollups (
   last       REAL,
   PRIMARY KEY (run, metric, rank, level, block)
 ) WITHOUT ROWID;
+CREATE TABLE rollup_backfill (run INTEGER PRIMARY KEY);
+INSERT INTO rollup_backfill SELECT DISTINCT run FROM metric_samples;
+)sql";
+
+// One run's rollups from its samples (the version 2 backfill).
+constexpr const char* kBackfillRollups = R"sql(
 INSERT INTO metric_rollups (run, metric, rank, level, block, first_step, last_step, count, min, max)
   SELECT run, metric, rank, l.level, step >> l.shift, min(step), max(step), count(*), min(value),
          max(value)
   FROM metric_samples, (SELECT 1 AS level, 6 AS shift UNION ALL SELECT 2, 10
                         UNION ALL SELECT 3, 14 UNION ALL SELECT 4, 18) AS l
-  GROUP BY run, metric, rank, l.level, step >> l.shift;
+  WHERE run = ?1
+  GROUP BY run, metric, rank, l.level, step >> l.shift)sql";
+constexpr const char* kBackfillLast = R"sql(
 UPDATE metric_rollups SET last = (
   SELECT value FROM metric_samples AS s
   WHERE s.run = metric_rollups.run AND s.metric = metric_rollups.metric
     AND s.step = metric_rollups.last_step AND s.rank = metric_rollups.rank
-  ORDER BY s.seq DESC LIMIT 1);
-)sql";
+  ORDER BY s.seq DESC LIMIT 1)
+WHERE run = ?1)sql";
 
 // Version 3: a link sample's time spent waiting for the peer (not in its
 // rate); runs recorded before it waited 0 as far as anyone knows.
@@ -530,6 +541,7 @@ Db open_history_db(const std::string& path, OpenMode mode) {
     }
   }
   db.exec("PRAGMA synchronous = NORMAL");
+  backfill_rollups(db);
   mark_dead_runs_interrupted(db);
   finish_interrupted_deletes(db);
   return db;
@@ -621,6 +633,32 @@ void delete_marked_run(const Db& db, int64_t run, int64_t batch) {
   Stmt st(db, "DELETE FROM runs WHERE id = ?1 AND status = 'deleting'");
   st.bind(1, run).run();
   tx.commit();
+}
+
+void backfill_rollups(const Db& db) {
+  if (db.scalar_int(
+          "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'rollup_backfill'") ==
+      0) {
+    return;
+  }
+  Stmt next(db, "SELECT run FROM rollup_backfill ORDER BY run LIMIT 1");
+  Stmt rollups(db, kBackfillRollups), last(db, kBackfillLast);
+  Stmt done(db, "DELETE FROM rollup_backfill WHERE run = ?1");
+  for (;;) {
+    Transaction tx(db);
+    if (!next.step()) break;  // the rollback of an empty transaction is harmless
+    const int64_t run = next.col_int(0);
+    next.reset();
+    rollups.bind(1, run).run();
+    rollups.reset();
+    last.bind(1, run).run();
+    last.reset();
+    done.bind(1, run).run();
+    done.reset();
+    tx.commit();
+  }
+  next.reset();
+  db.exec("DROP TABLE rollup_backfill");
 }
 
 void finish_interrupted_deletes(const Db& db) {

@@ -143,6 +143,10 @@ int mark_dead_runs_interrupted(const Db& db);
 void delete_marked_run(const Db& db, int64_t run, int64_t batch = 20000);
 void finish_interrupted_deletes(const Db& db);
 
+// The version 2 migration's rollups of runs recorded before them, a run a
+// transaction; resumable (rollup_backfill lists the runs left).
+void backfill_rollups(const Db& db);
+
 // This process's identity for the runs.owner_* columns.
 struct ProcessIdentity {
   std::string host;

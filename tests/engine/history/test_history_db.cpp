@@ -124,6 +124,40 @@ TEST(HistoryDb, NetworkFileSystemsGetARollbackJournal) {
   EXPECT_EQ(history_test::pragma(path, "journal_mode"), "wal");
 }
 
+// The version 2 rollups of old runs are computed after the migration, a
+// run a transaction, and a backfill cut short is finished by the next
+// writer's open (it used to be one transaction over every sample).
+TEST(HistoryDb, RollupsOfOldRunsAreBackfilledRunByRun) {
+  history_test::TempDir tmp;
+  const std::string path = tmp.path("v1.db");
+  {
+    Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    migrate(db, 1);
+    db.exec(
+        "INSERT INTO runs (id, uid, name, status, start_time) VALUES (1, 'a', 'a', 'completed', "
+        "1), (2, 'b', 'b', 'completed', 2);"
+        "INSERT INTO metrics (id, name, kind) VALUES (1, 'loss', 'step');"
+        "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 999) "
+        "INSERT INTO metric_samples SELECT 1 + i % 2, 1, i, 0, i, 0, i * 0.01, i FROM c;");
+    migrate(db, 2);  // the schema; the rollups wait in rollup_backfill
+    EXPECT_EQ(db.scalar_int("SELECT count(*) FROM rollup_backfill"), 2);
+    EXPECT_EQ(db.scalar_int("SELECT count(*) FROM metric_rollups"), 0);
+  }
+  {
+    const HistoryStore store(path);  // a writer's open: migrates on, backfills
+    for (int64_t run : {1, 2}) {
+      const auto summary = store.metric_summary(run);
+      ASSERT_EQ(summary.size(), 1u) << "run " << run;
+      EXPECT_EQ(summary[0].count, 500);
+      EXPECT_DOUBLE_EQ(summary[0].max, run == 1 ? 998.0 : 999.0);
+      EXPECT_DOUBLE_EQ(summary[0].last, run == 1 ? 998.0 : 999.0);
+    }
+  }
+  EXPECT_EQ(history_test::query_text(
+                path, "SELECT count(*) FROM sqlite_schema WHERE name = 'rollup_backfill'"),
+            "0");
+}
+
 TEST(HistoryDb, AVersion1FileIsNotReadWithoutUpgrading) {
   history_test::TempDir tmp;
   const std::string path = tmp.path("v1.db");
