@@ -17,6 +17,10 @@ packages=(
   qt6-base-dev libqcustomplot-dev
   file dpkg-dev          # used by cpack's DEB generator (dpkg-shlibdeps)
 )
+# `deps.sh test`: what the tests need beyond the build.
+if [ "${1:-}" = test ]; then
+  packages+=(bindfs fuse3)  # a FUSE mount: the history on a network-like file system
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,7 @@
 #   3. the Debian package (cpack -G DEB) from the Release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/packaging/deps.sh"
+bash "$root/packaging/deps.sh" test
 
 echo "== Release build and tests =="
 bash "$root/packaging/build.sh" "$root/build" -DCMAKE_BUILD_TYPE=Release -DBATON_BUILD_TESTS=ON
