@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -50,6 +51,23 @@ OutputFile::OutputFile(const std::string& flag, const std::string& path)
     return;
   }
   check_output_file(flag, target_);
+  // In place, as a plain write would, where a file beside it cannot be
+  // made or would change what the user has: a folder that takes no new
+  // file, a file with other hard links, or a name too long for the suffix.
+  struct stat existing {};
+  const bool exists = ::stat(target_.c_str(), &existing) == 0;
+  const std::string folder = fs::path(target_).parent_path().empty()
+                                 ? std::string(".")
+                                 : fs::path(target_).parent_path().string();
+  if (::access(folder.c_str(), W_OK | X_OK) != 0 || (exists && existing.st_nlink > 1) ||
+      fs::path(target_).filename().string().size() + 7 > NAME_MAX) {
+    file_ = std::fopen(target_.c_str(), "w");
+    if (file_ == nullptr) {
+      throw InputError(flag + " " + path + ": cannot open for writing (" + reason() + ")");
+    }
+    owned_ = true;
+    return;
+  }
   tmp_ = target_ + ".XXXXXX";
   const int fd = ::mkstemp(tmp_.data());
   if (fd < 0) {

@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QSlider>
 #include <QVBoxLayout>
+#include <cmath>
 
 namespace baton::ui {
 namespace {
@@ -220,6 +221,14 @@ double Dashboard::shown(Series& s, double raw) {
   return s.ema / s.ema_weight_sum;
 }
 
+double Dashboard::shown_bucket(Series& s, double value, int64_t n) {
+  if (!s.smooth || smoothing_ <= 0) return value;
+  const double keep = std::pow(smoothing_, static_cast<double>(n));
+  s.ema = keep * s.ema + (1 - keep) * value;
+  s.ema_weight_sum = keep * s.ema_weight_sum + (1 - keep);
+  return s.ema / s.ema_weight_sum;
+}
+
 double Dashboard::x_of(const Run& run, const Series& s, size_t i) const {
   switch (x_mode_) {
     case XAxis::kRelative:
@@ -241,8 +250,11 @@ void Dashboard::append(Run& run, const QString& run_id, const QString& key, Plot
     s.graph = make_graph(run, key, p);
   }
   ++s.received;
-  // Into the last bucket while it has room, else a new one.
-  const bool merge = !s.pts.empty() && s.pts.back().n < s.per_bucket;
+  if (!s.pts.empty() && step < s.pts.back().step) s.ordered = false;
+  // Into the last bucket while it has room, else a new one. Out of order
+  // (a resumed run replayed), a point is a bucket of its own until the next
+  // compaction: the graph's last point is then not the last bucket's.
+  const bool merge = s.ordered && !s.pts.empty() && s.pts.back().n < s.per_bucket;
   if (merge) {
     Point& b = s.pts.back();
     b.step = step;
@@ -373,7 +385,7 @@ void Dashboard::rebuild_series(Run& run, const QString& key, Series& s) {
   ys.reserve(static_cast<int>(s.pts.size()));
   for (size_t i = 0; i < s.pts.size(); ++i) {
     xs.push_back(x_of(run, s, i));
-    ys.push_back(shown(s, s.pts[i].value));
+    ys.push_back(shown_bucket(s, s.pts[i].value, s.pts[i].n));
   }
   if (s.stacked) {
     // Re-stack on the parts below, bucket by bucket (the parts arrive

@@ -92,6 +92,7 @@ class Dashboard : public QWidget {
     double ema = 0, ema_weight_sum = 0;  // running debiased EMA state
     bool smooth = false;
     bool stacked = false;
+    bool ordered = true;  // steps only grew (a resumed run's go back: no merging then)
     QCPGraph* graph = nullptr;
   };
   struct Run {
@@ -112,6 +113,9 @@ class Dashboard : public QWidget {
   QCPGraph* make_graph(Run& run, const QString& key, Plot plot);
   double x_of(const Run& run, const Series& s, size_t i) const;
   double shown(Series& s, double raw);
+  // The same for a bucket of n points taken as n equal values: the EMA a
+  // rebuild runs, close to the one the live points ran.
+  double shown_bucket(Series& s, double value, int64_t n);
   // Recomputes the graphs from the buckets (all series, or the smoothed
   // ones only).
   void rebuild(bool smoothed_only = false);

@@ -131,9 +131,12 @@ void ReplayController::resume() {
 
 void ReplayController::seek(int64_t step) {
   if (!player_) return;
-  queue_->drain();
   // The run up to `step` at once (read on the player's thread), then play
-  // on from there, or hold there when paused.
+  // on from there, or hold there when paused. The player holds first (once
+  // pause returns no event is being delivered), so what is queued is all
+  // from before the seek and is dropped.
+  player_->pause();
+  queue_->drain();
   dash_.clear();
   dash_.begin_run(uid_, name_, start_unix_s_);
   player_->fast_forward(step, !playing_);

@@ -489,7 +489,17 @@ void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int d
     }
     if (k < recvs) {
       const int rlen = static_cast<int>(std::min(max, recv_count - off));
-      recv_piece(recv_data + off, rlen, src, "sendrecv", recv_count, wait, transfer);
+      try {
+        recv_piece(recv_data + off, rlen, src, "sendrecv", recv_count, wait, transfer);
+      } catch (...) {
+        // Our piece must not stay in flight, matched later by someone
+        // else's receive: cancelled, and the request let go.
+        if (out != MPI_REQUEST_NULL) {
+          MPI_Cancel(&out);
+          MPI_Request_free(&out);
+        }
+        throw;
+      }
     }
     check(MPI_Wait(&out, MPI_STATUS_IGNORE), "MPI_Wait", "sendrecv");
   }

@@ -636,36 +636,45 @@ void delete_marked_run(const Db& db, int64_t run, int64_t batch) {
 }
 
 void backfill_rollups(const Db& db) {
-  if (db.scalar_int(
-          "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'rollup_backfill'") ==
-      0) {
-    return;
-  }
-  Stmt next(db, "SELECT run FROM rollup_backfill ORDER BY run LIMIT 1");
-  Stmt rollups(db, kBackfillRollups), last(db, kBackfillLast);
-  Stmt done(db, "DELETE FROM rollup_backfill WHERE run = ?1");
+  constexpr const char* kPending =
+      "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'rollup_backfill'";
+  if (db.scalar_int(kPending) == 0) return;
   for (;;) {
+    // Under the write lock: another process opening the file may be
+    // backfilling too, and may have finished (and dropped the list).
     Transaction tx(db);
-    if (!next.step()) break;  // the rollback of an empty transaction is harmless
+    if (db.scalar_int(kPending) == 0) return;
+    Stmt next(db, "SELECT run FROM rollup_backfill ORDER BY run LIMIT 1");
+    if (!next.step()) {
+      next.reset();
+      db.exec("DROP TABLE rollup_backfill");
+      tx.commit();
+      return;
+    }
     const int64_t run = next.col_int(0);
     next.reset();
+    Stmt rollups(db, kBackfillRollups), last(db, kBackfillLast);
+    Stmt done(db, "DELETE FROM rollup_backfill WHERE run = ?1");
     rollups.bind(1, run).run();
-    rollups.reset();
     last.bind(1, run).run();
-    last.reset();
     done.bind(1, run).run();
-    done.reset();
     tx.commit();
   }
-  next.reset();
-  db.exec("DROP TABLE rollup_backfill");
 }
 
 void finish_interrupted_deletes(const Db& db) {
+  // Only deletes whose process is gone: one still deleting (its owner_*
+  // columns name it) is left to it. Another host's cannot be told: left.
+  const ProcessIdentity me = this_process();
   std::vector<int64_t> left;
   {
-    Stmt st(db, "SELECT id FROM runs WHERE status = 'deleting'");
-    while (st.step()) left.push_back(st.col_int(0));
+    Stmt st(db,
+            "SELECT id, owner_host, owner_pid, owner_start FROM runs WHERE status = 'deleting'");
+    while (st.step()) {
+      const bool orphan = st.col_is_null(1) || (st.col_text(1) == me.host &&
+                                                !process_alive(st.col_int(2), st.col_text(3)));
+      if (orphan) left.push_back(st.col_int(0));
+    }
   }
   for (int64_t id : left) delete_marked_run(db, id);
 }

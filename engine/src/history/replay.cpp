@@ -368,6 +368,9 @@ struct ReplayPlayer::Impl {
         lk.unlock();
         std::optional<ReplayedEvent> ev = replay->next();  // SQLite, outside the lock
         lk.lock();
+        // A seek (or fast-forward) that came while reading: this event is
+        // from before it, and the seek is applied at the top.
+        if (seek_to != kNoStep) continue;
         if (!ev) {
           // At the end: stay for a seek (a scrubber) or stop.
           done = true;
@@ -473,6 +476,8 @@ void ReplayPlayer::stop() {
 void ReplayPlayer::seek(int64_t step) {
   std::lock_guard<std::mutex> lk(impl_->mu);
   impl_->seek_to = step <= 0 ? 0 : step;
+  impl_->fast_until = kNoStep;
+  impl_->pause_at_fast_end = false;
   impl_->done = false;
   impl_->cv.notify_all();
 }
@@ -480,12 +485,16 @@ void ReplayPlayer::seek(int64_t step) {
 void ReplayPlayer::pause() {
   std::lock_guard<std::mutex> lk(impl_->mu);
   impl_->paused = true;
+  // During a fast-forward (which shows everything before its step at
+  // once): hold at its step.
+  if (impl_->fast_until != kNoStep) impl_->pause_at_fast_end = true;
   impl_->cv.notify_all();
 }
 
 void ReplayPlayer::resume() {
   std::lock_guard<std::mutex> lk(impl_->mu);
   impl_->paused = false;
+  impl_->pause_at_fast_end = false;
   impl_->cv.notify_all();
 }
 

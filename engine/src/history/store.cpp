@@ -470,8 +470,13 @@ void HistoryStore::remove_run(int64_t run) {
                        ") is still recording (process " + std::to_string(who.col_int(2)) + " on " +
                        who.col_text(1) + "); stop it, or wait for it to end, before deleting it");
     }
-    Stmt mark(db, "UPDATE runs SET status = 'deleting' WHERE id = ?1");
-    mark.bind(1, run).run();
+    // The deleter becomes the run's owner: a delete cut short (its process
+    // gone) is finished by the next writer's open, one still running is not.
+    const ProcessIdentity me = this_process();
+    Stmt mark(db,
+              "UPDATE runs SET status = 'deleting', owner_host = ?2, owner_pid = ?3, "
+              "owner_start = ?4 WHERE id = ?1");
+    mark.bind(1, run).bind(2, me.host).bind(3, me.pid).bind(4, me.start).run();
     tx.commit();
   }
   delete_marked_run(db, run);

@@ -83,7 +83,9 @@ TEST(HistoryDelete, AnInterruptedDeleteIsHiddenAndFinishedAtTheNextOpen) {
   history_test::record_run(db, "kept", 50, 1, "completed");
   history_test::record_run(db, "half-gone", 500, 1, "completed");
   history_test::exec_sql(db,
-                         "UPDATE runs SET status = 'deleting' WHERE uid = 'half-gone';"
+                         // The deleter (pid 1 with another start time) is gone.
+                         "UPDATE runs SET status = 'deleting', owner_pid = 1, owner_start = '0/0' "
+                         "WHERE uid = 'half-gone';"
                          "DELETE FROM metric_samples WHERE (run, metric, step, rank, seq) IN "
                          "(SELECT run, metric, step, rank, seq FROM metric_samples WHERE run = "
                          "(SELECT id FROM runs WHERE uid = 'half-gone') LIMIT 100)");
@@ -101,6 +103,13 @@ TEST(HistoryDelete, AnInterruptedDeleteIsHiddenAndFinishedAtTheNextOpen) {
                                 "(SELECT id FROM runs)"),
             0);
   EXPECT_GT(history_test::count(db, "SELECT count(*) FROM metric_samples"), 0);
+
+  // A delete whose process is alive (here: this one) is left to it, not
+  // joined by every writer that opens the file.
+  history_test::record_run(db, "being-deleted", 50, 1, "completed");
+  history_test::exec_sql(db, "UPDATE runs SET status = 'deleting' WHERE uid = 'being-deleted';");
+  { const HistoryStore writer(db); }
+  EXPECT_EQ(history_test::count(db, "SELECT count(*) FROM runs WHERE status = 'deleting'"), 1);
 }
 
 // Capped link samples (what a plot of a long run reads): at most the cap

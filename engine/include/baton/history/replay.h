@@ -74,7 +74,9 @@ class ReplayPlayer {
   // Continues from the first event at or after `step` (see HistoryReplay).
   void seek(int64_t step);
   // Holds playback before the next event (pause returns once no callback
-  // runs), and goes on from exactly there, its pace restarted.
+  // runs), and goes on from exactly there, its pace restarted. During a
+  // fast-forward the events before its step still come at once, and the
+  // hold is at its step.
   void pause();
   void resume();
   // Delivers every event before `step` at once (no pacing), then plays at
