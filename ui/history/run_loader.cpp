@@ -67,10 +67,16 @@ LoadedRun load_run_events(const std::string& db_path, int64_t run_id, int64_t ma
   // step -> its event (rank 0), and step -> validation figures.
   std::map<int64_t, StepEvent> steps;
   std::map<int64_t, EpochEvent> epochs;
+  // Not stored per step: the replicas of a process, from the run's
+  // replicas and processes (as the replay has them), so a one-process run
+  // shows no per-rank series.
+  const int world = rec.topology.is_object() ? rec.topology.value("world_size", 1) : 1;
+  const int local_replicas = std::max(1, rec.replicas / std::max(1, world));
   auto step_at = [&](int64_t step) -> StepEvent& {
     StepEvent& e = steps[step];
     e.run = rec.uid;
     e.step = step;
+    e.local_replicas = local_replicas;
     return e;
   };
   auto epoch_at = [&](int64_t step) -> EpochEvent& {

@@ -115,6 +115,9 @@ class HistoryViewTest : public QObject {
     QCOMPARE(view.dashboard().point_count("run-b", "loss/train"), 60);
     QCOMPARE(view.dashboard().point_count("run-b", "accuracy/val"), 1);
     QCOMPARE(view.dashboard().point_count("run-a", "link/0->1"), 1);
+    // One process with 2 replicas: no per-rank series (it had one, as if
+    // each rank held 1 of 2 replicas).
+    QCOMPARE(view.dashboard().point_count("run-a", "throughput/rank 0"), 0);
 
     // The configs differ in the learning rate only.
     QString error;
