@@ -249,7 +249,6 @@ void Dashboard::append(Run& run, const QString& run_id, const QString& key, Plot
     s.stacked = p == Plot::kStepTime;
     s.graph = make_graph(run, key, p);
   }
-  ++s.received;
   if (!s.pts.empty() && step < s.pts.back().step) s.ordered = false;
   // Into the last bucket while it has room, else a new one. Out of order
   // (a resumed run replayed), a point is a bucket of its own until the next
@@ -487,7 +486,10 @@ int Dashboard::point_count(const QString& run, const QString& series) const {
   const auto r = runs_.find(run);
   if (r == runs_.end()) return 0;
   const auto s = r->second.series.find(series);
-  return s == r->second.series.end() ? 0 : static_cast<int>(s->second.received);
+  if (s == r->second.series.end()) return 0;
+  int64_t n = 0;  // every point appended: the buckets' counts
+  for (const Point& b : s->second.pts) n += b.n;
+  return static_cast<int>(n);
 }
 
 int Dashboard::held_points(const QString& run, const QString& series) const {

@@ -88,7 +88,6 @@ class Dashboard : public QWidget {
   struct Series {
     std::vector<Point> pts;
     int64_t per_bucket = 1;              // points a full bucket holds (doubles at each compaction)
-    int64_t received = 0;                // points appended in all
     double ema = 0, ema_weight_sum = 0;  // running debiased EMA state
     bool smooth = false;
     bool stacked = false;
