@@ -210,6 +210,7 @@ bool RunForm::load(const QString& path, QString* error) {
   source_->setText(QDir::toNativeSeparators(path));
   error_labels_[QStringLiteral("form")]->hide();
   fill_from_base();
+  Q_EMIT config_loaded();
   return true;
 }
 
@@ -413,9 +414,15 @@ void RunForm::validate() {
   // The per-replica share of the global batch, by the strategy's rule.
   int replicas = replicas_;
   if (strategy_from_ == StrategySource::kConfig && base_.contains("strategy") &&
-      base_["strategy"].is_object() && base_["strategy"].contains("replicas") &&
-      base_["strategy"]["replicas"].is_number_integer()) {
-    replicas = std::max(1, base_["strategy"]["replicas"].get<int>());
+      base_["strategy"].is_object()) {
+    // The config's strategy: its replicas (threads), one for one_device;
+    // multi-process strategies take the Cluster view's processes.
+    const nlohmann::json& s = base_["strategy"];
+    if (s.value("type", std::string("one_device")) == "one_device") {
+      replicas = 1;
+    } else if (s.contains("replicas") && s["replicas"].is_number_integer()) {
+      replicas = std::max(1, s["replicas"].get<int>());
+    }
   }
   const int global = batch_->value();
   per_replica_->setText(

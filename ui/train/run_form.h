@@ -68,6 +68,8 @@ class RunForm : public QWidget {
   void validity_changed(bool valid);
   // The file's strategy type, for the Cluster view to take.
   void strategy_adopted(const QString& type);
+  // A config file was loaded (load() succeeded).
+  void config_loaded();
 
  private:
   void fill_from_base();

@@ -94,13 +94,23 @@ TrainView::TrainView(const StudioContext& ctx, TopologyModel& topology, QWidget*
   connect(&topology_, &TopologyModel::changed, this, &TrainView::update_strategy);
   // "Use the config's": the Cluster view takes the config's strategy, so
   // the processes it launches are the ones the config's strategy needs.
-  connect(form_, &RunForm::strategy_adopted, this,
-          [this](const QString& type) { topology_.set_strategy(type); });
+  connect(form_, &RunForm::strategy_adopted, this, [this](const QString& type) {
+    adopted_ = type;
+    following_config_ = true;
+    topology_.set_strategy(type);
+  });
+  connect(form_, &RunForm::config_loaded, this, &TrainView::follow_config_strategy);
+  following_config_ = topology_.pristine();
   connect(form_, &RunForm::validity_changed, this, [this](bool ok) {
     start_->setEnabled(ok && !running());
     start_button_->setEnabled(ok && !running());
   });
   update_strategy();
+  follow_config_strategy();
+}
+
+void TrainView::follow_config_strategy() {
+  if (following_config_ && form_->strategy_conflict()) form_->use_config_strategy();
 }
 
 TrainView::~TrainView() = default;
@@ -111,6 +121,9 @@ QString TrainView::status_text() const { return status_->text(); }
 
 void TrainView::update_strategy() {
   const QString s = topology_.strategy();
+  // The user picked another strategy in the Cluster view: the form asks
+  // from now on.
+  if (following_config_ && !adopted_.isEmpty() && s != adopted_) following_config_ = false;
   QString text = s;
   if (topology_.multi_process()) {
     text += tr(", %1 replicas in %2 processes (mpirun)")

@@ -57,6 +57,13 @@ class TrainView : public QWidget {
   void on_events(const std::vector<baton::Event>& batch);
   void on_finished(const QString& status, const QString& error);
   void update_strategy();
+  // While the user has not chosen a strategy in the Cluster view (it is as
+  // the studio started, or as a loaded config set it), the Cluster view
+  // follows the config's strategy: an example runs as it says without a
+  // question. Once the user picks another there, the form asks.
+  void follow_config_strategy();
+  bool following_config_ = false;
+  QString adopted_;
   void set_status(const QString& text, bool error = false);
   void log_line(const QString& line);
 

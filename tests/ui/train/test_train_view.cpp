@@ -29,10 +29,14 @@ class TrainViewTest : public QObject {
     QTemporaryDir dir;
     const StudioContext ctx = test_context(dir);
     TopologyModel topo;
-    topo.set_strategy(QStringLiteral("mirrored"));
     TrainView view(ctx, topo);
-    // digits.json says one_device, the Cluster view mirrored: the run waits
-    // for the user's pick.
+    // An untouched Cluster view follows the example: digits.json says
+    // one_device, and that is what would run, without a question.
+    QCOMPARE(topo.strategy(), QStringLiteral("one_device"));
+    QVERIFY(!view.form().strategy_conflict());
+    // The user picks mirrored in the Cluster view: now the form asks, and
+    // the run waits for the pick.
+    topo.set_strategy(QStringLiteral("mirrored"));
     QVERIFY(view.form().strategy_conflict());
     view.start();
     QVERIFY(!view.running());
