@@ -132,9 +132,18 @@ RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file) {
   rc.max_steps = train.integer_or("steps", 0, 0);
   rc.global_batch = train.integer_or("global_batch_size", 32, 1, 1 << 24);
   rc.log_every_steps = train.integer_or("log_every_steps", 10, 1);
+  rc.strategy = parse_strategy(root.child_or_empty("strategy"));
+  const bool in_process = rc.strategy.type == "mirrored" || rc.strategy.type == "central_storage";
+  if (in_process && rc.global_batch < rc.strategy.replicas) {
+    // Every replica takes at least one row of the global batch (the
+    // multi-process strategies check this once the world size is known).
+    train.fail("global_batch_size",
+               "expected at least the " + std::to_string(rc.strategy.replicas) + " replicas of " +
+                   rc.strategy.type + " (each takes one row or more), got " +
+                   std::to_string(rc.global_batch) + ": raise it or lower strategy.replicas");
+  }
   train.finish();
 
-  rc.strategy = parse_strategy(root.child_or_empty("strategy"));
   rc.checkpoint = parse_checkpoint(root.child_or_empty("checkpoint"), rc.base_dir);
   root.finish();
   return rc;

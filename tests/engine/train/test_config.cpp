@@ -400,6 +400,20 @@ TEST(RunConfig, UnknownKeyInTrain) {
   EXPECT_TRUE(starts_with(m, "runs/exp.json: train.epoch: unknown key")) << m;
 }
 
+// Each in-process replica takes a row or more of the global batch: fewer
+// rows is the config's error, naming the key, before anything runs.
+TEST(RunConfig, AGlobalBatchSmallerThanTheReplicasNamesTheKey) {
+  json doc = minimal_run();
+  doc["train"] = {{"global_batch_size", 3}};
+  doc["strategy"] = {{"type", "central_storage"}, {"replicas", 4}};
+  const std::string m = run_error(doc);
+  EXPECT_TRUE(starts_with(m, "runs/exp.json: train.global_batch_size: expected at least the 4 "))
+      << m;
+  EXPECT_TRUE(contains(m, "got 3")) << m;
+  doc["train"] = {{"global_batch_size", 4}};
+  EXPECT_EQ(baton::parse_run_config(doc, "runs/exp.json").global_batch, 4);
+}
+
 TEST(RunConfig, NegativeEpochs) {
   json doc = minimal_run();
   doc["train"] = {{"epochs", -2}};

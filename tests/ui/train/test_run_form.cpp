@@ -141,6 +141,24 @@ class RunFormTest : public QObject {
     QCOMPARE(form.config()["strategy"], nlohmann::json({{"type", "one_device"}}));
   }
 
+  // Every replica takes a row or more of the global batch: fewer rows than
+  // replicas is the batch field's error before Start, not a failed run.
+  void a_batch_smaller_than_the_replicas_is_the_batch_fields_error() {
+    QTemporaryDir dir;
+    RunForm form(test_context(dir));
+    QString error;
+    QVERIFY2(form.load(QStringLiteral(BATON_SOURCE_DIR "/resources/examples/digits.json"), &error),
+             qPrintable(error));
+    form.set_strategy({{"type", "mirrored"}, {"replicas", 8}}, QStringLiteral("mirrored"), 8);
+    form.use_cluster_strategy();
+    form.batch_spin()->setValue(7);
+    QVERIFY(!form.valid());
+    QVERIFY2(form.errors().value(QStringLiteral("batch")).contains(QLatin1String("8 replicas")),
+             qPrintable(form.first_error()));
+    form.batch_spin()->setValue(8);
+    QVERIFY2(form.valid(), qPrintable(form.first_error()));
+  }
+
   // An example that fails to load says why, on the form.
   void a_failed_example_shows_its_error() {
     QTemporaryDir dir;
