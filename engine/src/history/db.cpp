@@ -4,6 +4,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -373,6 +374,9 @@ bool check_existing_file(const std::string& path) {
   int64_t app = 0, version = 0, objects = 0;
   try {
     Db ro(path, SQLITE_OPEN_READONLY);
+    // A writer's commit holds the file for milliseconds: wait, as every
+    // other connection does, rather than call a busy file unreadable.
+    sqlite3_busy_timeout(ro.get(), 10000);
     app = ro.scalar_int("PRAGMA application_id");
     version = ro.scalar_int("PRAGMA user_version");
     objects = ro.scalar_int("SELECT count(*) FROM sqlite_schema");
@@ -478,13 +482,62 @@ void migrate(const Db& db, int target) {
   tx.commit();
 }
 
+namespace {
+
+// WAL, or a rollback journal on a network file system, where WAL's shared
+// memory index is not shared between hosts (SQLite: "WAL does not work over
+// a network filesystem"). `where` is the file whose folder decides.
+void set_journal_mode(const Db& db, const std::string& where) {
+  const std::string remote = network_filesystem_of(where);
+  const char* want = remote.empty() ? "wal" : "delete";
+  Stmt st(db, remote.empty() ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE");
+  if (!st.step() || st.col_text(0) != want) {
+    db.fail(std::string("cannot switch to ") +
+            (remote.empty() ? "WAL mode" : "a rollback journal") +
+            (remote.empty() ? "" : " (the file is on " + remote + ", where WAL does not work)"));
+  }
+}
+
+// A new database is made whole in a file of its own beside `path` and
+// linked into place, so that no other opener (the studio's history list
+// and a run's recorder start together) ever sees it half made. When
+// another process or thread got there first, its database is the one
+// used. Where the file system has no hard links, the database is made in
+// place (a reader that comes in between is told it is not made yet).
+void create_database(const std::string& path) {
+  const std::string tmp = path + ".new-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  struct RemoveTmp {
+    const std::string& tmp;
+    ~RemoveTmp() {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+    }
+  } remove_tmp{tmp};
+  {
+    Db db(tmp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXCLUSIVE);
+    // Large pages: the samples are written and read in long runs, and
+    // every page is one write() on commit and checkpoint; 4 KiB pages made
+    // the writer spend most of its time in system calls.
+    db.exec("PRAGMA page_size = 32768");
+    migrate(db, kSchemaVersion);
+    set_journal_mode(db, path);
+  }
+  if (::link(tmp.c_str(), path.c_str()) == 0 || errno == EEXIST) return;
+  const int err = errno;
+  if (err == EPERM || err == ENOTSUP || err == EOPNOTSUPP || err == EXDEV || err == ENOSYS) {
+    return;  // no hard links here: made in place by the caller
+  }
+  throw RuntimeError(path + ": cannot create the history database (" + std::strerror(err) + ")");
+}
+
+}  // namespace
+
 Db open_history_db(const std::string& path, OpenMode mode) {
   std::error_code ec;
-  const bool exists = fs::exists(path, ec);
-  if (exists) {
-    if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, not a database");
-    check_existing_file(path);
-  } else {
+  if (!fs::exists(path, ec)) {
     if (mode != OpenMode::kCreate) throw InputError(path + ": no such history database");
     const fs::path parent = fs::path(path).parent_path();
     if (!parent.empty()) {
@@ -494,11 +547,21 @@ Db open_history_db(const std::string& path, OpenMode mode) {
                            ")");
       }
     }
+    create_database(path);
+  }
+  if (fs::exists(path, ec)) {
+    if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, not a database");
+    check_existing_file(path);
   }
   if (mode == OpenMode::kReadOnly) {
     Db ro(path, SQLITE_OPEN_READONLY);
     sqlite3_busy_timeout(ro.get(), 10000);
     const int64_t version = ro.scalar_int("PRAGMA user_version");
+    if (version == 0) {
+      throw InputError(path +
+                       ": an empty database: no history has been made in it yet (a run "
+                       "recorded in it makes one)");
+    }
     if (version < kOldestReadableSchema) {
       throw InputError(path + ": history schema version " + std::to_string(version) +
                        " is older than this build reads without upgrading it; it is upgraded "
@@ -527,19 +590,7 @@ Db open_history_db(const std::string& path, OpenMode mode) {
     if (version > 0) back_up(db, path + ".schema-v" + std::to_string(version) + ".bak");
     migrate(db, kSchemaVersion);
   }
-  {
-    // WAL's index lives in shared memory, which a network file system does
-    // not share between hosts (SQLite: "WAL does not work over a network
-    // filesystem"): a rollback journal there.
-    const std::string remote = network_filesystem_of(path);
-    const char* want = remote.empty() ? "wal" : "delete";
-    Stmt st(db, remote.empty() ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE");
-    if (!st.step() || st.col_text(0) != want) {
-      db.fail(std::string("cannot switch to ") +
-              (remote.empty() ? "WAL mode" : "a rollback journal") +
-              (remote.empty() ? "" : " (the file is on " + remote + ", where WAL does not work)"));
-    }
-  }
+  set_journal_mode(db, path);
   db.exec("PRAGMA synchronous = NORMAL");
   backfill_rollups(db);
   mark_dead_runs_interrupted(db);

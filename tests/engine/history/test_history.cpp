@@ -491,6 +491,46 @@ TEST(History, AReaderReadsWhileTheWriterWrites) {
   EXPECT_EQ(reader.integrity_check(), "ok");
 }
 
+// The studio's first moments: its history list and a run's recorder open
+// a database that does not exist yet, at the same time. Whoever comes
+// second must wait for the first to make it, not report a half-made file
+// (or a lock held while it is made) as a foreign or unreadable database.
+TEST(History, OpenersRacingToCreateTheDatabaseAllSucceed) {
+  TempDir tmp;
+  for (int round = 0; round < 40; ++round) {
+    const std::string db = tmp.path("race" + std::to_string(round) + ".db");
+    constexpr int kOpeners = 6;
+    std::atomic<int> ready{0};
+    std::vector<std::string> errors(kOpeners);
+    std::vector<std::thread> openers;
+    for (int i = 0; i < kOpeners; ++i) {
+      openers.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kOpeners) std::this_thread::yield();
+        try {
+          if (i % 2 == 0) {
+            HistoryStore store(db, HistoryStore::Open::kCreate);
+            (void)store.list_runs();
+          } else {
+            // The history list: read-only once the file is there.
+            std::error_code ec;
+            HistoryStore store(db, fs::exists(db, ec) ? HistoryStore::Open::kReadOnly
+                                                      : HistoryStore::Open::kCreate);
+            (void)store.list_runs();
+          }
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(i)] = e.what();
+        }
+      });
+    }
+    for (auto& t : openers) t.join();
+    for (int i = 0; i < kOpeners; ++i) {
+      EXPECT_EQ(errors[static_cast<size_t>(i)], "") << "round " << round << ", opener " << i;
+    }
+    EXPECT_EQ(history_test::pragma(db, "journal_mode"), "wal");
+  }
+}
+
 // A child process ingests without end, telling the parent through a pipe
 // how many steps it knows are committed (flush() returned); the parent
 // kills it with SIGKILL mid-ingest and opens the database.
