@@ -94,9 +94,10 @@ CachedDataset::CachedDataset(std::shared_ptr<const Dataset> base)
   const int64_t n = base_->size(), f = base_->features(), tw = base_->target_width();
   x_ = Tensor({n, f});
   if (tw > 0) t_ = Tensor({n, tw});
-  labels_.assign(static_cast<size_t>(n), 0);
+  const int64_t nl = base_->labels_per_sample();
+  labels_.assign(static_cast<size_t>(n * nl), 0);
   for (int64_t i = 0; i < n; ++i) {
-    base_->read(i, x_.data() + i * f, &labels_[static_cast<size_t>(i)],
+    base_->read(i, x_.data() + i * f, &labels_[static_cast<size_t>(i * nl)],
                 tw > 0 ? t_.data() + i * tw : nullptr);
   }
 }
@@ -104,7 +105,10 @@ CachedDataset::CachedDataset(std::shared_ptr<const Dataset> base)
 void CachedDataset::read(int64_t i, float* x, int32_t* label, float* target) const {
   const int64_t f = x_.cols();
   std::memcpy(x, x_.data() + i * f, sizeof(float) * static_cast<size_t>(f));
-  if (label) *label = labels_[static_cast<size_t>(i)];
+  if (label) {
+    const int64_t nl = base_->labels_per_sample();
+    std::memcpy(label, &labels_[static_cast<size_t>(i * nl)], sizeof(int32_t) * nl);
+  }
   if (target && !t_.empty()) {
     const int64_t t = t_.cols();
     std::memcpy(target, t_.data() + i * t, sizeof(float) * static_cast<size_t>(t));
@@ -126,9 +130,9 @@ std::shared_ptr<StandardizedDataset> StandardizedDataset::fit(std::shared_ptr<co
   const int64_t n = stats_from.size();
   std::vector<double> sum(f, 0.0), sq(f, 0.0);
   std::vector<float> row(f), target(std::max<int64_t>(1, stats_from.target_width()));
-  int32_t label = 0;
+  std::vector<int32_t> labels(static_cast<size_t>(stats_from.labels_per_sample()));
   for (int64_t i = 0; i < n; ++i) {
-    stats_from.read(i, row.data(), &label, target.data());
+    stats_from.read(i, row.data(), labels.data(), target.data());
     for (int64_t c = 0; c < f; ++c) {
       sum[c] += row[c];
       sq[c] += static_cast<double>(row[c]) * row[c];
@@ -161,12 +165,18 @@ Split split_dataset(std::shared_ptr<const Dataset> all, double validation_fracti
     return s;
   }
   std::vector<int64_t> idx(n);
-  std::iota(idx.begin(), idx.end(), 0);
-  Rng rng(seed);
-  for (int64_t i = n - 1; i > 0; --i) {
-    std::swap(idx[i], idx[rng.below(static_cast<uint64_t>(i + 1))]);
-  }
   const int64_t n_val = static_cast<int64_t>(std::llround(validation_fraction * n));
+  if (all->split_by_position()) {
+    // The held-out part is the end of the data: validation first here, so
+    // that the slices below give it the last n_val samples in order.
+    for (int64_t i = 0; i < n; ++i) idx[i] = (n - n_val + i) % n;
+  } else {
+    std::iota(idx.begin(), idx.end(), 0);
+    Rng rng(seed);
+    for (int64_t i = n - 1; i > 0; --i) {
+      std::swap(idx[i], idx[rng.below(static_cast<uint64_t>(i + 1))]);
+    }
+  }
   if (n_val <= 0 || n_val >= n) {
     throw InputError("validation_split " + std::to_string(validation_fraction) + " of " +
                      std::to_string(n) + " samples leaves an empty " +

@@ -63,14 +63,14 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
   if (opt_.cache) {
     cache_x_ = Tensor({n, f});
     if (tw > 0) cache_t_ = Tensor({n, tw});
-    cache_labels_.assign(n, 0);
+    cache_labels_.assign(n * data_->labels_per_sample(), 0);
     cached_.assign(n, 0);
   }
   const int nslots = opt_.prefetch > 0 ? opt_.prefetch + 1 : 1;
   slots_.resize(nslots);
   for (auto& b : slots_) {
     b.x = Tensor({opt_.shard_batch, f});
-    b.labels.assign(opt_.shard_batch, 0);
+    b.labels.assign(opt_.shard_batch * data_->labels_per_sample(), 0);
     if (tw > 0) b.targets = Tensor({opt_.shard_batch, tw});
   }
   order_.reserve(base_indices_.size());
@@ -204,10 +204,11 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
   if (!b.targets.empty() || data_->target_width() > 0) b.targets.set_rows(rows);
   const int64_t f = data_->features();
   const int64_t tw = data_->target_width();
+  const int64_t nl = data_->labels_per_sample();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = order_[start + r];
     float* x = b.x.data() + r * f;
-    int32_t* label = &b.labels[r];
+    int32_t* label = &b.labels[r * nl];
     float* t = tw > 0 ? b.targets.data() + r * tw : nullptr;
     if (!opt_.cache) {
       data_->read(i, x, label, t);
@@ -215,12 +216,12 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
     }
     // Cached samples were decoded once; later epochs copy them.
     if (!cached_[i]) {
-      data_->read(i, cache_x_.data() + i * f, &cache_labels_[i],
+      data_->read(i, cache_x_.data() + i * f, &cache_labels_[i * nl],
                   tw > 0 ? cache_t_.data() + i * tw : nullptr);
       cached_[i] = 1;
     }
     std::memcpy(x, cache_x_.data() + i * f, sizeof(float) * f);
-    *label = cache_labels_[i];
+    std::memcpy(label, &cache_labels_[i * nl], sizeof(int32_t) * nl);
     if (t) std::memcpy(t, cache_t_.data() + i * tw, sizeof(float) * tw);
   }
 }

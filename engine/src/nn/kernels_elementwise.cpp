@@ -20,7 +20,19 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+
 inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+// GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+inline float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+inline float gelu_tanh_grad(float x) {
+  const float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+  const float t = std::tanh(u);
+  const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
 inline float gelu_grad(float x) {
   return 0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
 }
@@ -52,6 +64,9 @@ void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, Ac
       case Activation::kGelu:
         for (int64_t c = 0; c < cols; ++c) row[c] = gelu(row[c] + (bias ? bias[c] : 0.0f));
         break;
+      case Activation::kGeluTanh:
+        for (int64_t c = 0; c < cols; ++c) row[c] = gelu_tanh(row[c] + (bias ? bias[c] : 0.0f));
+        break;
       default:
         if (bias) {
           for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
@@ -80,6 +95,11 @@ void activation_backward_bias(const float* y, const float* pre, const float* dy,
         for (int64_t c = 0; c < cols; ++c) dr[c] = dyr[c] * gelu_grad(pr[c]);
         break;
       }
+      case Activation::kGeluTanh: {
+        const float* pr = pre + r * cols;
+        for (int64_t c = 0; c < cols; ++c) dr[c] = dyr[c] * gelu_tanh_grad(pr[c]);
+        break;
+      }
       default:
         if (dr != dyr) {
           for (int64_t c = 0; c < cols; ++c) dr[c] = dyr[c];
@@ -104,6 +124,9 @@ void activation_forward(const float* x, float* y, int64_t n, Activation act) {
     case Activation::kGelu:
       for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
       break;
+    case Activation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]);
+      break;
     default:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
       break;
@@ -122,6 +145,9 @@ void activation_backward(const float* x, const float* y, const float* dy, float*
       break;
     case Activation::kGelu:
       for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_grad(x[i]);
+      break;
+    case Activation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_tanh_grad(x[i]);
       break;
     default:
       for (int64_t i = 0; i < n; ++i) dx[i] = dy[i];
@@ -218,6 +244,16 @@ void scale(float* x, int64_t n, float s) {
 BATON_CLONES
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+BATON_CLONES
+void add(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+BATON_CLONES
+void multiply(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
 }
 
 }  // namespace baton::cpu

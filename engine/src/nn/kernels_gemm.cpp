@@ -18,7 +18,8 @@ Activation parse_activation(const std::string& name) {
   if (name == "relu") return Activation::kRelu;
   if (name == "gelu") return Activation::kGelu;
   if (name == "tanh") return Activation::kTanh;
-  throw InputError("activation \"" + name + "\" is not one of none, relu, gelu, tanh");
+  if (name == "gelu_tanh") return Activation::kGeluTanh;
+  throw InputError("activation \"" + name + "\" is not one of none, relu, gelu, gelu_tanh, tanh");
 }
 
 const char* activation_name(Activation a) {
@@ -31,6 +32,8 @@ const char* activation_name(Activation a) {
       return "gelu";
     case Activation::kTanh:
       return "tanh";
+    case Activation::kGeluTanh:
+      return "gelu_tanh";
     default:
       return "unset";
   }

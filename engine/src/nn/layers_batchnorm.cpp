@@ -49,16 +49,11 @@ const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
   const int64_t n = x.rows(), f = features_;
   xhat_.set_rows(n);
   y_.set_rows(n);
-  const bool training = ctx.mode == Mode::kTrain;
-  if (training) {
+  if (ctx.mode == Mode::kTrain) {
     // Pass one: [sum x (F), rows (1)], summed over the replicas.
     float* sum = stats_.data();
-    for (int64_t c = 0; c < f; ++c) sum[c] = 0.0f;
-    for (int64_t r = 0; r < n; ++r) {
-      const float* xr = x.data() + r * f;
-      for (int64_t c = 0; c < f; ++c) sum[c] += xr[c];
-    }
-    sum[f] = static_cast<float>(n);
+    be().column_sums(x.data(), n, f, sum);
+    be().fill(sum + f, 1, static_cast<float>(n));
     if (comm_ != nullptr) comm_->sum_across_replicas(sum, f + 1);
     const float rows = sum[f];
     global_rows_ = rows;
@@ -66,73 +61,36 @@ const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
     // No rows anywhere: every replica stops here alike (and, as BatchNorm,
     // leaves the running statistics alone).
     if (rows == 0.0f) return y_;
-    for (int64_t c = 0; c < f; ++c) mean_[c] = sum[c] / rows;
-
+    be().copy(sum, mean_.data(), f);
+    be().scale(mean_.data(), f, 1.0f / rows);
     // Pass two: sum (x - global mean)^2 (F floats), summed over the replicas.
     float* m2 = stats_.data() + f + 1;
-    for (int64_t c = 0; c < f; ++c) m2[c] = 0.0f;
-    for (int64_t r = 0; r < n; ++r) {
-      const float* xr = x.data() + r * f;
-      for (int64_t c = 0; c < f; ++c) m2[c] += (xr[c] - mean_[c]) * (xr[c] - mean_[c]);
-    }
+    be().column_centered_squares(x.data(), mean_.data(), n, f, m2);
     if (comm_ != nullptr) comm_->sum_across_replicas(m2, f);
-
-    // Biased variance for normalising, the global unbiased one (N / (N-1))
-    // for the running statistics — the same on every replica.
-    const float unbias = rows > 1.0f ? rows / (rows - 1.0f) : 1.0f;
-    for (int64_t c = 0; c < f; ++c) {
-      const float var = m2[c] / rows;
-      running_mean_[c] = (1.0f - momentum_) * running_mean_[c] + momentum_ * mean_[c];
-      running_var_[c] = (1.0f - momentum_) * running_var_[c] + momentum_ * var * unbias;
-      rstd_[c] = 1.0f / std::sqrt(var + eps_);
-    }
+    // The same statistics and running averages on every replica.
+    be().batch_norm_statistics(sum, m2, rows, momentum_, eps_, mean_.data(), rstd_.data(),
+                               running_mean_.data(), running_var_.data(), f);
   } else {
-    for (int64_t c = 0; c < f; ++c) {
-      mean_[c] = running_mean_[c];
-      rstd_[c] = 1.0f / std::sqrt(running_var_[c] + eps_);
-    }
+    be().batch_norm_running(running_mean_.data(), running_var_.data(), eps_, mean_.data(),
+                            rstd_.data(), f);
     batch_stats_ = false;
   }
-  const float* g = gain_.value.data();
-  const float* b = bias_.value.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* xr = x.data() + r * f;
-    float* xh = xhat_.data() + r * f;
-    float* yr = y_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      xh[c] = (xr[c] - mean_[c]) * rstd_[c];
-      yr[c] = xh[c] * g[c] + b[c];
-    }
-  }
+  be().batch_norm_apply(x.data(), mean_.data(), rstd_.data(), gain_.value.data(),
+                        bias_.value.data(), xhat_.data(), y_.data(), n, f);
   return y_;
 }
 
 const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows(), f = features_;
   // This replica's own contributions: the strategy sums them over replicas.
-  gain_.grad.fill(0.0f);
-  bias_.grad.fill(0.0f);
   dx_.set_rows(n);
-  float* dg = gain_.grad.data();
-  float* db = bias_.grad.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* dyr = dy.data() + r * f;
-    const float* xh = xhat_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      dg[c] += dyr[c] * xh[c];
-      db[c] += dyr[c];
-    }
-  }
+  be().batch_norm_param_grads(dy.data(), xhat_.data(), gain_.grad.data(), bias_.grad.data(), n, f);
   // need_input_grad is the same on every replica, so skipping the
   // collective here keeps them in step.
   if (!need_input_grad) return dx_;
-  const float* g = gain_.value.data();
   if (!batch_stats_) {
-    for (int64_t r = 0; r < n; ++r) {
-      const float* dyr = dy.data() + r * f;
-      float* dxr = dx_.data() + r * f;
-      for (int64_t c = 0; c < f; ++c) dxr[c] = g[c] * rstd_[c] * dyr[c];
-    }
+    be().batch_norm_input_grad(dy.data(), xhat_.data(), gain_.value.data(), rstd_.data(), nullptr,
+                               nullptr, 0.0f, dx_.data(), n, f);
     return dx_;
   }
   // The global mean and variance depend on every replica's rows: the input
@@ -140,20 +98,12 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   // in the planned buffer; the local sums above stay the parameter grads).
   float* sdb = stats_.data();
   float* sdg = stats_.data() + f;
-  for (int64_t c = 0; c < f; ++c) {
-    sdb[c] = db[c];
-    sdg[c] = dg[c];
-  }
+  be().copy(bias_.grad.data(), sdb, f);
+  be().copy(gain_.grad.data(), sdg, f);
   if (comm_ != nullptr) comm_->sum_across_replicas(stats_.data(), 2 * f);
   const float inv_n = global_rows_ > 0.0f ? 1.0f / global_rows_ : 0.0f;
-  for (int64_t r = 0; r < n; ++r) {
-    const float* dyr = dy.data() + r * f;
-    const float* xh = xhat_.data() + r * f;
-    float* dxr = dx_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      dxr[c] = g[c] * rstd_[c] * (dyr[c] - inv_n * sdb[c] - xh[c] * inv_n * sdg[c]);
-    }
-  }
+  be().batch_norm_input_grad(dy.data(), xhat_.data(), gain_.value.data(), rstd_.data(), sdb, sdg,
+                             inv_n, dx_.data(), n, f);
   return dx_;
 }
 

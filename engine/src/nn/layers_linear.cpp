@@ -4,7 +4,6 @@
 #include <baton/nn/layers.h>
 
 #include <cmath>
-#include <cstring>
 
 namespace baton {
 namespace {
@@ -36,14 +35,14 @@ int64_t Linear::plan(int64_t max_batch, int64_t in_features) {
   y_ = Tensor({max_batch, out_});
   dpre_ = Tensor({max_batch, out_});
   dx_ = Tensor({max_batch, in_});
-  if (act_ == Activation::kGelu) pre_ = Tensor({max_batch, out_});
+  if (needs_pre_activation(act_)) pre_ = Tensor({max_batch, out_});
   return out_;
 }
 
 void Linear::init(Rng& rng) {
   // Kaiming-uniform for ReLU-family layers, Glorot-uniform otherwise; bias 0.
   const float fan_in = static_cast<float>(in_), fan_out = static_cast<float>(out_);
-  const float bound = act_ == Activation::kRelu || act_ == Activation::kGelu
+  const float bound = act_ == Activation::kRelu || needs_pre_activation(act_)
                           ? std::sqrt(6.0f / fan_in)
                           : std::sqrt(6.0f / (fan_in + fan_out));
   for (auto& v : w_.value.span()) v = (2.0f * rng.uniform() - 1.0f) * bound;
@@ -55,16 +54,16 @@ const Tensor& Linear::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
   x_ = &x;
   y_.set_rows(n);
   // y = x W^T: (n, in) x (in, out)
-  cpu::gemm(Trans::kNo, Trans::kYes, n, out_, in_, 1.0f, x.data(), in_, w_.value.data(), in_, 0.0f,
-            y_.data(), out_);
-  if (act_ == Activation::kGelu) {
+  be().matmul(Trans::kNo, Trans::kYes, n, out_, in_, 1.0f, x.data(), in_, w_.value.data(), in_,
+              0.0f, y_.data(), out_);
+  const float* bias = has_bias_ ? b_.value.data() : nullptr;
+  if (needs_pre_activation(act_)) {
     pre_.set_rows(n);
-    cpu::bias_activation(y_.data(), has_bias_ ? b_.value.data() : nullptr, n, out_,
-                         Activation::kNone);
-    std::memcpy(pre_.data(), y_.data(), sizeof(float) * n * out_);
-    cpu::activation_forward(pre_.data(), y_.data(), n * out_, Activation::kGelu);
+    be().bias_activation(y_.data(), bias, n, out_, Activation::kNone);
+    be().copy(y_.data(), pre_.data(), n * out_);
+    be().activation_forward(pre_.data(), y_.data(), n * out_, act_);
   } else {
-    cpu::bias_activation(y_.data(), has_bias_ ? b_.value.data() : nullptr, n, out_, act_);
+    be().bias_activation(y_.data(), bias, n, out_, act_);
   }
   return y_;
 }
@@ -72,19 +71,19 @@ const Tensor& Linear::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
 const Tensor& Linear::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows();
   dpre_.set_rows(n);
-  if (has_bias_) b_.grad.fill(0.0f);
-  cpu::activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
+  if (has_bias_) be().fill(b_.grad.data(), out_, 0.0f);
+  be().activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
                                 dpre_.data(), has_bias_ ? b_.grad.data() : nullptr, n, out_, act_);
   // dW = dpre^T x: (out, n) x (n, in)
-  cpu::gemm(Trans::kYes, Trans::kNo, out_, in_, n, 1.0f, dpre_.data(), out_, x_->data(), in_, 0.0f,
-            w_.grad.data(), in_);
+  be().matmul(Trans::kYes, Trans::kNo, out_, in_, n, 1.0f, dpre_.data(), out_, x_->data(), in_,
+              0.0f, w_.grad.data(), in_);
   // dW and db are final: their allreduce may start during dx's product.
   params_final();
   if (!need_input_grad) return dx_;
   dx_.set_rows(n);
   // dx = dpre W: (n, out) x (out, in)
-  cpu::gemm(Trans::kNo, Trans::kNo, n, in_, out_, 1.0f, dpre_.data(), out_, w_.value.data(), in_,
-            0.0f, dx_.data(), in_);
+  be().matmul(Trans::kNo, Trans::kNo, n, in_, out_, 1.0f, dpre_.data(), out_, w_.value.data(), in_,
+              0.0f, dx_.data(), in_);
   return dx_;
 }
 
@@ -106,14 +105,14 @@ int64_t ActivationLayer::plan(int64_t max_batch, int64_t in_features) {
 const Tensor& ActivationLayer::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
   x_ = &x;
   y_.set_rows(x.rows());
-  cpu::activation_forward(x.data(), y_.data(), x.numel(), act_);
+  be().activation_forward(x.data(), y_.data(), x.numel(), act_);
   return y_;
 }
 
 const Tensor& ActivationLayer::backward(const Tensor& dy, bool need_input_grad) {
   if (!need_input_grad) return dx_;
   dx_.set_rows(dy.rows());
-  cpu::activation_backward(x_->data(), y_.data(), dy.data(), dx_.data(), dy.numel(), act_);
+  be().activation_backward(x_->data(), y_.data(), dy.data(), dx_.data(), dy.numel(), act_);
   return dx_;
 }
 
@@ -139,28 +138,21 @@ const Tensor& Dropout::forward(const Tensor& x, const ForwardContext& ctx) {
   // checkpoint, a resumed run draws the same masks, and a row draws the
   // same mask whichever replica holds it.
   const uint64_t layer_seed = Rng::derive(ctx.step_seed, 0xD20, index_);
-  const float keep_scale = 1.0f / (1.0f - p_);
   mask_.set_rows(x.rows());
   y_.set_rows(x.rows());
-  const int64_t cols = x.cols();
-  for (int64_t r = 0; r < x.rows(); ++r) {
-    Rng rng(Rng::derive(layer_seed, static_cast<uint64_t>(ctx.first_row + r)));
-    float* m = mask_.data() + r * cols;
-    float* y = y_.data() + r * cols;
-    const float* xs = x.data() + r * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      m[c] = rng.uniform() >= p_ ? keep_scale : 0.0f;
-      y[c] = xs[c] * m[c];
-    }
-  }
+  be().dropout_mask(mask_.data(), x.rows(), x.cols(), p_, layer_seed, ctx.first_row);
+  be().multiply(x.data(), mask_.data(), y_.data(), x.numel());
   return y_;
 }
 
 const Tensor& Dropout::backward(const Tensor& dy, bool need_input_grad) {
   if (!need_input_grad) return dx_;
   dx_.set_rows(dy.rows());
-  const float* m = mask_.data();
-  for (int64_t i = 0; i < dy.numel(); ++i) dx_[i] = active_ ? dy[i] * m[i] : dy[i];
+  if (active_) {
+    be().multiply(dy.data(), mask_.data(), dx_.data(), dy.numel());
+  } else {
+    be().copy(dy.data(), dx_.data(), dy.numel());
+  }
   return dx_;
 }
 

@@ -3,8 +3,6 @@
 #include <baton/core/error.h>
 #include <baton/nn/layers.h>
 
-#include <cmath>
-
 namespace baton {
 
 // ---- LayerNorm ----
@@ -28,53 +26,17 @@ const Tensor& LayerNorm::forward(const Tensor& x, const ForwardContext& /*ctx*/)
   xhat_.set_rows(n);
   rstd_.set_rows(n);
   y_.set_rows(n);
-  const float* g = gain_.value.data();
-  const float* b = bias_.value.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* xr = x.data() + r * f;
-    double mean = 0.0, var = 0.0;
-    for (int64_t c = 0; c < f; ++c) mean += xr[c];
-    mean /= static_cast<double>(f);
-    for (int64_t c = 0; c < f; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-    var /= static_cast<double>(f);
-    const float rstd = static_cast<float>(1.0 / std::sqrt(var + eps_));
-    rstd_[r] = rstd;
-    float* xh = xhat_.data() + r * f;
-    float* yr = y_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      xh[c] = (xr[c] - static_cast<float>(mean)) * rstd;
-      yr[c] = xh[c] * g[c] + b[c];
-    }
-  }
+  be().layer_norm_forward(x.data(), gain_.value.data(), bias_.value.data(), y_.data(), xhat_.data(),
+                          rstd_.data(), n, f, eps_);
   return y_;
 }
 
 const Tensor& LayerNorm::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows(), f = dy.cols();
-  gain_.grad.fill(0.0f);
-  bias_.grad.fill(0.0f);
   dx_.set_rows(n);
-  const float* g = gain_.value.data();
-  float* dg = gain_.grad.data();
-  float* db = bias_.grad.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* dyr = dy.data() + r * f;
-    const float* xh = xhat_.data() + r * f;
-    double sum_d = 0.0, sum_dx = 0.0;
-    for (int64_t c = 0; c < f; ++c) {
-      dg[c] += dyr[c] * xh[c];
-      db[c] += dyr[c];
-      const float d = dyr[c] * g[c];
-      sum_d += d;
-      sum_dx += d * xh[c];
-    }
-    if (!need_input_grad) continue;
-    const float mean_d = static_cast<float>(sum_d / f), mean_dx = static_cast<float>(sum_dx / f);
-    float* dxr = dx_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      dxr[c] = rstd_[r] * (dyr[c] * g[c] - mean_d - xh[c] * mean_dx);
-    }
-  }
+  be().layer_norm_backward(dy.data(), xhat_.data(), rstd_.data(), gain_.value.data(),
+                           need_input_grad ? dx_.data() : nullptr, gain_.grad.data(),
+                           bias_.grad.data(), n, f);
   return dx_;
 }
 
@@ -99,39 +61,15 @@ const Tensor& RMSNorm::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
   x_ = &x;
   rstd_.set_rows(n);
   y_.set_rows(n);
-  const float* g = gain_.value.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* xr = x.data() + r * f;
-    double ms = 0.0;
-    for (int64_t c = 0; c < f; ++c) ms += static_cast<double>(xr[c]) * xr[c];
-    const float rstd = static_cast<float>(1.0 / std::sqrt(ms / f + eps_));
-    rstd_[r] = rstd;
-    float* yr = y_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) yr[c] = xr[c] * rstd * g[c];
-  }
+  be().rms_norm_forward(x.data(), gain_.value.data(), y_.data(), rstd_.data(), n, f, eps_);
   return y_;
 }
 
 const Tensor& RMSNorm::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows(), f = dy.cols();
-  gain_.grad.fill(0.0f);
   dx_.set_rows(n);
-  const float* g = gain_.value.data();
-  float* dg = gain_.grad.data();
-  for (int64_t r = 0; r < n; ++r) {
-    const float* dyr = dy.data() + r * f;
-    const float* xr = x_->data() + r * f;
-    const float rstd = rstd_[r];
-    double dot = 0.0;
-    for (int64_t c = 0; c < f; ++c) {
-      dg[c] += dyr[c] * xr[c] * rstd;
-      dot += static_cast<double>(dyr[c]) * g[c] * xr[c];
-    }
-    if (!need_input_grad) continue;
-    const float k = static_cast<float>(dot / f) * rstd * rstd;
-    float* dxr = dx_.data() + r * f;
-    for (int64_t c = 0; c < f; ++c) dxr[c] = rstd * (dyr[c] * g[c] - xr[c] * k);
-  }
+  be().rms_norm_backward(dy.data(), x_->data(), rstd_.data(), gain_.value.data(),
+                         need_input_grad ? dx_.data() : nullptr, gain_.grad.data(), n, f);
   return dx_;
 }
 

@@ -6,34 +6,27 @@ namespace baton {
 
 LossResult SoftmaxCrossEntropy::compute(const Tensor& output, const int32_t* labels,
                                         const Tensor* /*targets*/, Tensor& doutput,
-                                        float grad_scale) const {
+                                        float grad_scale, const Backend& be) const {
   LossResult r;
   r.count = output.rows();
   doutput.set_rows(output.rows());
-  r.loss_sum = cpu::softmax_xent(output.data(), labels, doutput.data(), output.rows(),
-                                 output.cols(), grad_scale, &r.correct);
+  r.loss_sum = be.softmax_xent(output.data(), labels, doutput.data(), output.rows(), output.cols(),
+                               grad_scale, &r.correct);
   return r;
 }
 
 LossResult MeanSquaredError::compute(const Tensor& output, const int32_t* /*labels*/,
-                                     const Tensor* targets, Tensor& doutput,
-                                     float grad_scale) const {
+                                     const Tensor* targets, Tensor& doutput, float grad_scale,
+                                     const Backend& be) const {
   if (targets == nullptr || targets->cols() != output.cols() || targets->rows() != output.rows()) {
     throw InputError("mse: the target width does not match the model output " +
                      output.shape_string());
   }
   LossResult r;
-  const int64_t n = output.rows(), k = output.cols();
-  r.count = n;
-  doutput.set_rows(n);
-  const float inv_k = 1.0f / static_cast<float>(k);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n * k; ++i) {
-    const float d = output[i] - (*targets)[i];
-    sum += static_cast<double>(d) * d;
-    doutput[i] = 2.0f * d * inv_k * grad_scale;
-  }
-  r.loss_sum = sum * inv_k;
+  r.count = output.rows();
+  doutput.set_rows(output.rows());
+  r.loss_sum = be.mse(output.data(), targets->data(), doutput.data(), output.rows(), output.cols(),
+                      grad_scale);
   return r;
 }
 

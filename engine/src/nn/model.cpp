@@ -8,16 +8,29 @@ void Sequential::add(std::unique_ptr<Layer> layer) {
   layers_.push_back(std::move(layer));
 }
 
+void Sequential::set_backend(const Backend& backend) {
+  be_ = &backend;
+  for (auto& l : layers_) l->bind_backend(backend);
+}
+
 int64_t Sequential::plan(int64_t max_batch, int64_t in_features) {
   if (layers_.empty()) throw InputError("model has no layers");
   in_features_ = in_features;
   int64_t width = in_features;
+  int64_t per_sample = 1;  // rows per sample at this point
   widths_.assign(1, width);
+  row_scale_.clear();
+  saved_floats_per_sample_ = 3 * in_features;
   for (auto& l : layers_) {
-    width = l->plan(max_batch, width);
+    l->bind_backend(*be_);
+    row_scale_.push_back(per_sample);
+    width = l->plan(max_batch * per_sample, width);
+    per_sample *= l->rows_per_input_row();
     widths_.push_back(width);
+    saved_floats_per_sample_ += l->saved_floats_per_row(width) * per_sample;
   }
   out_features_ = width;
+  out_rows_per_sample_ = per_sample;
   return width;
 }
 
@@ -31,7 +44,13 @@ void Sequential::attach(CrossReplicaSum* replicas) {
 
 const Tensor& Sequential::forward(const Tensor& x, const ForwardContext& ctx) {
   const Tensor* h = &x;
-  for (auto& l : layers_) h = &l->forward(*h, ctx);
+  // A layer's rows are samples or a sample's tokens: its first row in the
+  // global batch scales with them (dropout keys its masks on it).
+  ForwardContext c = ctx;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    c.first_row = ctx.first_row * (i < row_scale_.size() ? row_scale_[i] : 1);
+    h = &layers_[i]->forward(*h, c);
+  }
   return *h;
 }
 

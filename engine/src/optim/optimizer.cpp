@@ -30,8 +30,8 @@ OptimizerOptions parse_optimizer(const ConfigNode& node) {
   return o;
 }
 
-Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params)
-    : opt_(options), params_(std::move(params)) {
+Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params, const Backend& be)
+    : opt_(options), params_(std::move(params)), be_(&be) {
   const bool adam = opt_.kind == OptimizerKind::kAdam || opt_.kind == OptimizerKind::kAdamW;
   const bool momentum = opt_.kind == OptimizerKind::kSgd && opt_.momentum > 0.0f;
   for (Param* p : params_) {
@@ -65,11 +65,11 @@ void Optimizer::step(float lr) {
       const int64_t off = blk * kBlock;
       const int64_t len = std::min(kBlock, n - off);
       if (opt_.kind == OptimizerKind::kSgd) {
-        cpu::sgd_update(p->value.data() + off, p->grad.data() + off,
+        be_->sgd_update(p->value.data() + off, p->grad.data() + off,
                         m_.empty() ? nullptr : m_[i].data() + off, len, lr, opt_.momentum,
                         opt_.weight_decay, opt_.nesterov);
       } else {
-        cpu::adam_update(p->value.data() + off, p->grad.data() + off, m_[i].data() + off,
+        be_->adam_update(p->value.data() + off, p->grad.data() + off, m_[i].data() + off,
                          v_[i].data() + off, len, a);
       }
     }
@@ -83,13 +83,13 @@ std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {
   return out;
 }
 
-double clip_global_norm(const std::vector<Param*>& params, float max_norm) {
+double clip_global_norm(const std::vector<Param*>& params, float max_norm, const Backend& be) {
   double sq = 0.0;
-  for (Param* p : params) sq += cpu::sum_squares(p->grad.data(), p->grad.numel());
+  for (Param* p : params) sq += be.sum_squares(p->grad.data(), p->grad.numel());
   const double norm = std::sqrt(sq);
   if (max_norm > 0.0f && norm > max_norm) {
     const float s = static_cast<float>(max_norm / (norm + 1e-6));
-    for (Param* p : params) cpu::scale(p->grad.data(), p->grad.numel(), s);
+    for (Param* p : params) be.scale(p->grad.data(), p->grad.numel(), s);
   }
   return norm;
 }

@@ -57,6 +57,11 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     }
   }
 
+  labels_per_sample_ = train_->labels_per_sample();
+  if (cfg_.data.standardize && train_->token_features()) {
+    throw InputError(cfg_.file + ": data.standardize: the features of " + train_->describe() +
+                     " are token ids, which standardising would destroy: remove it");
+  }
   loss_ = make_loss(cfg_.loss);
   if (loss_->is_classification() && train_->classes() == 0) {
     throw InputError(cfg_.file +
@@ -104,8 +109,10 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     rep->index = r;
     ConfigNode node(cfg_.model, cfg_.file, "model");
     rep->model = r == 0 ? std::move(first_model) : factory(node, shape);
+    rep->model->set_backend(*backend_);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);
-    if (out != shape.out_features) {
+    const bool padded = rep->model->pads_outputs() && out > shape.out_features;
+    if (out != shape.out_features && !padded) {
       throw InputError(cfg_.file + ": model: the last layer has " + std::to_string(out) +
                        " outputs, but the dataset needs " + std::to_string(shape.out_features) +
                        (train_->classes() > 0 ? " (one per class)" : " (the target width)"));
@@ -115,8 +122,14 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     refuse_unlinked_cross_replica_layers(*rep->model, r);
     rep->model->attach(strategy_->replica_communicator(r));
     rep->params = rep->model->params();
-    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params);
-    rep->doutput = Tensor({max_rows, out});
+    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params, *backend_);
+    if (rep->model->out_rows_per_sample() != labels_per_sample_) {
+      throw InputError(cfg_.file + ": model: gives " +
+                       std::to_string(rep->model->out_rows_per_sample()) +
+                       " outputs per sample, but the data has " +
+                       std::to_string(labels_per_sample_) + " labels per sample");
+    }
+    rep->doutput = Tensor({max_rows * rep->model->out_rows_per_sample(), out});
     rep->drift.assign(static_cast<size_t>(2 * strategy_->num_replicas()), 0.0f);
     replicas_.push_back(std::move(rep));
   }
@@ -148,15 +161,14 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
                          train_->classes() > 0 ? train_->classes() : train_->target_width()};
   ConfigNode node(cfg_.model, cfg_.file, "model");
   auto probe = registry.model(cfg_.model.at("type").get<std::string>(), node)(node, shape);
+  probe->set_backend(*backend_);
   probe->plan(1, shape.in_features);
-  int64_t widths = 0;
-  for (int64_t w : probe->widths()) widths += w;
   const int n = strategy_->num_replicas();
   MemoryPlan plan;
   plan.rows = (cfg_.global_batch + n - 1) / n * strategy_->local_replicas();
   // The pipeline's ring of batches (features, target and label per row).
   const int64_t data = (shape.in_features + train_->target_width() + 2) * (po.prefetch + 2);
-  plan.floats_per_row = 3 * widths + data;
+  plan.floats_per_row = probe->saved_floats_per_sample() + data;
   // Parameters, their gradients and up to two optimizer states, per
   // replica; and the data cache.
   plan.fixed_bytes = cache_bytes_ + probe->num_parameters() * 4 * 4 * strategy_->local_replicas();
@@ -332,7 +344,7 @@ void Trainer::replica_step(int r, const StepInputs& in) {
   ctx.first_row = b.first_row;  // this replica's rows' place in the global batch
   const Tensor& out = rep.model->forward(b.x, ctx);
   rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
-                            rep.doutput, in.grad_scale);
+                            rep.doutput, in.grad_scale, *backend_);
   rep.model->backward(rep.doutput, rep.on_layer_done);
   (*in.loss_parts)[r] = rep.last.loss_sum;
   (*in.correct_parts)[r] = static_cast<double>(rep.last.correct);
@@ -342,7 +354,7 @@ void Trainer::replica_update(int r, const UpdateInputs& in) {
   Replica& rep = *replicas_[r];
   // Where the gradients are summed remotely the clipping happens there.
   if (in.need_norm && !strategy_->clips_remotely()) {
-    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm);
+    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm, *backend_);
     if (r == 0) *in.grad_norm = norm;
   }
   // Under a parameter server the servers own the optimizer.

@@ -245,9 +245,11 @@ bool Trainer::train_step(RunState& s) {
   // The mean over the global batch (its replicas' gradients are summed),
   // or over this worker's own rows when each worker's push is an update of
   // its own (asynchronous parameter servers, as TF's).
+  // A language model's loss is the mean over every token of the batch.
   const float grad_scale =
-      1.0f / static_cast<float>(
-                 std::max<int64_t>(1, strategy_->worker_mean_gradients() ? own_rows : global_rows));
+      1.0f /
+      static_cast<float>(std::max<int64_t>(
+          1, (strategy_->worker_mean_gradients() ? own_rows : global_rows) * labels_per_sample_));
   const ForwardContext ctx{Mode::kTrain, Rng::derive(cfg_.seed, kStepSeed, s.step)};
   // One pointer-sized capture: std::function keeps it inline, so the step
   // does not allocate.
@@ -280,7 +282,8 @@ bool Trainer::train_step(RunState& s) {
     counted_rows = 0;
     for (int r = 0; r < s.nrep; ++r) counted_rows += s.batches[r]->rows;
   }
-  s.last_loss = loss_sum / static_cast<double>(std::max<int64_t>(1, counted_rows));
+  s.last_loss =
+      loss_sum / static_cast<double>(std::max<int64_t>(1, counted_rows * labels_per_sample_));
   if (!std::isfinite(s.last_loss)) {
     throw RuntimeError("the loss became " + std::to_string(s.last_loss) + " at step " +
                        std::to_string(s.step) + "; lower the learning rate or clip gradients");
@@ -322,8 +325,9 @@ void Trainer::report_window(RunState& s, float lr) {
   e.run = opt_.run_id;
   e.step = s.step;
   e.epoch = s.epoch;
-  e.loss = w.loss / static_cast<double>(w.samples);
-  e.accuracy = loss_->is_classification() ? w.correct / static_cast<double>(w.samples) : 0.0;
+  const double labels = static_cast<double>(w.samples * labels_per_sample_);
+  e.loss = w.loss / labels;
+  e.accuracy = loss_->is_classification() ? w.correct / labels : 0.0;
   e.lr = lr;
   e.grad_norm = s.grad_norm;
   e.samples_per_s = w.total > 0 ? w.samples / (w.total / 1000.0) : 0.0;
@@ -358,10 +362,9 @@ void Trainer::end_epoch(RunState& s) {
   ev.run = opt_.run_id;
   ev.epoch = s.epoch;
   ev.step = s.step;
-  ev.train_loss = s.ep_samples ? s.ep_loss / static_cast<double>(s.ep_samples) : 0.0;
-  ev.train_accuracy = s.ep_samples && loss_->is_classification()
-                          ? s.ep_correct / static_cast<double>(s.ep_samples)
-                          : 0.0;
+  const double ep_labels = static_cast<double>(s.ep_samples * labels_per_sample_);
+  ev.train_loss = s.ep_samples ? s.ep_loss / ep_labels : 0.0;
+  ev.train_accuracy = s.ep_samples && loss_->is_classification() ? s.ep_correct / ep_labels : 0.0;
   ev.epoch_time_s = seconds_since(s.epoch_t0);
   ev.samples_per_s = ev.epoch_time_s > 0 ? s.ep_samples / ev.epoch_time_s : 0.0;
   if (!val_pipelines_.empty()) {

@@ -151,7 +151,8 @@ TEST(Losses, SoftmaxCrossEntropyGradient) {
   for (auto& l : labels) l = static_cast<int32_t>(rng.below(classes));
   Tensor dout({rows, classes});
   const float scale = 1.0f / static_cast<float>(rows);
-  const baton::LossResult res = loss.compute(out, labels.data(), nullptr, dout, scale);
+  const baton::LossResult res =
+      loss.compute(out, labels.data(), nullptr, dout, scale, baton::cpu_backend());
   EXPECT_EQ(res.count, rows);
 
   // Naive loss and accuracy.
@@ -173,7 +174,8 @@ TEST(Losses, SoftmaxCrossEntropyGradient) {
   // d(mean loss)/d(output) against finite differences.
   Tensor scratch({rows, classes});
   auto mean_loss = [&] {
-    return loss.compute(out, labels.data(), nullptr, scratch, scale).loss_sum /
+    return loss.compute(out, labels.data(), nullptr, scratch, scale, baton::cpu_backend())
+               .loss_sum /
            static_cast<double>(rows);
   };
   const double largest = check_tensor_gradient("doutput", out, dout, 1e-2, mean_loss);
@@ -189,7 +191,8 @@ TEST(Losses, MeanSquaredErrorGradient) {
   Tensor target = random_tensor({rows, k}, rng, -2.0f, 2.0f);
   Tensor dout({rows, k});
   const float scale = 1.0f / static_cast<float>(rows);
-  const baton::LossResult res = loss.compute(out, nullptr, &target, dout, scale);
+  const baton::LossResult res =
+      loss.compute(out, nullptr, &target, dout, scale, baton::cpu_backend());
   EXPECT_EQ(res.count, rows);
 
   // Mean over outputs per row, summed over rows.
@@ -206,14 +209,17 @@ TEST(Losses, MeanSquaredErrorGradient) {
 
   Tensor scratch({rows, k});
   auto mean_loss = [&] {
-    return loss.compute(out, nullptr, &target, scratch, scale).loss_sum / static_cast<double>(rows);
+    return loss.compute(out, nullptr, &target, scratch, scale, baton::cpu_backend()).loss_sum /
+           static_cast<double>(rows);
   };
   const double largest = check_tensor_gradient("doutput", out, dout, 1e-2, mean_loss);
   EXPECT_GT(largest, 1e-3);
 
   Tensor wrong({rows, k + 1});
-  EXPECT_THROW(loss.compute(out, nullptr, &wrong, dout, scale), baton::InputError);
-  EXPECT_THROW(loss.compute(out, nullptr, nullptr, dout, scale), baton::InputError);
+  EXPECT_THROW(loss.compute(out, nullptr, &wrong, dout, scale, baton::cpu_backend()),
+               baton::InputError);
+  EXPECT_THROW(loss.compute(out, nullptr, nullptr, dout, scale, baton::cpu_backend()),
+               baton::InputError);
 }
 
 TEST(Losses, MakeLoss) {
@@ -262,7 +268,7 @@ TEST(SequentialModel, LinearReluLayerNormLinearWithCrossEntropy) {
   const float scale = 1.0f / static_cast<float>(batch);
   Tensor dout({batch, classes});
   const Tensor& out = model.forward(x, kTrain);
-  (void)loss.compute(out, labels.data(), nullptr, dout, scale);
+  (void)loss.compute(out, labels.data(), nullptr, dout, scale, baton::cpu_backend());
   std::vector<size_t> done;
   model.backward(dout, [&](size_t i) { done.push_back(i); });
   EXPECT_EQ(done, (std::vector<size_t>{2, 1, 0})) << "layers finish last first";
@@ -272,7 +278,7 @@ TEST(SequentialModel, LinearReluLayerNormLinearWithCrossEntropy) {
   Tensor scratch({batch, classes});
   auto mean_loss = [&] {
     const Tensor& o = model.forward(x, kTrain);
-    return loss.compute(o, labels.data(), nullptr, scratch, scale).loss_sum /
+    return loss.compute(o, labels.data(), nullptr, scratch, scale, baton::cpu_backend()).loss_sum /
            static_cast<double>(batch);
   };
   for (size_t k = 0; k < params.size(); ++k) {

@@ -21,12 +21,21 @@ class Dataset {
   virtual int64_t classes() const = 0;
   // Width of the regression target (0 for classification).
   virtual int64_t target_width() const { return 0; }
+  // Class labels per sample: 1, or a sequence's length for a language
+  // model's text (the next token at every position).
+  virtual int64_t labels_per_sample() const { return 1; }
+  // Whether the features are token ids (not to be standardised), and
+  // whether a held-out split takes the last samples in order (text: by
+  // position) rather than a shuffled draw.
+  virtual bool token_features() const { return false; }
+  virtual bool split_by_position() const { return false; }
   // How many files the data comes from (for the FILE shard policy), and
   // which file sample i comes from.
   virtual int64_t num_files() const { return 1; }
   virtual int64_t file_of(int64_t /*i*/) const { return 0; }
-  // Writes sample i: features() floats into `x`, the class into *label
-  // (classification) or target_width() floats into `target` (regression).
+  // Writes sample i: features() floats into `x`, labels_per_sample() classes
+  // into `label` (classification) or target_width() floats into `target`
+  // (regression).
   // Thread rules: read() may be called from the prefetch thread while
   // other const methods run on the trainer thread; implementations are
   // immutable after construction.
@@ -64,6 +73,9 @@ class DerivedDataset : public Dataset {
   int64_t features() const override { return base_->features(); }
   int64_t classes() const override { return base_->classes(); }
   int64_t target_width() const override { return base_->target_width(); }
+  int64_t labels_per_sample() const override { return base_->labels_per_sample(); }
+  bool token_features() const override { return base_->token_features(); }
+  bool split_by_position() const override { return base_->split_by_position(); }
   int64_t num_files() const override { return base_->num_files(); }
   int64_t file_of(int64_t i) const override { return base_->file_of(i); }
   std::string describe() const override { return base_->describe(); }
@@ -115,6 +127,9 @@ class ConcatDataset final : public Dataset {
   int64_t features() const override { return parts_.front()->features(); }
   int64_t classes() const override { return classes_; }
   int64_t target_width() const override { return parts_.front()->target_width(); }
+  int64_t labels_per_sample() const override { return parts_.front()->labels_per_sample(); }
+  bool token_features() const override { return parts_.front()->token_features(); }
+  bool split_by_position() const override { return parts_.front()->split_by_position(); }
   int64_t num_files() const override { return file_starts_.back(); }
   int64_t file_of(int64_t i) const override;
   void read(int64_t i, float* x, int32_t* label, float* target) const override;
@@ -148,7 +163,8 @@ struct Split {
 };
 
 // Shuffles the indices with `seed` and puts round(fraction * n) of them in
-// the validation split. Throws InputError when either side would be empty
+// the validation split (a dataset split by position: its last round(fraction
+// * n) samples, in order). Throws InputError when either side would be empty
 // (and fraction > 0).
 Split split_dataset(std::shared_ptr<const Dataset> all, double validation_fraction, uint64_t seed);
 

@@ -61,7 +61,7 @@ struct PipelineOptions {
 
 struct Batch {
   Tensor x;                     // (rows, features)
-  std::vector<int32_t> labels;  // rows (classification)
+  std::vector<int32_t> labels;  // rows * labels_per_sample (classification)
   Tensor targets;               // (rows, target_width) (regression)
   int64_t rows = 0;             // rows of this shard in this batch (may be 0)
   int64_t global_rows = 0;      // rows of the whole global batch (all shards)

@@ -12,7 +12,19 @@ namespace baton {
 
 enum class Trans : int { kNo = 1, kYes = 2 };
 
-enum class Activation : int { kUnset = 0, kNone = 1, kRelu = 2, kGelu = 3, kTanh = 4 };
+// kGelu is the exact (erf) form; kGeluTanh GPT-2's tanh approximation.
+enum class Activation : int {
+  kUnset = 0,
+  kNone = 1,
+  kRelu = 2,
+  kGelu = 3,
+  kTanh = 4,
+  kGeluTanh = 5
+};
+// Whether the backward pass needs the pre-activation (the GELUs).
+inline bool needs_pre_activation(Activation a) {
+  return a == Activation::kGelu || a == Activation::kGeluTanh;
+}
 
 Activation parse_activation(const std::string& name);  // throws InputError
 const char* activation_name(Activation a);
@@ -78,6 +90,9 @@ double sum_squares(const float* x, int64_t n);
 void scale(float* x, int64_t n, float s);
 // y += x
 void add_inplace(float* y, const float* x, int64_t n);
+// y = a + b, y = a * b (y may alias either)
+void add(const float* a, const float* b, float* y, int64_t n);
+void multiply(const float* a, const float* b, float* y, int64_t n);
 
 }  // namespace cpu
 }  // namespace baton

@@ -1,4 +1,11 @@
-// Layers with forward and backward over (batch, features) tensors.
+// Layers with forward and backward over (rows, features) tensors. A row is
+// a sample (an MLP's), a token of a sequence (a transformer's: rows are
+// batch * seq), or a pixel of an image (channels last): a layer that
+// changes what a row is says by how much (rows_per_input_row).
+//
+// Every number a layer computes goes through its Backend (backend.h): the
+// layer plans buffers and calls ops, nothing more, so a new device needs
+// no layer changes.
 //
 // Buffers are planned once: plan(max_batch, in_features) allocates every
 // output and gradient buffer a layer needs, and forward/backward then only
@@ -11,6 +18,7 @@
 
 #include <baton/core/rng.h>
 #include <baton/core/tensor.h>
+#include <baton/nn/backend.h>
 #include <baton/nn/cross_replica.h>
 #include <baton/nn/kernels.h>
 
@@ -46,6 +54,17 @@ class Layer {
  public:
   virtual ~Layer() = default;
   virtual std::string describe() const = 0;
+  // The device this layer computes on (the CPU's unless bound otherwise);
+  // bound before plan(). A layer made of layers binds them too.
+  virtual void bind_backend(const Backend& backend) { be_ = &backend; }
+  const Backend& backend() const { return *be_; }
+  // Output rows per input row: an embedding of (batch, seq) token ids
+  // gives batch * seq rows; most layers 1.
+  virtual int64_t rows_per_input_row() const { return 1; }
+  // Floats this layer keeps per output row for the backward pass (its
+  // saved activations and scratch), for the memory estimate; by default
+  // three per output width (output, its gradient, a saved copy).
+  virtual int64_t saved_floats_per_row(int64_t out_width) const { return 3 * out_width; }
   // Allocates buffers for up to `max_batch` rows; returns the output width.
   // Throws InputError if `in_features` does not fit the layer.
   virtual int64_t plan(int64_t max_batch, int64_t in_features) = 0;
@@ -92,7 +111,9 @@ class Layer {
     if (hook_ != nullptr && *hook_ && !hook_called_) (*hook_)(index_);
     hook_called_ = true;
   }
+  const Backend& be() const { return *be_; }
   size_t index_ = 0;
+  const Backend* be_ = &cpu_backend();
 
  private:
   const std::function<void(size_t)>* hook_ = nullptr;
@@ -119,7 +140,7 @@ class Linear final : public Layer {
   bool has_bias_;
   Param w_, b_;
   const Tensor* x_ = nullptr;
-  Tensor pre_;   // (batch, out) pre-activation, kept only for GELU
+  Tensor pre_;   // (batch, out) pre-activation, kept only for the GELUs
   Tensor y_;     // (batch, out)
   Tensor dpre_;  // (batch, out)
   Tensor dx_;    // (batch, in)

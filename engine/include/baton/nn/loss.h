@@ -3,6 +3,7 @@
 #pragma once
 
 #include <baton/core/tensor.h>
+#include <baton/nn/backend.h>
 
 #include <cstdint>
 #include <memory>
@@ -25,8 +26,9 @@ class Loss {
   // (rows, k) (regression). Writes d(mean loss)/d(output) into `doutput`
   // scaled by `grad_scale` (1/rows for a plain mean; the strategy passes
   // 1/global_batch so replica gradients add up to the global mean).
+  // Computed on `be`, the replica's device.
   virtual LossResult compute(const Tensor& output, const int32_t* labels, const Tensor* targets,
-                             Tensor& doutput, float grad_scale) const = 0;
+                             Tensor& doutput, float grad_scale, const Backend& be) const = 0;
 };
 
 // Sparse softmax cross-entropy over class ids.
@@ -35,7 +37,7 @@ class SoftmaxCrossEntropy final : public Loss {
   std::string name() const override { return "softmax_cross_entropy"; }
   bool is_classification() const override { return true; }
   LossResult compute(const Tensor& output, const int32_t* labels, const Tensor* targets,
-                     Tensor& doutput, float grad_scale) const override;
+                     Tensor& doutput, float grad_scale, const Backend& be) const override;
 };
 
 // Mean squared error, averaged over outputs per row and summed over rows.
@@ -44,7 +46,7 @@ class MeanSquaredError final : public Loss {
   std::string name() const override { return "mse"; }
   bool is_classification() const override { return false; }
   LossResult compute(const Tensor& output, const int32_t* labels, const Tensor* targets,
-                     Tensor& doutput, float grad_scale) const override;
+                     Tensor& doutput, float grad_scale, const Backend& be) const override;
 };
 
 std::unique_ptr<Loss> make_loss(const std::string& name);  // throws InputError

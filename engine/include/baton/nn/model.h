@@ -21,12 +21,28 @@ class Sequential {
   size_t size() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_[i]; }
 
-  // Plans every layer's buffers; returns the output width.
+  // The device every layer computes on (the CPU's unless set); set before
+  // plan().
+  void set_backend(const Backend& backend);
+  const Backend& backend() const { return *be_; }
+
+  // Plans every layer's buffers for up to `max_batch` samples; returns the
+  // output width.
   int64_t plan(int64_t max_batch, int64_t in_features);
   // The planned width of every layer's output, input first (after plan()).
   const std::vector<int64_t>& widths() const { return widths_; }
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
+  // Output rows per sample (a language model's: its tokens per sequence).
+  int64_t out_rows_per_sample() const { return out_rows_per_sample_; }
+  // Floats the planned buffers hold per sample (inputs, activations and
+  // their gradients), for the memory estimate.
+  int64_t saved_floats_per_sample() const { return saved_floats_per_sample_; }
+  // Whether the output may be wider than the data's classes (a language
+  // model's vocabulary padded to a round size: its extra logits are never
+  // a label). Set by the model's factory.
+  void set_pads_outputs(bool pads) { pads_outputs_ = pads; }
+  bool pads_outputs() const { return pads_outputs_; }
   void init(Rng& rng);
   // Passes the replica's cross-replica link (its communicator) to every
   // layer (see Layer::attach).
@@ -47,9 +63,14 @@ class Sequential {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  const Backend* be_ = &cpu_backend();
   int64_t in_features_ = 0;
   int64_t out_features_ = 0;
   std::vector<int64_t> widths_;
+  std::vector<int64_t> row_scale_;  // rows per sample of each layer's input
+  int64_t out_rows_per_sample_ = 1;
+  int64_t saved_floats_per_sample_ = 0;
+  bool pads_outputs_ = false;
 };
 
 }  // namespace baton

@@ -31,7 +31,9 @@ OptimizerOptions parse_optimizer(const ConfigNode& node);
 
 class Optimizer {
  public:
-  Optimizer(OptimizerOptions options, std::vector<Param*> params);
+  // The updates run on `be`, the parameters' device.
+  Optimizer(OptimizerOptions options, std::vector<Param*> params,
+            const Backend& be = cpu_backend());
   // Applies one update with learning rate `lr` (from the schedule).
   void step(float lr);
   int64_t steps_taken() const { return t_; }
@@ -43,13 +45,15 @@ class Optimizer {
  private:
   OptimizerOptions opt_;
   std::vector<Param*> params_;
+  const Backend* be_;
   std::vector<Tensor> m_, v_;
   int64_t t_ = 0;
 };
 
 // Scales all gradients so their global L2 norm is at most max_norm (if
 // max_norm > 0). Returns the norm before clipping.
-double clip_global_norm(const std::vector<Param*>& params, float max_norm);
+double clip_global_norm(const std::vector<Param*>& params, float max_norm,
+                        const Backend& be = cpu_backend());
 
 enum class ScheduleKind : int { kUnset = 0, kConstant = 1, kStep = 2, kCosine = 3 };
 

@@ -159,6 +159,10 @@ class Trainer {
   std::shared_ptr<const Dataset> train_, val_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Loss> loss_;
+  // The device every replica computes on (the CPU's: the CUDA issue adds
+  // more), and the labels per sample (a language model's tokens).
+  const Backend* backend_ = &cpu_backend();
+  int64_t labels_per_sample_ = 1;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
   // One per local replica (its share of the validation data), or one over

@@ -1,0 +1,155 @@
+// The op layer: every numeric operation a layer, a loss or the optimizer
+// performs, on one device. Layers hold no loops of their own; they plan
+// buffers and call a Backend, so a new device is a new Backend and no layer
+// changes. Pointers are the device's (host memory for the CPU backend);
+// matrices are row-major with explicit leading dimensions, so a view (a
+// head's columns of a fused QKV buffer, a transposed operand) needs no copy.
+//
+// The CPU backend (cpu_backend()) is the reference: oneDNN's sgemm for the
+// products, the fused loops of kernels.h for the rest. Another backend's
+// results are checked against it.
+//
+// Thread rules: a Backend is immutable; any number of threads may call it
+// at once on disjoint buffers.
+#pragma once
+
+#include <baton/core/tensor.h>
+#include <baton/nn/kernels.h>
+
+#include <cstdint>
+#include <string>
+
+namespace baton {
+
+// Shapes of causal multi-head self-attention over a fused QKV buffer:
+// qkv is (batch * seq, 3 * heads * head_dim), Q then K then V, head h at
+// columns [h * head_dim, (h + 1) * head_dim) of each third.
+struct AttentionShape {
+  int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+  int64_t width() const { return heads * head_dim; }
+  int64_t prob_count() const { return batch * heads * seq * seq; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string describe() const = 0;
+
+  // ---- products
+  // C(m,n) = alpha * op(A)(m,k) * op(B)(k,n) + beta * C.
+  virtual void matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                      float* c, int64_t ldc) const = 0;
+
+  // ---- epilogues and activations (kernels.h has the exact contracts)
+  virtual void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols,
+                               Activation act) const = 0;
+  virtual void activation_backward_bias(const float* y, const float* pre, const float* dy,
+                                        float* dpre, float* dbias, int64_t rows, int64_t cols,
+                                        Activation act) const = 0;
+  virtual void activation_forward(const float* x, float* y, int64_t n, Activation act) const = 0;
+  virtual void activation_backward(const float* x, const float* y, const float* dy, float* dx,
+                                   int64_t n, Activation act) const = 0;
+
+  // ---- elementwise
+  virtual void copy(const float* x, float* y, int64_t n) const = 0;
+  virtual void fill(float* y, int64_t n, float value) const = 0;
+  virtual void add(const float* a, const float* b, float* y, int64_t n) const = 0;  // y = a + b
+  virtual void add_inplace(float* y, const float* x, int64_t n) const = 0;          // y += x
+  virtual void multiply(const float* a, const float* b, float* y, int64_t n) const = 0;
+  virtual void scale(float* x, int64_t n, float s) const = 0;
+  virtual double sum_squares(const float* x, int64_t n) const = 0;
+  // y (repeats blocks of n) += x (one block of n): a position table added
+  // to every sequence of a batch.
+  virtual void add_repeated(float* y, const float* x, int64_t repeats, int64_t n) const = 0;
+  // out[c] = sum over rows of x[r][c] (overwrites out).
+  virtual void column_sums(const float* x, int64_t rows, int64_t cols, float* out) const = 0;
+  // Inverted-dropout mask: 1/(1-p) or 0 per element. Row r's draws come from
+  // a stream keyed on (seed, first_row + r): a row draws the same mask on
+  // whichever replica holds it.
+  virtual void dropout_mask(float* mask, int64_t rows, int64_t cols, float p, uint64_t seed,
+                            int64_t first_row) const = 0;
+
+  // ---- normalisation over each row (LayerNorm, RMSNorm)
+  virtual void layer_norm_forward(const float* x, const float* gain, const float* bias, float* y,
+                                  float* xhat, float* rstd, int64_t rows, int64_t f,
+                                  float eps) const = 0;
+  // Overwrites dgain, dbias; dx may be null (no input gradient).
+  virtual void layer_norm_backward(const float* dy, const float* xhat, const float* rstd,
+                                   const float* gain, float* dx, float* dgain, float* dbias,
+                                   int64_t rows, int64_t f) const = 0;
+  virtual void rms_norm_forward(const float* x, const float* gain, float* y, float* rstd,
+                                int64_t rows, int64_t f, float eps) const = 0;
+  virtual void rms_norm_backward(const float* dy, const float* x, const float* rstd,
+                                 const float* gain, float* dx, float* dgain, int64_t rows,
+                                 int64_t f) const = 0;
+
+  // ---- batch normalisation over the rows of (rows, channels): rows are
+  // N (features) or N*H*W (images, channels last).
+  // out[c] = sum over rows of (x - mean[c])^2.
+  virtual void column_centered_squares(const float* x, const float* mean, int64_t rows,
+                                       int64_t cols, float* out) const = 0;
+  // From [sum x, rows] and sum (x - mean)^2 (global sums): mean, 1/std, and
+  // the running statistics' momentum update (unbiased variance).
+  virtual void batch_norm_statistics(const float* sum, const float* m2, float rows, float momentum,
+                                     float eps, float* mean, float* rstd, float* running_mean,
+                                     float* running_var, int64_t f) const = 0;
+  virtual void batch_norm_running(const float* running_mean, const float* running_var, float eps,
+                                  float* mean, float* rstd, int64_t f) const = 0;
+  virtual void batch_norm_apply(const float* x, const float* mean, const float* rstd,
+                                const float* gain, const float* bias, float* xhat, float* y,
+                                int64_t rows, int64_t f) const = 0;
+  // dgain = sum dy * xhat, dbias = sum dy (overwritten).
+  virtual void batch_norm_param_grads(const float* dy, const float* xhat, float* dgain,
+                                      float* dbias, int64_t rows, int64_t f) const = 0;
+  // dx from the global sums [sum dy, sum dy * xhat] over `inv_rows`'s batch;
+  // with sums == null (running statistics) dx = gain * rstd * dy.
+  virtual void batch_norm_input_grad(const float* dy, const float* xhat, const float* gain,
+                                     const float* rstd, const float* sum_dy,
+                                     const float* sum_dy_xhat, float inv_rows, float* dx,
+                                     int64_t rows, int64_t f) const = 0;
+
+  // ---- losses
+  virtual double softmax_xent(const float* logits, const int32_t* labels, float* dlogits,
+                              int64_t rows, int64_t classes, float grad_scale,
+                              int64_t* correct) const = 0;
+  // Mean over the k outputs of (out - target)^2 per row, summed over rows;
+  // dout = d/d(out) * grad_scale.
+  virtual double mse(const float* out, const float* target, float* dout, int64_t rows, int64_t k,
+                     float grad_scale) const = 0;
+
+  // ---- tokens
+  // ids[i] = x[i] for token ids carried as floats; InputError naming the
+  // value when one is not an integer in [0, vocab).
+  virtual void token_ids(const float* x, int32_t* ids, int64_t n, int64_t vocab) const = 0;
+  // out[i] = table[ids[i]] (rows of dim).
+  virtual void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
+                                 int64_t dim) const = 0;
+  // dtable[ids[i]] += dout[i] (the caller zeroes dtable first).
+  virtual void embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n,
+                                  int64_t dim) const = 0;
+
+  // ---- attention (causal, scaled by 1/sqrt(head_dim), softmax in float32)
+  // probs: (batch, heads, seq, seq) softmax weights, kept for backward. With
+  // a dropout mask (same shape, inverted-dropout values), `dropped` receives
+  // probs * mask and is what multiplies V. out: (batch * seq, heads *
+  // head_dim).
+  virtual void attention_forward(const float* qkv, float* out, float* probs, const float* mask,
+                                 float* dropped, const AttentionShape& s) const = 0;
+  // dqkv (same layout as qkv) from dout; dprobs is scratch of probs' size.
+  virtual void attention_backward(const float* qkv, const float* probs, const float* mask,
+                                  const float* dropped, const float* dout, float* dqkv,
+                                  float* dprobs, const AttentionShape& s) const = 0;
+
+  // ---- optimizer updates
+  virtual void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
+                           const cpu::AdamArgs& a) const = 0;
+  virtual void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
+                          float weight_decay, bool nesterov) const = 0;
+};
+
+// The CPU reference backend (stateless; one immutable instance).
+const Backend& cpu_backend();
+
+}  // namespace baton
