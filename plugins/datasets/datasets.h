@@ -20,6 +20,7 @@ namespace baton::datasets {
 std::shared_ptr<const Dataset> make_synthetic(const ConfigNode& config, const DatasetContext& ctx);
 std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetContext& ctx);
 std::shared_ptr<const Dataset> make_idx(const ConfigNode& config, const DatasetContext& ctx);
+std::shared_ptr<const Dataset> make_text(const ConfigNode& config, const DatasetContext& ctx);
 
 // The files at `key`: a path, a glob pattern ("data/part-*.csv.gz": every
 // match, in name order; none is an error) or a list of paths. Each is

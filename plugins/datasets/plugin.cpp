@@ -27,6 +27,9 @@ int register_components(void* registry, char* err, size_t err_size) {
     r.add_dataset("idx", d::make_idx,
                   "MNIST IDX image and label files, plain or .gz (keys: images, labels, "
                   "normalize, classes)");
+    r.add_dataset("text", d::make_text,
+                  "text files, plain or .gz, as byte-level tokens in windows of context + 1 "
+                  "(keys: path, context, tokenizer)");
     return 0;
   } catch (const std::exception& e) {
     return report(e.what());
@@ -40,7 +43,7 @@ const baton_plugin_info kInfo = {
     BATON_PLUGIN_ABI_VERSION,
     "datasets",
     "1.0.0",
-    "Built-in datasets: synthetic_classification, csv, idx",
+    "Built-in datasets: synthetic_classification, csv, idx, text",
     &register_components,
     nullptr,
 };

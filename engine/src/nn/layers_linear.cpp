@@ -40,6 +40,11 @@ int64_t Linear::plan(int64_t max_batch, int64_t in_features) {
 }
 
 void Linear::init(Rng& rng) {
+  if (init_std_ > 0.0f) {
+    for (auto& v : w_.value.span()) v = rng.normal() * init_std_;
+    if (has_bias_) b_.value.fill(0.0f);
+    return;
+  }
   // Kaiming-uniform for ReLU-family layers, Glorot-uniform otherwise; bias 0.
   const float fan_in = static_cast<float>(in_), fan_out = static_cast<float>(out_);
   const float bound = act_ == Activation::kRelu || needs_pre_activation(act_)

@@ -159,6 +159,8 @@ inline double act_ref(double v, Activation a) {
       return std::tanh(v);
     case Activation::kGelu:
       return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    case Activation::kGeluTanh:
+      return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     default:
       return v;
   }

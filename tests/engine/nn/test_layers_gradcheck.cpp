@@ -42,7 +42,8 @@ TEST_P(LinearGrad, ForwardAndFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Layers, LinearGrad,
                          testing::Combine(testing::Values(Activation::kNone, Activation::kRelu,
-                                                          Activation::kTanh, Activation::kGelu),
+                                                          Activation::kTanh, Activation::kGelu,
+                                                          Activation::kGeluTanh),
                                           testing::Bool()),
                          [](const testing::TestParamInfo<LinearGrad::ParamType>& info) {
                            return std::string(baton::activation_name(std::get<0>(info.param))) +
@@ -114,7 +115,8 @@ TEST_P(ActivationGrad, ForwardAndFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, ActivationGrad,
-                         testing::Values(Activation::kRelu, Activation::kGelu, Activation::kTanh),
+                         testing::Values(Activation::kRelu, Activation::kGelu, Activation::kTanh,
+                                         Activation::kGeluTanh),
                          [](const testing::TestParamInfo<Activation>& info) {
                            return std::string(baton::activation_name(info.param));
                          });

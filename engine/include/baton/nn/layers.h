@@ -133,11 +133,15 @@ class Linear final : public Layer {
   std::vector<Param*> params() override;
   Param& weight() { return w_; }
   Param& bias() { return b_; }
+  // Weights drawn from N(0, std^2) instead of Kaiming/Glorot-uniform (GPT-2
+  // initialises every projection so).
+  void set_normal_init(float std) { init_std_ = std; }
 
  private:
   int64_t in_, out_;
   Activation act_;
   bool has_bias_;
+  float init_std_ = 0.0f;
   Param w_, b_;
   const Tensor* x_ = nullptr;
   Tensor pre_;   // (batch, out) pre-activation, kept only for the GELUs
