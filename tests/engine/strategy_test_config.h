@@ -30,4 +30,28 @@ inline nlohmann::json equivalence_config(const nlohmann::json& strategy,
           {"checkpoint", {{"every_epoch", false}}}};
 }
 
+// A tiny GPT (2 blocks, width 16, 2 heads) on the bundled corpus in
+// windows of 8 bytes, 6 steps: the language model's half of the matrix.
+inline nlohmann::json gpt_equivalence_config(const nlohmann::json& strategy,
+                                             const nlohmann::json& optimizer, int64_t global_batch,
+                                             double dropout) {
+  return {{"seed", 7},
+          {"model",
+           {{"type", "gpt"},
+            {"n_layer", 2},
+            {"n_head", 2},
+            {"d_model", 16},
+            {"dropout", dropout}}},
+          {"data",
+           {{"train",
+             {{"type", "text"},
+              {"path", BATON_SOURCE_DIR "/resources/datasets/kjv.txt.gz"},
+              {"context", 8}}},
+            {"shuffle_buffer", 4096}}},
+          {"optimizer", optimizer},
+          {"train", {{"steps", 6}, {"global_batch_size", global_batch}, {"log_every_steps", 3}}},
+          {"strategy", strategy},
+          {"checkpoint", {{"every_epoch", false}}}};
+}
+
 }  // namespace baton

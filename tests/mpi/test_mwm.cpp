@@ -254,6 +254,33 @@ TEST(MultiWorkerMirrored, EquivalenceMatrix) {
   }
 }
 
+// The language model over ranks: a tiny GPT with dropout, 1 and 2
+// replicas per rank, trains as one device.
+TEST(MultiWorkerMirrored, GptMatchesOneDevice) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json adamw = {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}};
+  for (int64_t batch : {12, 11}) {
+    TrainSummary one_s, many_s;
+    const auto ref = train(gpt_equivalence_config({{"type", "one_device"}}, adamw, batch, 0.2),
+                           registry, &one_s);
+    for (int k : {1, 2}) {
+      const auto many = train(gpt_equivalence_config({{"type", "multi_worker_mirrored"},
+                                                      {"replicas_per_worker", k},
+                                                      {"allreduce", {{"algorithm", "ring"}}}},
+                                                     adamw, batch, 0.2),
+                              registry, &many_s);
+      ASSERT_EQ(many.size(), ref.size());
+      double worst = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        worst = std::max(worst, std::fabs(many[i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
+      }
+      EXPECT_LE(worst, 1.0) << "k " << k << " batch " << batch;
+      EXPECT_EQ(many_s.steps, one_s.steps);
+    }
+  }
+}
+
 // Several replicas (threads) per rank: the replicas of the whole job, in
 // threads and processes, still equal one device; every replica on every
 // rank holds the same bits; and overlap changes no bit.

@@ -140,6 +140,41 @@ TEST(ParameterServer, SyncMatchesOneDevice) {
   }
 }
 
+// The language model under parameter servers: sync mode with dropout
+// trains a tiny GPT as one device does; async mode trains it (the loss
+// falls), with 1 and 2 servers.
+TEST(ParameterServer, GptSyncMatchesOneDeviceAndAsyncTrains) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json adamw = {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}};
+  for (int num_ps = 1; num_ps <= 2 && workers(num_ps) >= 1; ++num_ps) {
+    TrainSummary one_s, ps_s, async_s;
+    const auto one = train(
+        parse_run_config(gpt_equivalence_config({{"type", "one_device"}}, adamw, 12, 0.2), "ps.json"),
+        registry, &one_s);
+    const auto ps = train(parse_run_config(gpt_equivalence_config({{"type", "parameter_server"},
+                                                                   {"num_ps", num_ps},
+                                                                   {"mode", "sync"}},
+                                                                  adamw, 12, 0.2),
+                                           "ps.json"),
+                          registry, &ps_s);
+    nlohmann::json async_doc = gpt_equivalence_config(
+        {{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "async"}}, adamw, 12, 0.0);
+    async_doc["train"]["steps"] = 30;
+    (void)train(parse_run_config(async_doc, "ps.json"), registry, &async_s);
+    if (world_rank() >= workers(num_ps)) continue;  // a server: nothing trained here
+    ASSERT_EQ(one.size(), ps.size());
+    double worst = 0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+    }
+    EXPECT_LE(worst, 1.0) << num_ps << " ps";
+    ASSERT_GE(async_s.step_losses.size(), 20u);
+    EXPECT_LT(async_s.step_losses.back(), async_s.step_losses.front() - 1.0)
+        << "async GPT did not learn (" << num_ps << " ps)";
+  }
+}
+
 // Sync clipping is by the norm of the global batch's gradient, over every
 // shard: the same as one device's (it used to clip each worker's share at
 // the global threshold, so a clipped step differed from one device's).
