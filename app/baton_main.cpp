@@ -17,6 +17,7 @@
 #include "history_command.h"
 #include "output_file.h"
 #include "probe_command.h"
+#include "sample_command.h"
 #include "train_command.h"
 
 namespace {
@@ -75,6 +76,8 @@ int main(int argc, char** argv) {
   baton::cli::add_bench_command(app, bench);
   baton::cli::HistoryArgs history;
   baton::cli::add_history_command(app, history);
+  baton::cli::SampleArgs sample;
+  baton::cli::add_sample_command(app, sample);
 
   if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", unknown.c_str());
@@ -97,6 +100,8 @@ int main(int argc, char** argv) {
       code = baton::cli::run_bench(bench, baton::default_cuda_library(self_exe(argv[0])));
     } else if (app.got_subcommand("history")) {
       code = baton::cli::run_history(history);
+    } else if (app.got_subcommand("sample")) {
+      code = baton::cli::run_sample(sample, self_exe(argv[0]));
     }
     // What was printed must have reached its reader ("> /dev/full").
     baton::cli::finish_stdout();

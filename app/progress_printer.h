@@ -9,7 +9,15 @@
 #include <cstdio>
 #include <mutex>
 
+#include <string>
+
 namespace baton::cli {
+
+// "3.025 bits/byte, ppl 8.17": a language model's loss (nats per byte-level
+// token) as people read it.
+std::string lm_text(double loss);
+// 1.23e9 as "1.23 G".
+std::string si_text(double value);
 
 class ProgressPrinter final : public TelemetrySink {
  public:
@@ -26,6 +34,9 @@ class ProgressPrinter final : public TelemetrySink {
   bool bar_drawn_ = false;
   int64_t total_steps_ = 0;
   int64_t start_step_ = 0;
+  int64_t tokens_per_sample_ = 0;  // a language model's (0: another model)
+  // "N tokens/s" for a language model, else "N samples/s".
+  std::string rate_text(double samples_per_s) const;
   int64_t steps_per_epoch_ = 1;
   int64_t next_plain_step_ = 0;
   std::chrono::steady_clock::time_point t0_;

@@ -70,10 +70,14 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
   const TrainSummary& s = o.summary;
   std::fprintf(out, "\n== %s: %s after %lld steps ==\n", o.dir.id.c_str(), s.status.c_str(),
                static_cast<long long>(s.steps));
-  std::fprintf(out, "train loss      %.4f\n", s.train_loss);
+  const bool lm = s.tokens_per_sample > 0;
+  std::fprintf(out, "train loss      %.4f%s\n", s.train_loss,
+               lm ? ("  (" + lm_text(s.train_loss) + ")").c_str() : "");
   if (s.has_validation) {
-    std::fprintf(out, "val loss        %.4f\n", s.val_loss);
-    std::fprintf(out, "val accuracy    %.2f%%\n", 100.0 * s.val_accuracy);
+    std::fprintf(out, "val loss        %.4f%s\n", s.val_loss,
+                 lm ? ("  (" + lm_text(s.val_loss) + ")").c_str() : "");
+    std::fprintf(out, "val accuracy    %.2f%%%s\n", 100.0 * s.val_accuracy,
+                 lm ? " (next byte)" : "");
   }
   if (s.has_staleness) {
     std::fprintf(out, "staleness       mean %.2f, max %lld (chief's updates)\n", s.staleness_mean,
@@ -85,7 +89,16 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
       std::fprintf(out, "                (%s)\n", s.communication_note.c_str());
     }
   }
-  std::fprintf(out, "throughput      %.0f samples/s\n", s.samples_per_s);
+  std::fprintf(out, "throughput      %.0f samples/s", s.samples_per_s);
+  if (lm) std::fprintf(out, ", %.0f tokens/s", s.tokens_per_s);
+  std::fprintf(out, "\n");
+  std::fprintf(out, "parameters      %lld\n", static_cast<long long>(s.parameters));
+  if (s.model_flops_per_step > 0) {
+    std::fprintf(out,
+                 "model FLOPs     %sFLOP per step, %sFLOP/s (counted from the layer shapes, "
+                 "over the measured time)\n",
+                 si_text(s.model_flops_per_step).c_str(), si_text(s.model_flops_per_s).c_str());
+  }
   std::fprintf(out, "wall time       %.2f s\n", s.wall_time_s);
   std::fprintf(out, "run directory   %s\n", o.dir.path.c_str());
   std::fprintf(out, "  events        %s\n", o.dir.events().c_str());

@@ -236,6 +236,8 @@ class HistoryWriter {
       m["val_loss"] = e.val_loss;
       m["val_accuracy"] = e.val_accuracy;
     }
+    if (e.tokens_per_s > 0) m["tokens_per_s"] = e.tokens_per_s;
+    if (e.model_flops_per_s > 0) m["model_flops_per_s"] = e.model_flops_per_s;
     const std::string status =
         e.status == "completed" || e.status == "interrupted" ? e.status : "failed";
     Stmt upd(db_,

@@ -131,6 +131,17 @@ nlohmann::json summary_json(const std::string& run_id, const TrainSummary& s) {
     js["staleness_mean"] = s.staleness_mean;
     js["staleness_max"] = s.staleness_max;
   }
+  js["parameters"] = s.parameters;
+  if (s.tokens_per_sample > 0) {
+    js["tokens_per_sample"] = s.tokens_per_sample;
+    js["tokens_per_s"] = s.tokens_per_s;
+  }
+  if (s.model_flops_per_step > 0) {
+    // Counted from the layer shapes, not measured (the per-second figure
+    // divides that count by the measured time).
+    js["model_flops_per_step"] = s.model_flops_per_step;
+    js["model_flops_per_s"] = s.model_flops_per_s;
+  }
   if (!s.communication.empty()) js["communication"] = s.communication;
   if (!s.communication_note.empty()) js["communication_note"] = s.communication_note;
   return js;

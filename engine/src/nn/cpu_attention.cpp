@@ -22,19 +22,24 @@ HeadViews views(const float* qkv, const AttentionShape& s, int64_t b, int64_t h)
   return {base, base + c, base + 2 * c, 3 * c};
 }
 
+// Softmax over row[0, n) in place.
+void causal_softmax_row(float* row, int64_t n) {
+  float mx = row[0];
+  for (int64_t j = 1; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = std::exp(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
 // Row t keeps columns 0..t: softmax over them, zeros after.
 void causal_softmax(float* p, int64_t seq) {
   for (int64_t t = 0; t < seq; ++t) {
     float* row = p + t * seq;
-    float mx = row[0];
-    for (int64_t j = 1; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
-    float sum = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
+    causal_softmax_row(row, t + 1);
     for (int64_t j = t + 1; j < seq; ++j) row[j] = 0.0f;
   }
 }
@@ -113,6 +118,20 @@ void CpuBackend::attention_backward(const float* qkv, const float* probs, const 
     cpu::gemm(Trans::kNo, Trans::kNo, T, hd, T, 1.0f, dp, T, v.k, v.ld, 0.0f, dq, v.ld);
     cpu::gemm(Trans::kYes, Trans::kNo, T, hd, T, 1.0f, dp, T, v.q, v.ld, 0.0f, dk, v.ld);
   });
+}
+
+void CpuBackend::attention_decode(const float* q, const float* k, const float* v, int64_t len,
+                                  int64_t heads, int64_t hd, float* scores, float* out) const {
+  const int64_t c = heads * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int64_t h = 0; h < heads; ++h) {
+    // scores = K_h q_h / sqrt(d), softmax, out_h = scores V_h.
+    cpu::gemm(Trans::kNo, Trans::kNo, len, 1, hd, scale, k + h * hd, c, q + h * hd, 1, 0.0f,
+              scores, 1);
+    causal_softmax_row(scores, len);
+    cpu::gemm(Trans::kNo, Trans::kNo, 1, hd, len, 1.0f, scores, len, v + h * hd, c, 0.0f,
+              out + h * hd, hd);
+  }
 }
 
 }  // namespace baton

@@ -78,6 +78,8 @@ class CpuBackend final : public Backend {
 
   void attention_forward(const float* qkv, float* out, float* probs, const float* mask,
                          float* dropped, const AttentionShape& s) const override;
+  void attention_decode(const float* q, const float* k, const float* v, int64_t len, int64_t heads,
+                        int64_t head_dim, float* scores, float* out) const override;
   void attention_backward(const float* qkv, const float* probs, const float* mask,
                           const float* dropped, const float* dout, float* dqkv, float* dprobs,
                           const AttentionShape& s) const override;

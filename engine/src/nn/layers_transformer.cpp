@@ -48,6 +48,19 @@ const Tensor& TokenEmbedding::forward(const Tensor& x, const ForwardContext& /*c
   return y_;
 }
 
+void TokenEmbedding::embed_one(int32_t token, int64_t pos, float* out) const {
+  if (token < 0 || token >= vocab_) {
+    throw InputError("token " + std::to_string(token) + " is not in the vocabulary of " +
+                     std::to_string(vocab_));
+  }
+  if (pos < 0 || pos >= context_) {
+    throw InputError("position " + std::to_string(pos) + " is past the context of " +
+                     std::to_string(context_));
+  }
+  be().embedding_forward(&token, wte_.value.data(), out, 1, d_);
+  be().add_inplace(out, wpe_.value.data() + pos * d_, d_);
+}
+
 const Tensor& TokenEmbedding::backward(const Tensor& dy, bool /*need_input_grad*/) {
   // A tied head wrote the table's gradient this step: add to it.
   if (!grad_written_first_) be().fill(wte_.grad.data(), wte_.grad.numel(), 0.0f);
@@ -114,6 +127,10 @@ int64_t TransformerBlock::plan(int64_t max_rows, int64_t in_features) {
   y_ = Tensor({max_rows, o_.d});
   dy1_ = Tensor({max_rows, o_.d});
   dx_ = Tensor({max_rows, o_.d});
+  dec_attn_ = Tensor({1, o_.d});
+  dec_scores_ = Tensor({o_.seq});
+  dec_y1_ = Tensor({1, o_.d});
+  dec_y_ = Tensor({1, o_.d});
   return o_.d;
 }
 
@@ -123,6 +140,12 @@ int64_t TransformerBlock::saved_floats_per_row(int64_t out_width) const {
   int64_t n = 4 * out_width;  // y1, y, dy1, dx
   for (size_t i = 0; i < kParts; ++i) n += parts_[i]->saved_floats_per_row(widths[i]);
   return n + 4 * d;  // the GELU's pre-activation
+}
+
+int64_t TransformerBlock::flops_per_row() const {
+  int64_t n = 0;
+  for (const auto& p : parts_) n += p->flops_per_row();
+  return n;
 }
 
 void TransformerBlock::init(Rng& rng) {
@@ -157,6 +180,29 @@ const Tensor& TransformerBlock::backward(const Tensor& dy, bool need_input_grad)
   dx_.set_rows(n);
   be().add(dy1_.data(), g->data(), dx_.data(), n * o_.d);
   return dx_;
+}
+
+const Tensor& TransformerBlock::decode(const Tensor& x, float* k_cache, float* v_cache,
+                                       int64_t pos) {
+  if (pos < 0 || pos >= o_.seq) {
+    throw RuntimeError("TransformerBlock::decode: position " + std::to_string(pos) +
+                       " outside the cache of " + std::to_string(o_.seq));
+  }
+  const ForwardContext eval{Mode::kEval, 0};
+  const int64_t d = o_.d;
+  const Tensor* h = &parts_[kLn1]->forward(x, eval);
+  h = &parts_[kQkv]->forward(*h, eval);  // q | k | v of this token
+  be().copy(h->data() + d, k_cache + pos * d, d);
+  be().copy(h->data() + 2 * d, v_cache + pos * d, d);
+  be().attention_decode(h->data(), k_cache, v_cache, pos + 1, o_.heads, d / o_.heads,
+                        dec_scores_.data(), dec_attn_.data());
+  h = &parts_[kProj]->forward(dec_attn_, eval);
+  be().add(x.data(), h->data(), dec_y1_.data(), d);
+  h = &parts_[kLn2]->forward(dec_y1_, eval);
+  h = &parts_[kFc1]->forward(*h, eval);
+  h = &parts_[kFc2]->forward(*h, eval);
+  be().add(dec_y1_.data(), h->data(), dec_y_.data(), d);
+  return dec_y_;
 }
 
 std::vector<Param*> TransformerBlock::params() {

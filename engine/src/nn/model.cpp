@@ -21,6 +21,7 @@ int64_t Sequential::plan(int64_t max_batch, int64_t in_features) {
   widths_.assign(1, width);
   row_scale_.clear();
   saved_floats_per_sample_ = 3 * in_features;
+  forward_flops_per_sample_ = 0;
   for (auto& l : layers_) {
     l->bind_backend(*be_);
     row_scale_.push_back(per_sample);
@@ -28,6 +29,7 @@ int64_t Sequential::plan(int64_t max_batch, int64_t in_features) {
     per_sample *= l->rows_per_input_row();
     widths_.push_back(width);
     saved_floats_per_sample_ += l->saved_floats_per_row(width) * per_sample;
+    forward_flops_per_sample_ += l->flops_per_row() * per_sample;
   }
   out_features_ = width;
   out_rows_per_sample_ = per_sample;

@@ -62,6 +62,8 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("global_batch", e.global_batch);
     r("parameters", e.parameters);
     r("start_step", e.start_step);
+    r("tokens_per_sample", e.tokens_per_sample);
+    r("model_flops_per_step", e.model_flops_per_step);
     if (j.contains("config")) e.config = j.at("config");
     return e;
   }
@@ -146,6 +148,8 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     e.has_validation = r.has("val_loss");
     r("val_loss", e.val_loss);
     r("val_accuracy", e.val_accuracy);
+    r("tokens_per_s", e.tokens_per_s);
+    r("model_flops_per_s", e.model_flops_per_s);
     r("error", e.error);
     return e;
   }

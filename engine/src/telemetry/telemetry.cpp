@@ -32,6 +32,8 @@ struct ToJson {
               {"parameters", e.parameters},
               {"start_step", e.start_step},
               {"config", e.config}});
+    if (e.tokens_per_sample > 0) j["tokens_per_sample"] = e.tokens_per_sample;
+    if (e.model_flops_per_step > 0) j["model_flops_per_step"] = e.model_flops_per_step;
     return j;
   }
   nlohmann::json operator()(const StepEvent& e) const {
@@ -97,6 +99,8 @@ struct ToJson {
               {"train_loss", e.train_loss},
               {"samples_per_s", e.samples_per_s}});
     if (e.has_validation) j.update({{"val_loss", e.val_loss}, {"val_accuracy", e.val_accuracy}});
+    if (e.tokens_per_s > 0) j["tokens_per_s"] = e.tokens_per_s;
+    if (e.model_flops_per_s > 0) j["model_flops_per_s"] = e.model_flops_per_s;
     if (!e.error.empty()) j["error"] = e.error;
     return j;
   }

@@ -253,6 +253,7 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
             {"optimizer_steps", rep.optimizer->steps_taken()},
             {"seed", cfg_.seed},
             {"model", model_description_},
+            {"model_shape", {train_->features(), replicas_[0]->model->out_features()}},
             {"run", opt_.run_id},
             {"config", cfg_.raw}};
   return d;

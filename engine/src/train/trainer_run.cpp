@@ -180,6 +180,15 @@ TrainSummary Trainer::serve(RunState& s) {
   return s.sum;
 }
 
+int64_t Trainer::tokens_per_sample() const {
+  return train_->token_features() ? train_->features() : 0;
+}
+
+double Trainer::model_flops_per_step() const {
+  return 3.0 * static_cast<double>(replicas_[0]->model->forward_flops_per_sample()) *
+         static_cast<double>(cfg_.global_batch);
+}
+
 void Trainer::emit_run_start(const RunState& s) {
   RunStartEvent start;
   start.run = opt_.run_id;
@@ -194,6 +203,8 @@ void Trainer::emit_run_start(const RunState& s) {
   start.steps_per_epoch = steps_per_epoch_;
   start.global_batch = cfg_.global_batch;
   start.parameters = replicas_[0]->model->num_parameters();
+  start.tokens_per_sample = tokens_per_sample();
+  start.model_flops_per_step = model_flops_per_step();
   start.start_step = s.step;
   start.config = cfg_.raw;
   emit(start);
@@ -403,6 +414,13 @@ TrainSummary Trainer::finish_run(RunState& s) {
   sum.wall_time_s = seconds_since(s.run_t0);
   const double train_s = seconds_since(s.train_t0);
   sum.samples_per_s = train_s > 0 ? s.samples_total / train_s : 0.0;
+  sum.parameters = replicas_[0]->model->num_parameters();
+  sum.tokens_per_sample = tokens_per_sample();
+  sum.tokens_per_s = sum.samples_per_s * static_cast<double>(sum.tokens_per_sample);
+  sum.model_flops_per_step = model_flops_per_step();
+  const int64_t steps_run = s.step - sum.start_step;
+  sum.model_flops_per_s =
+      train_s > 0 ? sum.model_flops_per_step * static_cast<double>(steps_run) / train_s : 0.0;
   if (sum.epochs_completed == 0) sum.train_loss = s.last_loss;
   if (strategy_->remote_updates()) {
     const StalenessStats st = strategy_->total_staleness();
@@ -420,6 +438,8 @@ TrainSummary Trainer::finish_run(RunState& s) {
   end.val_loss = sum.val_loss;
   end.val_accuracy = sum.val_accuracy;
   end.samples_per_s = sum.samples_per_s;
+  end.tokens_per_s = sum.tokens_per_s;
+  end.model_flops_per_s = sum.model_flops_per_s;
   emit(end);
   return std::move(sum);
 }

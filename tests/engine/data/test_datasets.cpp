@@ -111,7 +111,7 @@ std::vector<float> row(const baton::Dataset& d, int64_t i, int32_t* label = null
 
 TEST_F(Datasets, RegistersAllThree) {
   auto names = registry_.dataset_names();
-  for (const char* n : {"synthetic_classification", "csv", "idx"}) {
+  for (const char* n : {"synthetic_classification", "csv", "idx", "text"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   }
   bool found = false;
@@ -473,3 +473,51 @@ TEST_F(Datasets, SyntheticDefaultsSeedAndClusters) {
 }
 
 }  // namespace
+
+// Text: byte-level tokens (any byte is a token, UTF-8 or not), windows of
+// `context` tokens starting every `context` bytes, labels the next byte at
+// each position; windows stay inside their file; each file is a file for
+// the FILE policy; the held-out split takes the last windows in order.
+TEST_F(Datasets, TextWindowsLabelsFilesAndSplit) {
+  write("a.txt", "abcdefghij");                       // 10 bytes: (10 - 1) / 4 = 2 windows
+  write("b.txt.gz", gzip_bytes(std::string("\xff\x00xyz0123", 9)));  // any bytes, gzipped: 2 windows
+  auto d = load({{"type", "text"}, {"path", json::array({"a.txt", "b.txt.gz"})}, {"context", 4}});
+  ASSERT_EQ(d->size(), 4);
+  EXPECT_EQ(d->features(), 4);
+  EXPECT_EQ(d->labels_per_sample(), 4);
+  EXPECT_EQ(d->classes(), 256);
+  EXPECT_TRUE(d->token_features());
+  EXPECT_EQ(d->num_files(), 2);
+  std::vector<float> x(4);
+  std::vector<int32_t> y(4);
+  d->read(1, x.data(), y.data(), nullptr);
+  EXPECT_EQ(x, (std::vector<float>{'e', 'f', 'g', 'h'}));
+  EXPECT_EQ(y, (std::vector<int32_t>{'f', 'g', 'h', 'i'}));
+  EXPECT_EQ(d->file_of(1), 0);
+  d->read(2, x.data(), y.data(), nullptr);  // the second file's first window
+  EXPECT_EQ(x, (std::vector<float>{255, 0, 'x', 'y'}));
+  EXPECT_EQ(y, (std::vector<int32_t>{0, 'x', 'y', 'z'}));
+  EXPECT_EQ(d->file_of(2), 1);
+  EXPECT_NE(d->describe().find("vocabulary 256"), std::string::npos) << d->describe();
+
+  // Held out by position: the last windows, in order.
+  const baton::Split split = baton::split_dataset(d, 0.5, 3);
+  ASSERT_EQ(split.validation->size(), 2);
+  split.validation->read(0, x.data(), y.data(), nullptr);
+  EXPECT_EQ(x[0], 255.0f);
+  split.validation->read(1, x.data(), y.data(), nullptr);
+  EXPECT_EQ(x[0], 'z');
+}
+
+TEST_F(Datasets, TextErrorsNameTheKeyAndTheFile) {
+  write("short.txt", "tiny");
+  std::string e = error_of({{"type", "text"}, {"path", "short.txt"}, {"context", 8}});
+  EXPECT_NE(e.find("data.train.context"), std::string::npos) << e;
+  EXPECT_NE(e.find("short.txt has 4"), std::string::npos) << e;
+  e = error_of({{"type", "text"}, {"path", "short.txt"}, {"context", 2}, {"tokenizer", "bpe"}});
+  EXPECT_NE(e.find("data.train.tokenizer"), std::string::npos) << e;
+  e = error_of({{"type", "text"}, {"path", "short.txt"}, {"contxt", 2}});
+  EXPECT_NE(e.find("data.train.contxt"), std::string::npos) << e;
+  e = error_of({{"type", "text"}, {"path", "none.txt"}});
+  EXPECT_NE(e.find("data.train.path"), std::string::npos) << e;
+}

@@ -32,20 +32,18 @@ namespace baton {
 namespace {
 
 // Allocations of a whole run of `steps` steps (all inside one epoch).
-int64_t allocations_for(int64_t steps, const nlohmann::json& model, const Registry& registry) {
+const nlohmann::json kTabular = {{"type", "synthetic_classification"},
+                                 {"features", 16},
+                                 {"classes", 4},
+                                 {"samples", 4096},
+                                 {"seed", 2}};
+
+int64_t allocations_for(int64_t steps, const nlohmann::json& model, const Registry& registry,
+                        const nlohmann::json& train = kTabular) {
   nlohmann::json doc = {
       {"seed", 1},
       {"model", model},
-      {"data",
-       {{"train",
-         {{"type", "synthetic_classification"},
-          {"features", 16},
-          {"classes", 4},
-          {"samples", 4096},
-          {"seed", 2}}},
-        {"shuffle_buffer", 512},
-        {"cache", true},
-        {"prefetch", 2}}},
+      {"data", {{"train", train}, {"shuffle_buffer", 512}, {"cache", true}, {"prefetch", 2}}},
       {"optimizer", {{"type", "adam"}, {"lr", 0.001}, {"clip_global_norm", 1.0}}},
       {"schedule", {{"type", "cosine"}, {"warmup_steps", 5}}},
       {"train", {{"steps", steps}, {"global_batch_size", 32}, {"log_every_steps", 100000}}},
@@ -76,6 +74,22 @@ TEST(StepAllocations, MoreStepsDoNotAllocateMore) {
     EXPECT_EQ(long_run, short_run)
         << "norm " << norm << ": " << (long_run - short_run) << " allocations in 90 extra steps";
   }
+}
+
+// The language model too: embedding, attention (with dropout on its
+// weights), blocks and the tied head plan every buffer once.
+TEST(StepAllocations, TheGptStepDoesNotAllocate) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json model = {
+      {"type", "gpt"}, {"n_layer", 2}, {"n_head", 2}, {"d_model", 16}, {"dropout", 0.1}};
+  const nlohmann::json text = {{"type", "text"},
+                               {"path", BATON_SOURCE_DIR "/resources/datasets/kjv.txt.gz"},
+                               {"context", 16}};
+  allocations_for(10, model, registry, text);
+  const int64_t short_run = allocations_for(10, model, registry, text);
+  const int64_t long_run = allocations_for(60, model, registry, text);
+  EXPECT_EQ(long_run, short_run) << (long_run - short_run) << " allocations in 50 extra steps";
 }
 
 }  // namespace

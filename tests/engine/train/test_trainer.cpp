@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -198,6 +199,137 @@ TEST_F(TrainerTest, BadConfigsFailAtConstruction) {
   auto missing = tiny();
   missing["data"]["train"] = {{"type", "csv"}, {"path", "no/such/file.csv"}};
   EXPECT_THROW(train(config(missing), {}), InputError);
+}
+
+// A tiny GPT on the bundled corpus (windows of 16 bytes).
+nlohmann::json tiny_gpt() {
+  return {{"seed", 4},
+          {"model",
+           {{"type", "gpt"}, {"n_layer", 2}, {"n_head", 2}, {"d_model", 32}, {"dropout", 0.1}}},
+          {"data",
+           {{"train", {{"type", "text"}, {"path", "../datasets/kjv.txt.gz"}, {"context", 16}}},
+            {"validation_split", 0.01},
+            {"shuffle_buffer", 100000}}},
+          {"optimizer", {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}}},
+          {"schedule", {{"type", "cosine"}, {"warmup_steps", 3}}},
+          {"train", {{"steps", 12}, {"global_batch_size", 16}, {"log_every_steps", 1}}}};
+}
+
+// The language model learns: the per-token loss starts near ln(256) (a
+// uniform guess over the bytes) and falls fast; accuracy is per token.
+TEST_F(TrainerTest, GptLossIsPerTokenAndFalls) {
+  auto doc = tiny_gpt();
+  doc["train"]["steps"] = 60;
+  std::vector<Event> events;
+  const TrainSummary s = train(config(doc), {}, &events);
+  ASSERT_EQ(s.status, "completed");
+  ASSERT_EQ(s.step_losses.size(), 60u);
+  EXPECT_NEAR(s.step_losses.front(), std::log(256.0), 0.3);
+  EXPECT_LT(s.step_losses.back(), 3.2) << "60 steps did not get below the unigram entropy (3.05)";
+  double accuracy = 0;
+  for (const Event& e : events) {
+    if (auto* st = std::get_if<StepEvent>(&e)) accuracy = st->accuracy;
+  }
+  EXPECT_GT(accuracy, 0.1);
+  EXPECT_LT(accuracy, 1.0);
+}
+
+// Resume is exact for the language model too (dropout masks, AdamW
+// moments, the data position in a shuffled text).
+TEST_F(TrainerTest, GptResumeReproducesTheUninterruptedRun) {
+  const RunConfig cfg = config(tiny_gpt());
+  const TrainSummary full = train(cfg, {});
+  ASSERT_EQ(full.steps, 12);
+  const std::string ckpt = (dir_ / "gpt").string();
+  std::atomic<bool> stop{false};
+  TrainOptions first;
+  first.checkpoint_dir = ckpt;
+  first.stop = &stop;
+  const TrainSummary part = train(cfg, first, nullptr, [&](const Event& e) {
+    if (auto* s = std::get_if<StepEvent>(&e); s && s->step == 5) stop = true;
+  });
+  ASSERT_EQ(part.steps, 5);
+  TrainOptions second;
+  second.checkpoint_dir = ckpt;
+  second.resume = true;
+  const TrainSummary rest = train(cfg, second);
+  ASSERT_EQ(rest.start_step, 5);
+  ASSERT_EQ(rest.step_losses.size(), 7u);
+  for (size_t i = 0; i < rest.step_losses.size(); ++i) {
+    ASSERT_EQ(rest.step_losses[i], full.step_losses[5 + i]) << "step " << 5 + i;
+  }
+}
+
+// Malformed language-model configs fail before training, naming the key.
+TEST_F(TrainerTest, GptConfigErrorsNameTheirKeys) {
+  const auto message = [&](const nlohmann::json& doc) {
+    try {
+      train(config(doc), {});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no InputError for " << doc.dump();
+    return std::string();
+  };
+  auto d = tiny_gpt();
+  d["model"]["preset"] = "gpt5";
+  EXPECT_NE(message(d).find("model.preset"), std::string::npos) << message(d);
+  EXPECT_NE(message(d).find("gpt2-124m"), std::string::npos) << message(d);  // lists them
+  d = tiny_gpt();
+  d["model"]["d_model"] = 30;
+  d["model"]["n_head"] = 4;
+  EXPECT_NE(message(d).find("model.n_head: d_model 30 is not divisible"), std::string::npos)
+      << message(d);
+  d = tiny_gpt();
+  d["model"]["context"] = 8;  // the data's windows are 16
+  EXPECT_NE(message(d).find("model.context"), std::string::npos) << message(d);
+  d = tiny_gpt();
+  d["model"]["vocab_size"] = 100;
+  EXPECT_NE(message(d).find("model.vocab_size"), std::string::npos) << message(d);
+  d = tiny_gpt();
+  d["data"]["standardize"] = true;
+  EXPECT_NE(message(d).find("data.standardize"), std::string::npos) << message(d);
+  d = tiny_gpt();
+  d["model"]["n_layers"] = 2;
+  EXPECT_NE(message(d).find("model.n_layers"), std::string::npos) << message(d);
+}
+
+// GPT-2 small's shape builds from its preset, with the vocabulary padded
+// as asked: 12 blocks of width 768, 124M parameters (GPT-2's count with
+// 50257 tokens; 38.6M of them the token table).
+TEST_F(TrainerTest, Gpt2PresetHasGpt2SmallsParameterCount) {
+  ConfigNode node(nlohmann::json{{"type", "gpt"}, {"preset", "gpt2-124m"}}, "t.json", "model");
+  auto model = registry_.model("gpt", node)(node, ModelShape{64, 256});
+  EXPECT_EQ(model->size(), 15u);  // embedding, 12 blocks, final norm, tied head
+  EXPECT_EQ(model->plan(1, 64), 50257);
+  EXPECT_TRUE(model->pads_outputs());
+  // Parameters: wte 50257x768, wpe 1024x768, 12 x (2 norms, qkv, proj,
+  // fc, fc2 with biases), the final norm.
+  const int64_t d = 768, blocks = 12;
+  const int64_t per_block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) +
+                            (4 * d * d + d);
+  EXPECT_EQ(model->num_parameters(), 50257 * d + 1024 * d + blocks * per_block + 2 * d);
+  EXPECT_EQ(model->num_parameters(), 124439808);
+}
+
+// GPT-2 small trains a step on the CPU and checkpoints (slow is fine):
+// the vocabulary padded to 50304 as the user asks, windows of 64 bytes.
+TEST_F(TrainerTest, Gpt2SmallTrainsAStepAndCheckpoints) {
+  auto doc = tiny_gpt();
+  doc["model"] = {{"type", "gpt"}, {"preset", "gpt2-124m"}, {"vocab_size", 50304}};
+  doc["data"]["train"]["context"] = 64;
+  doc["data"]["validation_split"] = 0.0;  // a pass over it would take minutes
+  doc["train"] = {{"steps", 1}, {"global_batch_size", 2}, {"log_every_steps", 1}};
+  doc["checkpoint"] = {{"every_steps", 1}, {"keep", 1}};
+  TrainOptions opt;
+  opt.checkpoint_dir = (dir_ / "ckpt").string();
+  const TrainSummary s = train(config(doc), opt);
+  ASSERT_EQ(s.status, "completed");
+  // The softmax is over the padded vocabulary: a uniform guess over 50304.
+  EXPECT_NEAR(s.step_losses.at(0), std::log(50304.0), 0.5);
+  ASSERT_FALSE(s.last_checkpoint.empty());
+  // Parameters and both AdamW moments: 3 x 124.5M floats.
+  EXPECT_GT(fs::file_size(s.last_checkpoint), 3ull * 124000000 * 4);
 }
 
 TEST_F(TrainerTest, StepsLimitAndStepEvents) {

@@ -137,6 +137,13 @@ class Backend {
   // head_dim).
   virtual void attention_forward(const float* qkv, float* out, float* probs, const float* mask,
                                  float* dropped, const AttentionShape& s) const = 0;
+  // One query against a cache of `len` keys and values (generation: the
+  // newest token attends to every earlier one, no mask needed). q: heads *
+  // head_dim; k, v: len rows of heads * head_dim; scores: len floats of
+  // scratch; out: heads * head_dim.
+  virtual void attention_decode(const float* q, const float* k, const float* v, int64_t len,
+                                int64_t heads, int64_t head_dim, float* scores,
+                                float* out) const = 0;
   // dqkv (same layout as qkv) from dout; dprobs is scratch of probs' size.
   virtual void attention_backward(const float* qkv, const float* probs, const float* mask,
                                   const float* dropped, const float* dout, float* dqkv,

@@ -65,6 +65,10 @@ class Layer {
   // saved activations and scratch), for the memory estimate; by default
   // three per output width (output, its gradient, a saved copy).
   virtual int64_t saved_floats_per_row(int64_t out_width) const { return 3 * out_width; }
+  // Forward FLOPs per output row of the layer's products (2 per multiply-
+  // add; elementwise work is not counted), for the model-FLOPs figures:
+  // a count from the shapes, not a measurement. Valid after plan().
+  virtual int64_t flops_per_row() const { return 0; }
   // Allocates buffers for up to `max_batch` rows; returns the output width.
   // Throws InputError if `in_features` does not fit the layer.
   virtual int64_t plan(int64_t max_batch, int64_t in_features) = 0;
@@ -136,6 +140,7 @@ class Linear final : public Layer {
   // Weights drawn from N(0, std^2) instead of Kaiming/Glorot-uniform (GPT-2
   // initialises every projection so).
   void set_normal_init(float std) { init_std_ = std; }
+  int64_t flops_per_row() const override { return 2 * in_ * out_; }
 
  private:
   int64_t in_, out_;

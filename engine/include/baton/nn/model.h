@@ -38,6 +38,10 @@ class Sequential {
   // Floats the planned buffers hold per sample (inputs, activations and
   // their gradients), for the memory estimate.
   int64_t saved_floats_per_sample() const { return saved_floats_per_sample_; }
+  // Forward FLOPs of the products per sample, counted from the layer
+  // shapes (Layer::flops_per_row); a training step is about three times
+  // this per sample (backward computes two products per forward one).
+  int64_t forward_flops_per_sample() const { return forward_flops_per_sample_; }
   // Whether the output may be wider than the data's classes (a language
   // model's vocabulary padded to a round size: its extra logits are never
   // a label). Set by the model's factory.
@@ -70,6 +74,7 @@ class Sequential {
   std::vector<int64_t> row_scale_;  // rows per sample of each layer's input
   int64_t out_rows_per_sample_ = 1;
   int64_t saved_floats_per_sample_ = 0;
+  int64_t forward_flops_per_sample_ = 0;
   bool pads_outputs_ = false;
 };
 

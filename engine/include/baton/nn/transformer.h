@@ -35,6 +35,12 @@ class TokenEmbedding final : public Layer {
   // the embedding's backward then adds to it).
   Param& token_table() { return wte_; }
   void set_table_grad_written_first(bool v) { grad_written_first_ = v; }
+  // Generation: the embedding of one token at position `pos` into out (d
+  // floats). InputError when the token or the position is out of range.
+  void embed_one(int32_t token, int64_t pos, float* out) const;
+  int64_t vocab() const { return vocab_; }
+  int64_t width() const { return d_; }
+  int64_t sequence() const { return seq_; }
 
  private:
   int64_t vocab_, context_, d_;
@@ -55,6 +61,9 @@ class CausalSelfAttention final : public Layer {
   std::string describe() const override;
   int64_t plan(int64_t max_rows, int64_t in_features) override;
   int64_t saved_floats_per_row(int64_t out_width) const override;
+  // Q K^T and weights x V over the whole square (the causal half is
+  // computed too).
+  int64_t flops_per_row() const override { return 4 * seq_ * d_; }
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
 
@@ -83,15 +92,22 @@ class TransformerBlock final : public Layer {
   void bind_backend(const Backend& backend) override;
   int64_t plan(int64_t max_rows, int64_t in_features) override;
   int64_t saved_floats_per_row(int64_t out_width) const override;
+  int64_t flops_per_row() const override;
   void init(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
   std::vector<Param*> params() override;
+  // Generation with a key/value cache: x (one row) is the token at `pos`;
+  // its key and value go into row pos of k_cache and v_cache (rows of d),
+  // and it attends to rows 0..pos. pos < the planned sequence length.
+  const Tensor& decode(const Tensor& x, float* k_cache, float* v_cache, int64_t pos);
+  const Options& options() const { return o_; }
 
  private:
   Options o_;
   std::vector<std::unique_ptr<Layer>> parts_;  // ln1 qkv attn proj drop1 ln2 fc1 fc2 drop2
   Tensor y1_, y_, dy1_, dx_;
+  Tensor dec_attn_, dec_scores_, dec_y1_, dec_y_;  // decode(): one row each
 };
 
 // Logits over the vocabulary with the embedding's token table as the
@@ -101,6 +117,7 @@ class TiedLMHead final : public Layer {
  public:
   explicit TiedLMHead(TokenEmbedding& embedding);
   std::string describe() const override;
+  int64_t flops_per_row() const override { return 2 * d_ * vocab_; }
   int64_t plan(int64_t max_rows, int64_t in_features) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;

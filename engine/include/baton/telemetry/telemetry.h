@@ -35,6 +35,12 @@ struct RunStartEvent {
   int replicas = 1;
   int64_t total_steps = 0, steps_per_epoch = 0, global_batch = 0, parameters = 0;
   int64_t start_step = 0;  // > 0 when resumed
+  // A language model's tokens per sample (its sequence length; 0 for other
+  // models): tokens/s is samples/s times this.
+  int64_t tokens_per_sample = 0;
+  // Model FLOPs of one training step of the global batch: counted from the
+  // layer shapes (3x the forward products), not measured.
+  double model_flops_per_step = 0;
   nlohmann::json config;
 };
 
@@ -99,6 +105,10 @@ struct RunEndEvent {
   double wall_time_s = 0;
   double train_loss = 0, val_loss = 0, val_accuracy = 0, samples_per_s = 0;
   bool has_validation = false;
+  // Language models: the measured samples/s in tokens (0 otherwise); and
+  // the counted model FLOPs per step times the measured steps per second.
+  double tokens_per_s = 0;
+  double model_flops_per_s = 0;
   std::string error;
 };
 

@@ -47,6 +47,13 @@ struct TrainSummary {
   double val_loss = 0, val_accuracy = 0;
   double samples_per_s = 0;
   double wall_time_s = 0;
+  int64_t parameters = 0;
+  // Language models: tokens per sample and the measured tokens/s (0 for
+  // other models); model FLOPs counted from the layer shapes, per step and
+  // per second of training.
+  int64_t tokens_per_sample = 0;
+  double tokens_per_s = 0;
+  double model_flops_per_step = 0, model_flops_per_s = 0;
   std::string last_checkpoint;
   // parameter_server: the staleness of the updates (see StalenessStats).
   bool has_staleness = false;
@@ -101,6 +108,10 @@ class Trainer {
   void resume(RunState& s);         // --resume: restore the newest valid checkpoint
   TrainSummary serve(RunState& s);  // a parameter server's whole run
   void emit_run_start(const RunState& s);
+  // A token model's tokens per sample (0 otherwise), and the counted model
+  // FLOPs of one training step of the global batch.
+  int64_t tokens_per_sample() const;
+  double model_flops_per_step() const;
   void train_epoch(RunState& s);              // steps until the epoch ends or a stop is agreed
   bool train_step(RunState& s);               // false: the epoch has no more batches
   void report_window(RunState& s, float lr);  // step event, staleness, links
