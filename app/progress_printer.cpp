@@ -24,8 +24,7 @@ std::string clock_text(double seconds) {
 
 std::string lm_text(double loss) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f bits/byte, ppl %.2f", bits_per_byte(loss),
-                perplexity(loss));
+  std::snprintf(buf, sizeof buf, "%.3f bits/byte, ppl %.2f", bits_per_byte(loss), perplexity(loss));
   return buf;
 }
 

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
-
 #include <string>
 
 namespace baton::cli {

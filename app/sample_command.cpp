@@ -23,8 +23,7 @@ void add_sample_command(CLI::App& app, SampleArgs& a) {
                 "A run (history id or run id), a run directory, a checkpoint directory or file")
       ->required();
   s->add_option("--prompt", a.prompt, "Text to continue (default: a new line)");
-  s->add_option("--tokens", a.tokens, "Tokens (bytes) to generate")
-      ->check(integer_in(1, 1 << 24));
+  s->add_option("--tokens", a.tokens, "Tokens (bytes) to generate")->check(integer_in(1, 1 << 24));
   s->add_option("--temperature", a.temperature, "Softmax temperature; 0 takes the likeliest")
       ->check(CLI::Range(0.0, 100.0));
   s->add_option("--top-k", a.top_k, "Sample among the k likeliest tokens (0: all)")

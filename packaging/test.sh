@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Baton needs, builds it, and runs every test:
 #   1. a Release build and all of ctest (engine tests, the CLI end to end);
-#   2. an ASan + UBSan build of the engine and its tests, and ctest -L engine;
+#   2. an ASan + UBSan build of the engine and its tests, and ctest -L engine
+#      (the Release run alone also trains the example GPT to its loss goal,
+#      label model, and GPT-2 small's step);
 #   3. the Debian package (cpack -G DEB) from the Release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,8 +19,12 @@ echo "== ASan + UBSan build and engine tests =="
 bash "$root/packaging/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DBATON_SANITIZE=ON -DBATON_BUILD_UI=OFF \
   -DBATON_WITH_CUDA=OFF -DBATON_BUILD_TESTS=ON -DBATON_BUILD_BENCH=OFF
+# GPT-2 small's step (1.5 GB of parameters and moments, a 1.5 GB
+# checkpoint) is left to the Release run: under ASan it takes twice the
+# memory and minutes.
 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L engine
+  ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L engine \
+    -E "Gpt2SmallTrainsAStep"
 
 echo "== Debian package =="
 (cd "$root/build" && cpack -G DEB >/dev/null && ls -1 "$root"/build/baton_*.deb)

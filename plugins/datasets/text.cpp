@@ -51,8 +51,7 @@ class TextDataset final : public Dataset {
 
   void read(int64_t i, float* x, int32_t* label, float* /*target*/) const override {
     const int64_t f = file_of(i);
-    const unsigned char* w =
-        bytes_.data() + text_starts_[f] + (i - window_starts_[f]) * context_;
+    const unsigned char* w = bytes_.data() + text_starts_[f] + (i - window_starts_[f]) * context_;
     for (int64_t t = 0; t < context_; ++t) x[t] = static_cast<float>(w[t]);
     if (label != nullptr) {
       for (int64_t t = 0; t < context_; ++t) label[t] = static_cast<int32_t>(w[t + 1]);

@@ -112,7 +112,7 @@ int register_components(void* registry, char* err, size_t err_size) {
 }
 
 const baton_plugin_info kInfo = {
-    sizeof(baton_plugin_info),         BATON_PLUGIN_ABI_VERSION, "gpt",   "1.0",
+    sizeof(baton_plugin_info),        BATON_PLUGIN_ABI_VERSION, "gpt",   "1.0",
     "GPT-style language model (gpt)", register_components,      nullptr,
 };
 

@@ -149,15 +149,16 @@ TEST(ParameterServer, GptSyncMatchesOneDeviceAndAsyncTrains) {
   const nlohmann::json adamw = {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}};
   for (int num_ps = 1; num_ps <= 2 && workers(num_ps) >= 1; ++num_ps) {
     TrainSummary one_s, ps_s, async_s;
-    const auto one = train(
-        parse_run_config(gpt_equivalence_config({{"type", "one_device"}}, adamw, 12, 0.2), "ps.json"),
-        registry, &one_s);
-    const auto ps = train(parse_run_config(gpt_equivalence_config({{"type", "parameter_server"},
-                                                                   {"num_ps", num_ps},
-                                                                   {"mode", "sync"}},
-                                                                  adamw, 12, 0.2),
-                                           "ps.json"),
-                          registry, &ps_s);
+    const auto one =
+        train(parse_run_config(gpt_equivalence_config({{"type", "one_device"}}, adamw, 12, 0.2),
+                               "ps.json"),
+              registry, &one_s);
+    const auto ps = train(
+        parse_run_config(gpt_equivalence_config(
+                             {{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "sync"}},
+                             adamw, 12, 0.2),
+                         "ps.json"),
+        registry, &ps_s);
     nlohmann::json async_doc = gpt_equivalence_config(
         {{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "async"}}, adamw, 12, 0.0);
     async_doc["train"]["steps"] = 30;

@@ -126,8 +126,8 @@ void CpuBackend::attention_decode(const float* q, const float* k, const float* v
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t h = 0; h < heads; ++h) {
     // scores = K_h q_h / sqrt(d), softmax, out_h = scores V_h.
-    cpu::gemm(Trans::kNo, Trans::kNo, len, 1, hd, scale, k + h * hd, c, q + h * hd, 1, 0.0f,
-              scores, 1);
+    cpu::gemm(Trans::kNo, Trans::kNo, len, 1, hd, scale, k + h * hd, c, q + h * hd, 1, 0.0f, scores,
+              1);
     causal_softmax_row(scores, len);
     cpu::gemm(Trans::kNo, Trans::kNo, 1, hd, len, 1.0f, scores, len, v + h * hd, c, 0.0f,
               out + h * hd, hd);

@@ -90,8 +90,8 @@ std::vector<int32_t> generate(GptDecoder& decoder, std::vector<int32_t> prompt,
                               const SampleOptions& opts,
                               const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) prompt.push_back('\n');
-  const int64_t n = opts.vocab_limit > 0 ? std::min(opts.vocab_limit, decoder.vocab())
-                                         : decoder.vocab();
+  const int64_t n =
+      opts.vocab_limit > 0 ? std::min(opts.vocab_limit, decoder.vocab()) : decoder.vocab();
   const int64_t window = decoder.window();
   // The text so far; the cache holds its last decoder.position() tokens.
   std::vector<int32_t> text = prompt;

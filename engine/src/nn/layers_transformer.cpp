@@ -241,8 +241,8 @@ const Tensor& TiedLMHead::forward(const Tensor& x, const ForwardContext& /*ctx*/
   const int64_t n = x.rows();
   x_ = &x;
   y_.set_rows(n);
-  be().matmul(Trans::kNo, Trans::kYes, n, vocab_, d_, 1.0f, x.data(), d_, table_->value.data(),
-              d_, 0.0f, y_.data(), vocab_);
+  be().matmul(Trans::kNo, Trans::kYes, n, vocab_, d_, 1.0f, x.data(), d_, table_->value.data(), d_,
+              0.0f, y_.data(), vocab_);
   return y_;
 }
 
@@ -250,12 +250,12 @@ const Tensor& TiedLMHead::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows();
   // The table's gradient from the logits (written first; the embedding
   // adds its rows' gradient after).
-  be().matmul(Trans::kYes, Trans::kNo, vocab_, d_, n, 1.0f, dy.data(), vocab_, x_->data(), d_,
-              0.0f, table_->grad.data(), d_);
+  be().matmul(Trans::kYes, Trans::kNo, vocab_, d_, n, 1.0f, dy.data(), vocab_, x_->data(), d_, 0.0f,
+              table_->grad.data(), d_);
   if (!need_input_grad) return dx_;
   dx_.set_rows(n);
-  be().matmul(Trans::kNo, Trans::kNo, n, d_, vocab_, 1.0f, dy.data(), vocab_,
-              table_->value.data(), d_, 0.0f, dx_.data(), d_);
+  be().matmul(Trans::kNo, Trans::kNo, n, d_, vocab_, 1.0f, dy.data(), vocab_, table_->value.data(),
+              d_, 0.0f, dx_.data(), d_);
   return dx_;
 }
 

@@ -58,6 +58,11 @@ void Optimizer::step(float lr) {
   constexpr int64_t kBlock = 1 << 16;
   for (size_t i = 0; i < params_.size(); ++i) {
     Param* p = params_[i];
+    // Biases, norm gains and shifts are not decayed (Param::weight_decay;
+    // as nanoGPT's and most training code's parameter groups).
+    const float wd = p->weight_decay ? opt_.weight_decay : 0.0f;
+    a.l2_wd = adamw ? 0.0f : wd;
+    a.decoupled_wd = adamw ? wd : 0.0f;
     const int64_t n = p->value.numel();
     const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (blocks > 1)
@@ -66,8 +71,8 @@ void Optimizer::step(float lr) {
       const int64_t len = std::min(kBlock, n - off);
       if (opt_.kind == OptimizerKind::kSgd) {
         be_->sgd_update(p->value.data() + off, p->grad.data() + off,
-                        m_.empty() ? nullptr : m_[i].data() + off, len, lr, opt_.momentum,
-                        opt_.weight_decay, opt_.nesterov);
+                        m_.empty() ? nullptr : m_[i].data() + off, len, lr, opt_.momentum, wd,
+                        opt_.nesterov);
       } else {
         be_->adam_update(p->value.data() + off, p->grad.data() + off, m_[i].data() + off,
                          v_[i].data() + off, len, a);

@@ -33,17 +33,17 @@ std::unique_ptr<Sequential> model_from_checkpoint(const CheckpointData& data,
         src.shape() != targets[next].second->shape()) {
       throw InputError(where + ": tensor " + name + " " + src.shape_string() +
                        " does not fit the model its config builds (" +
-                       (next < targets.size() ? targets[next].first + " " +
-                                                    targets[next].second->shape_string()
-                                              : std::string("no more tensors")) +
+                       (next < targets.size()
+                            ? targets[next].first + " " + targets[next].second->shape_string()
+                            : std::string("no more tensors")) +
                        ")");
     }
     *targets[next].second = src;
     ++next;
   }
   if (next != targets.size()) {
-    throw InputError(where + ": the checkpoint holds " + std::to_string(next) +
-                     " of the model's " + std::to_string(targets.size()) + " tensors");
+    throw InputError(where + ": the checkpoint holds " + std::to_string(next) + " of the model's " +
+                     std::to_string(targets.size()) + " tensors");
   }
   return model;
 }

@@ -479,8 +479,9 @@ TEST_F(Datasets, SyntheticDefaultsSeedAndClusters) {
 // each position; windows stay inside their file; each file is a file for
 // the FILE policy; the held-out split takes the last windows in order.
 TEST_F(Datasets, TextWindowsLabelsFilesAndSplit) {
-  write("a.txt", "abcdefghij");                       // 10 bytes: (10 - 1) / 4 = 2 windows
-  write("b.txt.gz", gzip_bytes(std::string("\xff\x00xyz0123", 9)));  // any bytes, gzipped: 2 windows
+  write("a.txt", "abcdefghij");  // 10 bytes: (10 - 1) / 4 = 2 windows
+  write("b.txt.gz",
+        gzip_bytes(std::string("\xff\x00xyz0123", 9)));  // any bytes, gzipped: 2 windows
   auto d = load({{"type", "text"}, {"path", json::array({"a.txt", "b.txt.gz"})}, {"context", 4}});
   ASSERT_EQ(d->size(), 4);
   EXPECT_EQ(d->features(), 4);

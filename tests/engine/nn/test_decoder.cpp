@@ -108,7 +108,8 @@ TEST(Generate, SeededGreedyTopKAndPastTheWindow) {
   logits = dec.feed(5);
   std::vector<int32_t> order(11);
   for (int32_t i = 0; i < 11; ++i) order[static_cast<size_t>(i)] = i;
-  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return logits[x] > logits[y]; });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t x, int32_t y) { return logits[x] > logits[y]; });
   const std::set<int32_t> top3(order.begin(), order.begin() + 3);
   for (uint64_t seed = 0; seed < 40; ++seed) {
     o.seed = seed;

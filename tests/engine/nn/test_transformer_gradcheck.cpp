@@ -238,8 +238,7 @@ TEST(TinyGpt, EveryParameterGradientMatchesFiniteDifferences) {
   model.backward(dout);
   Tensor scratch({batch * seq, vocab});
   auto objective = [&] {
-    return loss
-               .compute(model.forward(ids, kTrain), labels.data(), nullptr, scratch, scale,
+    return loss.compute(model.forward(ids, kTrain), labels.data(), nullptr, scratch, scale,
                         baton::cpu_backend())
                .loss_sum *
            scale;

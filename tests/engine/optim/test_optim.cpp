@@ -162,6 +162,26 @@ TEST(Sgd, WeightDecayByHand) {
   EXPECT_NEAR(p.value[0], 1.9 - 0.5 * 0.19, 1e-6);
 }
 
+// Weight decay reaches the weights only: a parameter marked as not decayed
+// (a bias, a norm's gain or shift) keeps its value under a zero gradient,
+// with SGD's L2 and AdamW's decoupled decay alike.
+TEST(WeightDecay, SkipsParametersMarkedNotDecayed) {
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    Param w = make_param({2.0f});
+    Param b = make_param({2.0f});
+    b.weight_decay = false;
+    set_grad(w, {0.0f});
+    set_grad(b, {0.0f});
+    OptimizerOptions o;
+    o.kind = kind;
+    o.weight_decay = 0.1f;
+    Optimizer opt(o, {&w, &b});
+    opt.step(0.5f);
+    EXPECT_LT(w.value[0], 2.0f) << static_cast<int>(kind);
+    EXPECT_EQ(b.value[0], 2.0f) << static_cast<int>(kind);
+  }
+}
+
 TEST(Sgd, SeveralStepsAllVariantsMatchPyTorchFormulas) {
   struct V {
     float momentum, wd;

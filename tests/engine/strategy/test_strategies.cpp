@@ -396,22 +396,22 @@ TEST_F(Strategies, GptReplicasMatchOneDevice) {
   int cells = 0;
   for (double dropout : {0.0, 0.2}) {
     for (int64_t batch : {12, 11}) {
-      const auto ref = train(gpt_equivalence_config({{"type", "one_device"}}, adamw, batch,
-                                                    dropout))[0];
+      const auto ref =
+          train(gpt_equivalence_config({{"type", "one_device"}}, adamw, batch, dropout))[0];
       for (const char* type : {"mirrored", "central_storage"}) {
         for (int replicas : {2, 3}) {
-          nlohmann::json d = gpt_equivalence_config({{"type", type}, {"replicas", replicas}},
-                                                    adamw, batch, dropout);
+          nlohmann::json d = gpt_equivalence_config({{"type", type}, {"replicas", replicas}}, adamw,
+                                                    batch, dropout);
           d["data"]["shard_policy"] = "data";
           const auto many = train(d);
           ASSERT_EQ(many[0].size(), ref.size());
           double worst = 0;
           for (size_t i = 0; i < ref.size(); ++i) {
-            worst = std::max(worst,
-                             std::fabs(many[0][i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
+            worst =
+                std::max(worst, std::fabs(many[0][i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
           }
-          EXPECT_LE(worst, 1.0) << type << " x" << replicas << " dropout " << dropout
-                                << " batch " << batch;
+          EXPECT_LE(worst, 1.0) << type << " x" << replicas << " dropout " << dropout << " batch "
+                                << batch;
           for (int r = 1; r < replicas; ++r) EXPECT_EQ(many[r], many[0]) << type << " " << r;
           ++cells;
         }

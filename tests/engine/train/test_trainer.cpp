@@ -306,8 +306,8 @@ TEST_F(TrainerTest, Gpt2PresetHasGpt2SmallsParameterCount) {
   // Parameters: wte 50257x768, wpe 1024x768, 12 x (2 norms, qkv, proj,
   // fc, fc2 with biases), the final norm.
   const int64_t d = 768, blocks = 12;
-  const int64_t per_block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) +
-                            (4 * d * d + d);
+  const int64_t per_block =
+      2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d);
   EXPECT_EQ(model->num_parameters(), 50257 * d + 1024 * d + blocks * per_block + 2 * d);
   EXPECT_EQ(model->num_parameters(), 124439808);
 }
