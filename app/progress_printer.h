@@ -15,6 +15,9 @@ namespace baton::cli {
 // "3.025 bits/byte, ppl 8.17": a language model's loss (nats per byte-level
 // token) as people read it.
 std::string lm_text(double loss);
+// Bytes (generated text) as a terminal shows them safely: printable ASCII,
+// newlines, tabs and well-formed UTF-8 as they are, any other byte \xNN.
+std::string printable(const std::string& bytes);
 // 1.23e9 as "1.23 G".
 std::string si_text(double value);
 

@@ -49,6 +49,12 @@ else
   echo "FAIL sample: by run id and history id the same text for one seed, another for another"
   printf '    a=%q\n    b=%q\n    c=%q\n' "$a" "$b" "$c"; fail=$((fail + 1))
 fi
+check "samples during training" 0 "sample at step 10:" -- \
+  "$BATON" train "$EX" --no-db --runs-dir "$WORK/sampled" "${small[@]}" \
+  --set train.sample_every_steps=10 --set train.sample_tokens=40
+check "sample_every_steps on an MLP" 2 "train.sample_every_steps" -- \
+  "$BATON" train "$SRC/resources/examples/digits.json" --no-db --runs-dir "$WORK/x" \
+  --set train.sample_every_steps=5
 ckpt=$(ls "$RUNS/$run/checkpoints/"*.bin | head -1)
 check "sample a checkpoint file" 0 "" -- "$BATON" sample "$ckpt" --tokens 20 --temperature 0
 

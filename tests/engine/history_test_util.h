@@ -153,6 +153,8 @@ inline Recorded record_run(const std::string& db, const std::string& run, int64_
       ep.epoch_time_s = 0.1;
       emit(ep);
       emit(CheckpointEvent{run, step, "/ckpt/" + std::to_string(step), 1000, 2.5});
+      // A language model's sample (schema 5), bytes of every kind in it.
+      emit(SampleEvent{run, step, "And", " God said\n\t" + std::to_string(step), 0.8});
       ++rec.epochs;
     }
   }

@@ -337,7 +337,28 @@ CREATE INDEX runs_by_start ON runs (start_time);
 CREATE INDEX runs_by_status ON runs (status);
 )sql";
 
-constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3, kMigrationTo4};
+// Version 5: events of kind 'sample' (text a language model generated
+// during training: message the text, data its prompt and temperature).
+// The CHECK is part of the table: it is rebuilt.
+constexpr const char* kMigrationTo5 = R"sql(
+CREATE TABLE events_v5 (
+  run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  step        INTEGER NOT NULL,
+  seq         INTEGER NOT NULL,
+  wall_time_s REAL NOT NULL,
+  kind        TEXT NOT NULL CHECK (kind IN ('log', 'checkpoint', 'restart', 'error', 'sample')),
+  level       TEXT NOT NULL DEFAULT '',
+  message     TEXT NOT NULL DEFAULT '',
+  data        TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (run, step, seq)
+) WITHOUT ROWID;
+INSERT INTO events_v5 SELECT run, step, seq, wall_time_s, kind, level, message, data FROM events;
+DROP TABLE events;
+ALTER TABLE events_v5 RENAME TO events;
+)sql";
+
+constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3, kMigrationTo4,
+                                       kMigrationTo5};
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
 std::string read_first_line(const std::string& path) {

@@ -233,6 +233,10 @@ struct HistoryReplay::Impl {
         CheckpointEvent e{rec.uid, step, st.col_text(4), get<int64_t>(data, "num_bytes", 0),
                           get<double>(data, "write_ms", 0.0)};
         by_seq[st.col_int(0)] = {e, step, wall};
+      } else if (kind == "sample") {
+        SampleEvent e{rec.uid, step, get<std::string>(data, "prompt", std::string()),
+                      st.col_text(4), get<double>(data, "temperature", 0.0)};
+        by_seq[st.col_int(0)] = {e, step, wall};
       } else if (kind == "restart") {
         by_seq[st.col_int(0)] = {start_event(rec, data), step, wall};
       }

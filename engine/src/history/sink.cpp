@@ -166,6 +166,9 @@ class HistoryWriter {
     } else if (const auto* e = std::get_if<CheckpointEvent>(&ev)) {
       event(e->step, wall, "checkpoint", "", e->path,
             dump({{"num_bytes", e->num_bytes}, {"write_ms", e->write_ms}}));
+    } else if (const auto* e = std::get_if<SampleEvent>(&ev)) {
+      event(e->step, wall, "sample", "", e->text,
+            dump({{"prompt", e->prompt}, {"temperature", e->temperature}}));
     } else if (const auto* e = std::get_if<RunEndEvent>(&ev)) {
       on_run_end(*e);
     }

@@ -137,6 +137,15 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("wait_s", e.wait_s);
     return e;
   }
+  if (type == "sample") {
+    SampleEvent e;
+    e.run = run;
+    r("step", e.step);
+    r("prompt", e.prompt);
+    r("text", e.text);
+    r("temperature", e.temperature);
+    return e;
+  }
   if (type == "run_end") {
     RunEndEvent e;
     e.run = run;

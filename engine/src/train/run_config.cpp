@@ -132,6 +132,10 @@ RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file) {
   rc.max_steps = train.integer_or("steps", 0, 0);
   rc.global_batch = train.integer_or("global_batch_size", 32, 1, 1 << 24);
   rc.log_every_steps = train.integer_or("log_every_steps", 10, 1);
+  rc.sample_every_steps = train.integer_or("sample_every_steps", 0, 0);
+  rc.sample_tokens = train.integer_or("sample_tokens", 128, 1, 1 << 20);
+  rc.sample_prompt = train.string_or("sample_prompt", "\n");
+  rc.sample_temperature = train.number_or("sample_temperature", 0.8, 0.0, 100.0);
   rc.strategy = parse_strategy(root.child_or_empty("strategy"));
   const bool in_process = rc.strategy.type == "mirrored" || rc.strategy.type == "central_storage";
   if (in_process && rc.global_batch < rc.strategy.replicas) {

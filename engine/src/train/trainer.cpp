@@ -138,6 +138,13 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   bind_gradients();
 
   plan_validation(max_rows);
+  if (cfg_.sample_every_steps > 0 && strategy_->is_chief()) {
+    try {
+      sampler_ = std::make_unique<GptDecoder>(*replicas_[0]->model);
+    } catch (const InputError& e) {
+      throw InputError(cfg_.file + ": train.sample_every_steps: " + e.what());
+    }
+  }
   if (!opt_.checkpoint_dir.empty()) {
     checkpoints_ = std::make_unique<CheckpointManager>(opt_.checkpoint_dir, cfg_.checkpoint.keep);
   }

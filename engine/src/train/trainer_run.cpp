@@ -180,6 +180,24 @@ TrainSummary Trainer::serve(RunState& s) {
   return s.sum;
 }
 
+void Trainer::emit_sample(int64_t step) {
+  // Between steps: the layers' buffers are free until the next forward.
+  SampleOptions o;
+  o.tokens = cfg_.sample_tokens;
+  o.temperature = static_cast<float>(cfg_.sample_temperature);
+  o.seed = Rng::derive(cfg_.seed, 0x5A11, static_cast<uint64_t>(step));
+  o.vocab_limit = train_->classes();
+  std::vector<int32_t> prompt;
+  for (unsigned char c : cfg_.sample_prompt) prompt.push_back(c);
+  SampleEvent e;
+  e.run = opt_.run_id;
+  e.step = step;
+  e.prompt = cfg_.sample_prompt;
+  e.temperature = cfg_.sample_temperature;
+  for (int32_t t : generate(*sampler_, prompt, o)) e.text.push_back(static_cast<char>(t));
+  emit(e);
+}
+
 int64_t Trainer::tokens_per_sample() const {
   return train_->token_features() ? train_->features() : 0;
 }
@@ -322,6 +340,7 @@ bool Trainer::train_step(RunState& s) {
     check_drift(s.step);
   }
   if (log_step) report_window(s, lr);
+  if (sampler_ && s.step % cfg_.sample_every_steps == 0) emit_sample(s.step);
   if (checkpoints_ && cfg_.checkpoint.every_steps > 0 &&
       s.step % cfg_.checkpoint.every_steps == 0) {
     s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step_in_epoch);

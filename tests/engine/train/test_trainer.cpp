@@ -294,6 +294,40 @@ TEST_F(TrainerTest, GptConfigErrorsNameTheirKeys) {
   EXPECT_NE(message(d).find("model.n_layers"), std::string::npos) << message(d);
 }
 
+// train.sample_every_steps: the chief generates text every N steps and
+// emits it as a sample event; the key needs a language model.
+TEST_F(TrainerTest, GptSamplesEveryNSteps) {
+  auto doc = tiny_gpt();
+  doc["train"]["sample_every_steps"] = 4;
+  doc["train"]["sample_tokens"] = 25;
+  doc["train"]["sample_prompt"] = "And God";
+  std::vector<Event> events;
+  const TrainSummary s = train(config(doc), {}, &events);
+  ASSERT_EQ(s.status, "completed");
+  std::vector<int64_t> steps;
+  for (const Event& e : events) {
+    if (const auto* sm = std::get_if<SampleEvent>(&e)) {
+      steps.push_back(sm->step);
+      EXPECT_EQ(sm->prompt, "And God");
+      EXPECT_EQ(sm->text.size(), 25u);
+      EXPECT_DOUBLE_EQ(sm->temperature, 0.8);
+    }
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{4, 8, 12}));
+  // Sampling leaves training alone: the same losses as without it.
+  auto plain = tiny_gpt();
+  EXPECT_EQ(train(config(plain), {}).step_losses, s.step_losses);
+
+  auto mlp = tiny();
+  mlp["train"]["sample_every_steps"] = 2;
+  try {
+    train(config(mlp), {});
+    ADD_FAILURE() << "sample_every_steps accepted for an MLP";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.sample_every_steps"), std::string::npos) << e.what();
+  }
+}
+
 // GPT-2 small's shape builds from its preset, with the vocabulary padded
 // as asked: 12 blocks of width 768, 124M parameters (GPT-2's count with
 // 50257 tokens; 38.6M of them the token table).

@@ -112,8 +112,18 @@ struct RunEndEvent {
   std::string error;
 };
 
+// Text a language model generated during training (train.sample_every_steps):
+// the prompt and what followed it, as bytes (byte-level tokens; not
+// necessarily UTF-8).
+struct SampleEvent {
+  std::string run;
+  int64_t step = 0;
+  std::string prompt, text;
+  double temperature = 0;
+};
+
 using Event = std::variant<RunStartEvent, StepEvent, EpochEvent, LogEvent, CheckpointEvent,
-                           RunEndEvent, LinkEvent>;
+                           RunEndEvent, LinkEvent, SampleEvent>;
 
 nlohmann::json to_json(const Event& event);
 // Reads an event back from to_json's form (possibly written by another

@@ -73,6 +73,13 @@ struct RunConfig {
   int64_t max_steps = 0;  // > 0: stop after this many steps
   int64_t global_batch = 32;
   int64_t log_every_steps = 10;
+  // Language models: every N steps (0: never) the chief generates
+  // sample_tokens tokens after sample_prompt at sample_temperature and
+  // emits them as a sample event.
+  int64_t sample_every_steps = 0;
+  int64_t sample_tokens = 128;
+  std::string sample_prompt = "\n";
+  double sample_temperature = 0.8;
   StrategyConfig strategy;
   CheckpointConfig checkpoint;
 };

@@ -11,6 +11,7 @@
 
 #include <baton/data/pipeline.h>
 #include <baton/nn/loss.h>
+#include <baton/nn/decoder.h>
 #include <baton/nn/model.h>
 #include <baton/optim/optimizer.h>
 #include <baton/strategy/strategy.h>
@@ -181,6 +182,9 @@ class Trainer {
   std::vector<std::unique_ptr<Pipeline>> val_pipelines_;
   int64_t cache_bytes_ = 0;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  // train.sample_every_steps: generation from replica 0's model (chief).
+  std::unique_ptr<GptDecoder> sampler_;
+  void emit_sample(int64_t step);
   std::string model_description_;
   std::string overlap_note_;  // logged at the start when overlap was turned off
   int64_t steps_per_epoch_ = 0;
