@@ -1,6 +1,7 @@
 #include "common/dashboard.h"
 
 #include <baton/core/csv.h>
+#include <baton/telemetry/lm_figures.h>
 #include <qcustomplot.h>
 
 #include <QCheckBox>
@@ -9,6 +10,7 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPlainTextEdit>
 #include <QSlider>
 #include <QVBoxLayout>
 #include <cmath>
@@ -33,7 +35,7 @@ const char* plot_title(Dashboard::Plot p) {
     case Dashboard::Plot::kAccuracy:
       return "Accuracy";
     case Dashboard::Plot::kThroughput:
-      return "Throughput (samples/s)";
+      return "Throughput (samples/s; tokens/s for language models)";
     case Dashboard::Plot::kStepTime:
       return "Step time (ms, stacked)";
     default:
@@ -102,10 +104,19 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
   grid->addWidget(plots_[3], 1, 1);
   grid->addWidget(plots_[4], 2, 0, 1, 2);
 
+  samples_ = new QPlainTextEdit;
+  samples_->setObjectName(QStringLiteral("samples"));
+  samples_->setReadOnly(true);
+  samples_->setMaximumBlockCount(2000);
+  samples_->setPlaceholderText(tr("Samples"));
+  samples_->setMaximumHeight(150);
+  samples_->hide();
+
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addLayout(controls);
   layout->addLayout(grid, 1);
+  layout->addWidget(samples_);
   apply_axis_labels();
 
   replot_timer_.setInterval(33);
@@ -131,6 +142,9 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
 void Dashboard::clear() {
   for (QCustomPlot* p : plots_) p->clearGraphs();
   runs_.clear();
+  samples_->clear();
+  samples_->hide();
+  samples_shown_ = 0;
   mark_dirty();
 }
 
@@ -315,6 +329,7 @@ void Dashboard::add_events(const std::vector<Event>& events) {
     if (const auto* e = std::get_if<RunStartEvent>(&ev)) {
       Run& r = run_for(e->run);
       r.replicas = std::max(1, e->replicas);
+      r.tokens_per_sample = e->tokens_per_sample;
       r.remote_updates = e->strategy == "parameter_server";
       if (r.label == QString::fromStdString(e->run) && !e->name.empty()) {
         r.label = QString::fromStdString(e->name);
@@ -328,9 +343,11 @@ void Dashboard::add_events(const std::vector<Event>& events) {
       // rank when the job has several processes); rank 0's other figures
       // are the job's.
       // (Runs recorded before rank_samples_per_s: this rank's share.)
-      const double own = e->rank_samples_per_s > 0
-                             ? e->rank_samples_per_s
-                             : e->samples_per_s * e->local_replicas / r.replicas;
+      // A language model's rates in tokens: samples times its window.
+      const double unit = r.tokens_per_sample > 0 ? static_cast<double>(r.tokens_per_sample) : 1.0;
+      const double own =
+          unit * (e->rank_samples_per_s > 0 ? e->rank_samples_per_s
+                                            : e->samples_per_s * e->local_replicas / r.replicas);
       r.rank_rate[e->rank] = own;
       if (e->local_replicas < r.replicas) {
         append(r, id, QStringLiteral("throughput/rank %1").arg(e->rank), Plot::kThroughput, st, t,
@@ -341,7 +358,7 @@ void Dashboard::add_events(const std::vector<Event>& events) {
       append(r, id, QStringLiteral("accuracy/train"), Plot::kAccuracy, st, t, e->accuracy, true);
       // A parameter server's workers each count only their own rows: the
       // job's rate is their sum.
-      double global = e->samples_per_s;
+      double global = e->samples_per_s * unit;
       if (r.remote_updates) {
         global = 0;
         for (const auto& [rank, rate] : r.rank_rate) global += rate;
@@ -360,8 +377,25 @@ void Dashboard::add_events(const std::vector<Event>& events) {
       const QString id = QString::fromStdString(e->run);
       const double st = static_cast<double>(e->step);
       append(r, id, QStringLiteral("loss/val"), Plot::kLoss, st, r.last_rel, e->val_loss, false);
+      if (r.tokens_per_sample > 0) {
+        // A language model's validation loss also as people read it.
+        Series& v = r.series[QStringLiteral("loss/val")];
+        if (v.graph) {
+          v.graph->setName((runs_.size() > 1 ? r.label + QLatin1Char(' ') : QString()) +
+                           tr("val (ppl %1, %2 bits/byte)")
+                               .arg(perplexity(e->val_loss), 0, 'f', 2)
+                               .arg(bits_per_byte(e->val_loss), 0, 'f', 3));
+        }
+      }
       append(r, id, QStringLiteral("accuracy/val"), Plot::kAccuracy, st, r.last_rel,
              e->val_accuracy, false);
+    } else if (const auto* e = std::get_if<SampleEvent>(&ev)) {
+      const Run& r = run_for(e->run);
+      samples_->show();
+      samples_->appendPlainText(
+          tr("%1 step %2:").arg(runs_.size() > 1 ? r.label : QString()).arg(e->step).trimmed());
+      samples_->appendPlainText(QString::fromUtf8(e->prompt + e->text) + QLatin1Char('\n'));
+      ++samples_shown_;
     } else if (const auto* e = std::get_if<LinkEvent>(&ev)) {
       Run& r = run_for(e->run);
       // A figure from a traffic model is its own series, drawn dashed and

@@ -30,6 +30,7 @@ class QComboBox;
 class QSlider;
 class QCheckBox;
 class QLabel;
+class QPlainTextEdit;
 
 namespace baton::ui {
 
@@ -61,6 +62,10 @@ class Dashboard : public QWidget {
   void set_log_loss(bool on);
 
   QCustomPlot* plot(Plot p) const { return plots_[static_cast<int>(p)]; }
+  // Text language-model runs generated (sample events), newest last;
+  // hidden until a sample arrives.
+  QPlainTextEdit* samples_panel() const { return samples_; }
+  int sample_count() const { return samples_shown_; }
   // Points held for one series of one run ("loss/train", "loss/val",
   // "accuracy/train", "accuracy/val", "throughput/global",
   // "throughput/replica", "time/data", "time/compute", "time/comm",
@@ -100,6 +105,7 @@ class Dashboard : public QWidget {
     QColor color;
     double start_unix_s = 0;
     int replicas = 1;
+    int64_t tokens_per_sample = 0;    // a language model's (throughput in tokens/s)
     bool remote_updates = false;      // parameter_server: each worker reports its own rows
     std::map<int, double> rank_rate;  // every rank's latest own samples/s
     double last_rel = 0;              // wall time of the last step, for epoch events
@@ -136,6 +142,8 @@ class Dashboard : public QWidget {
   int replots_ = 0;
   QTimer replot_timer_;
   QTimer smoothing_timer_;  // the slider's ticks, coalesced into one rebuild
+  QPlainTextEdit* samples_ = nullptr;
+  int samples_shown_ = 0;
   QComboBox* x_combo_ = nullptr;
   QSlider* smooth_slider_ = nullptr;
   QLabel* smooth_label_ = nullptr;

@@ -60,6 +60,10 @@ LoadedRun load_run_events(const std::string& db_path, int64_t run_id, int64_t ma
   start.strategy = rec.strategy;
   start.replicas = rec.replicas;
   start.config = rec.config;
+  // A language model's window: the overlay's throughput in tokens/s.
+  if (rec.start_info.is_object()) {
+    start.tokens_per_sample = rec.start_info.value("tokens_per_sample", int64_t{0});
+  }
   out.events.emplace_back(start);
 
   int64_t total = 0;

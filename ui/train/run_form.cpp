@@ -1,20 +1,27 @@
 #include "train/run_form.h"
 
 #include <baton/core/config.h>
+#include <baton/core/error.h>
+#include <baton/train/model_figures.h>
+#include <baton/train/registry.h>
 #include <baton/train/run_config.h>
 
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QStackedWidget>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 
 namespace baton::ui {
 namespace {
@@ -78,15 +85,57 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   name_ = new QLineEdit;
   name_->setObjectName(QStringLiteral("name"));
   add(tr("Name"), name_, QStringLiteral("name"));
+  model_type_ = new QComboBox;
+  model_type_->setObjectName(QStringLiteral("modelType"));
+  model_type_->addItem(tr("MLP"), QStringLiteral("mlp"));
+  model_type_->addItem(tr("GPT (language model)"), QStringLiteral("gpt"));
+  // Each type's own fields, on a page of their own.
+  model_pages_ = new QStackedWidget;
+  auto* mlp_page = new QWidget;
+  auto* mlp_form = new QFormLayout(mlp_page);
+  mlp_form->setContentsMargins(0, 0, 0, 0);
   layers_ = new QLineEdit;
   layers_->setObjectName(QStringLiteral("layers"));
   layers_->setToolTip(tr("MLP widths, input first: 64, 128, 128, 10"));
-  add(tr("Model (MLP)"), layers_, QStringLiteral("model"));
+  mlp_form->addRow(tr("Widths"), layers_);
   activation_ = new QComboBox;
   activation_->setObjectName(QStringLiteral("activation"));
   activation_->addItems({QStringLiteral("relu"), QStringLiteral("gelu"), QStringLiteral("tanh"),
                          QStringLiteral("none")});
-  form->addRow(tr("Activation"), activation_);
+  mlp_form->addRow(tr("Activation"), activation_);
+  auto* gpt_page = new QWidget;
+  auto* gpt_form = new QFormLayout(gpt_page);
+  gpt_form->setContentsMargins(0, 0, 0, 0);
+  auto spin = [](const char* name, int lo, int hi) {
+    auto* s = new QSpinBox;
+    s->setObjectName(QLatin1String(name));
+    s->setRange(lo, hi);
+    return s;
+  };
+  gpt_layers_ = spin("gptLayers", 1, 1024);
+  gpt_heads_ = spin("gptHeads", 1, 1024);
+  gpt_width_ = spin("gptWidth", 1, 1 << 16);
+  gpt_dropout_ = new QDoubleSpinBox;
+  gpt_dropout_->setObjectName(QStringLiteral("gptDropout"));
+  gpt_dropout_->setRange(0.0, 0.95);
+  gpt_dropout_->setSingleStep(0.05);
+  gpt_form->addRow(tr("Layers"), gpt_layers_);
+  gpt_form->addRow(tr("Heads"), gpt_heads_);
+  gpt_form->addRow(tr("Width (d_model)"), gpt_width_);
+  gpt_form->addRow(tr("Dropout"), gpt_dropout_);
+  model_pages_->addWidget(mlp_page);
+  model_pages_->addWidget(gpt_page);
+  figures_ = new QLabel;
+  figures_->setObjectName(QStringLiteral("modelFigures"));
+  figures_->setWordWrap(true);
+  figures_->setForegroundRole(QPalette::PlaceholderText);
+  auto* model_box = new QVBoxLayout;
+  model_box->setSpacing(2);
+  model_box->addWidget(model_type_);
+  model_box->addWidget(model_pages_);
+  model_box->addWidget(figures_);
+  model_box->addWidget(error_label(QStringLiteral("model")));
+  form->addRow(tr("Model"), model_box);
   dataset_ = new QLabel;
   dataset_->setWordWrap(true);
   add(tr("Dataset"), dataset_, QStringLiteral("data"));
@@ -152,8 +201,16 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
 
   for (auto* e : {name_, layers_, lr_})
     connect(e, &QLineEdit::textChanged, this, &RunForm::validate);
-  for (auto* s : {batch_, epochs_, ckpt_keep_})
+  for (auto* s : {batch_, epochs_, ckpt_keep_, gpt_layers_, gpt_heads_, gpt_width_})
     connect(s, &QSpinBox::valueChanged, this, &RunForm::validate);
+  connect(gpt_dropout_, &QDoubleSpinBox::valueChanged, this, &RunForm::validate);
+  connect(model_type_, &QComboBox::currentIndexChanged, this, [this] {
+    show_model_page();
+    validate();
+  });
+  figures_timer_.setSingleShot(true);
+  figures_timer_.setInterval(200);
+  connect(&figures_timer_, &QTimer::timeout, this, &RunForm::update_figures);
   for (auto* c : {activation_, optimizer_})
     connect(c, &QComboBox::currentIndexChanged, this, &RunForm::validate);
   connect(ckpt_epoch_, &QCheckBox::toggled, this, &RunForm::validate);
@@ -238,6 +295,15 @@ void RunForm::fill_from_base() {
   }
   name_->setText(QString::fromStdString(rc.name));
   const nlohmann::json model = base_.value("model", nlohmann::json::object());
+  const QString type = QString::fromStdString(model.value("type", std::string("mlp")));
+  if (model_type_->findData(type) < 0) model_type_->addItem(type, type);
+  model_type_->setCurrentIndex(model_type_->findData(type));
+  show_model_page();
+  // The gpt plugin's defaults where the file says nothing.
+  gpt_layers_->setValue(static_cast<int>(model.value("n_layer", int64_t{4})));
+  gpt_heads_->setValue(static_cast<int>(model.value("n_head", int64_t{4})));
+  gpt_width_->setValue(static_cast<int>(model.value("d_model", int64_t{128})));
+  gpt_dropout_->setValue(model.value("dropout", 0.0));
   layers_->setText(layers_text(model.value("layers", nlohmann::json::array())));
   // The MLP plugin's default activation; a value the combo lacks is added
   // as it is (the parser then names it if it is wrong).
@@ -260,6 +326,7 @@ void RunForm::fill_from_base() {
   ckpt_epoch_->setChecked(rc.checkpoint.every_epoch);
   ckpt_keep_->setValue(rc.checkpoint.keep);
   shown_ = Shown{name_->text(),
+                 model_type_->currentData().toString(),
                  layers_->text(),
                  activation_->currentText(),
                  optimizer_->currentText(),
@@ -267,6 +334,10 @@ void RunForm::fill_from_base() {
                  batch_->value(),
                  epochs_->value(),
                  ckpt_keep_->value(),
+                 gpt_layers_->value(),
+                 gpt_heads_->value(),
+                 gpt_width_->value(),
+                 gpt_dropout_->value(),
                  ckpt_epoch_->isChecked()};
   filling_ = false;
   update_strategy_label();
@@ -325,7 +396,23 @@ nlohmann::json RunForm::config() const {
   nlohmann::json doc = base_;
   // Only what the user changed; the rest is the file's, key for key.
   if (name_->text() != shown_.name) doc["name"] = name_->text().toStdString();
-  if (layers_->text() != shown_.layers) {
+  const QString type = model_type_->currentData().toString();
+  if (type != shown_.model_type) {
+    // Another kind of model: its own keys only (the file's were another's).
+    doc["model"] = {{"type", type.toStdString()}};
+  }
+  if (type == QLatin1String("gpt")) {
+    const bool fresh = type != shown_.model_type;
+    if (fresh || gpt_layers_->value() != shown_.gpt_layers)
+      doc["model"]["n_layer"] = gpt_layers_->value();
+    if (fresh || gpt_heads_->value() != shown_.gpt_heads)
+      doc["model"]["n_head"] = gpt_heads_->value();
+    if (fresh || gpt_width_->value() != shown_.gpt_width)
+      doc["model"]["d_model"] = gpt_width_->value();
+    if (fresh || gpt_dropout_->value() != shown_.gpt_dropout) {
+      doc["model"]["dropout"] = gpt_dropout_->value();
+    }
+  } else if (type == QLatin1String("mlp") && layers_->text() != shown_.layers) {
     nlohmann::json layers;
     if (parse_layers(layers_->text(), &layers)) {
       doc["model"]["layers"] = layers;
@@ -333,7 +420,7 @@ nlohmann::json RunForm::config() const {
       doc["model"]["layers"] = layers_->text().toStdString();  // the parser names it
     }
   }
-  if (activation_->currentText() != shown_.activation) {
+  if (type == QLatin1String("mlp") && activation_->currentText() != shown_.activation) {
     doc["model"]["activation"] = activation_->currentText().toStdString();
   }
   if (batch_->value() != shown_.batch) doc["train"]["global_batch_size"] = batch_->value();
@@ -383,7 +470,8 @@ void RunForm::validate() {
   const bool was = valid();
   errors_.clear();
   nlohmann::json layers;
-  if (!parse_layers(layers_->text(), &layers)) {
+  const bool mlp = model_type_->currentData().toString() == QLatin1String("mlp");
+  if (mlp && !parse_layers(layers_->text(), &layers)) {
     errors_.insert(QStringLiteral("model"),
                    tr("expected at least two widths >= 1, separated by commas (64, 128, 10)"));
   }
@@ -435,6 +523,82 @@ void RunForm::validate() {
           : QString());
   per_replica_->setVisible(replicas > 1);
   if (was != valid()) Q_EMIT validity_changed(valid());
+  if (valid()) {
+    figures_timer_.start();
+  } else {
+    ++figures_job_;  // a result for an older config is not shown
+    figures_->clear();
+  }
+}
+
+void RunForm::show_model_page() {
+  model_pages_->setCurrentIndex(model_type_->currentData().toString() == QLatin1String("gpt") ? 1
+                                                                                              : 0);
+}
+
+namespace {
+QString flops_text(double flops) {
+  const char* units[] = {"", "k", "M", "G", "T", "P", "E"};
+  int u = 0;
+  while (flops >= 1000.0 && u < 6) {
+    flops /= 1000.0;
+    ++u;
+  }
+  return QString::number(flops, 'g', 3) + QLatin1Char(' ') + QLatin1String(units[u]) +
+         QStringLiteral("FLOP");
+}
+}  // namespace
+
+void RunForm::update_figures() {
+  // Reading the data (for its shape) and building the model take a moment:
+  // off the GUI thread; only the newest job's result is shown.
+  const uint64_t job = ++figures_job_;
+  const nlohmann::json doc = config();
+  const std::string path = path_.toStdString();
+  const std::string plugins = ctx_.plugin_dir.toStdString();
+  // The text, or the error building the model met (the model factory's
+  // checks, d_model vs n_head say, go beyond the config parser's).
+  using Result = std::pair<QString, std::string>;
+  auto* watcher = new QFutureWatcher<Result>(this);
+  connect(watcher, &QFutureWatcher<Result>::finished, this, [this, watcher, job] {
+    watcher->deleteLater();
+    if (job != figures_job_) return;
+    const auto [text, error] = watcher->result();
+    figures_->setText(text);
+    if (!error.empty()) {
+      const bool was = valid();
+      QString message = QString::fromStdString(error);
+      const QString file = path_ + QStringLiteral(": ");
+      if (message.startsWith(file)) message = message.mid(file.size());
+      const QString field = field_for(error);
+      errors_.insert(field, message);
+      if (QLabel* l = error_labels_.value(field)) {
+        l->setText(message);
+        l->show();
+      }
+      if (was != valid()) Q_EMIT validity_changed(valid());
+    }
+    Q_EMIT figures_updated();
+  });
+  watcher->setFuture(QtConcurrent::run([doc, path, plugins]() -> Result {
+    try {
+      const RunConfig rc = parse_run_config(doc, path);
+      Registry registry;
+      registry.load_plugin_dir(plugins);
+      const ModelFigures f = model_figures(rc, registry);
+      QString text = tr("%L1 parameters; %2 per step (counted from the layer shapes)")
+                         .arg(f.parameters)
+                         .arg(flops_text(f.flops_per_step));
+      if (f.tokens_per_sample > 0) {
+        text += tr("; %L1 tokens per step").arg(f.tokens_per_sample * rc.global_batch);
+      }
+      return {text, std::string()};
+    } catch (const InputError& e) {
+      return {QString(), e.what()};
+    } catch (const std::exception& e) {
+      return {tr("(no figures: %1)").arg(QString::fromUtf8(e.what())), std::string()};
+    }
+  }));
 }
 
 QString RunForm::first_error() const {

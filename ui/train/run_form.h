@@ -10,6 +10,7 @@
 #pragma once
 
 #include <QHash>
+#include <QTimer>
 #include <QWidget>
 #include <nlohmann/json.hpp>
 
@@ -17,9 +18,11 @@
 
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
+class QStackedWidget;
 
 namespace baton::ui {
 
@@ -58,6 +61,14 @@ class RunForm : public QWidget {
   QString first_error() const;
 
   // The widgets, for tests.
+  QComboBox* model_combo() const { return model_type_; }
+  QSpinBox* gpt_layers_spin() const { return gpt_layers_; }
+  QSpinBox* gpt_heads_spin() const { return gpt_heads_; }
+  QSpinBox* gpt_width_spin() const { return gpt_width_; }
+  QDoubleSpinBox* gpt_dropout_spin() const { return gpt_dropout_; }
+  // "842,496 parameters; 23.4 GFLOP per step (counted)": the model the
+  // config builds, worked out off the GUI thread after each change.
+  QLabel* figures_label() const { return figures_; }
   QLineEdit* layers_edit() const { return layers_; }
   QSpinBox* batch_spin() const { return batch_; }
   QSpinBox* epochs_spin() const { return epochs_; }
@@ -70,6 +81,8 @@ class RunForm : public QWidget {
   void strategy_adopted(const QString& type);
   // A config file was loaded (load() succeeded).
   void config_loaded();
+  // The figures label has the figures of the config as it is now.
+  void figures_updated();
 
  private:
   void fill_from_base();
@@ -77,6 +90,8 @@ class RunForm : public QWidget {
   void validate();
   QLabel* error_label(const QString& field);
   QString field_for(const std::string& message) const;
+  void show_model_page();
+  void update_figures();  // starts the background computation
 
   const StudioContext& ctx_;
   QString path_;
@@ -87,18 +102,29 @@ class RunForm : public QWidget {
   int replicas_ = 1;
   // What fill_from_base() showed: a field still showing it is not written.
   struct Shown {
-    QString name, layers, activation, optimizer, lr;
+    QString name, model_type, layers, activation, optimizer, lr;
     int batch = 0, epochs = 0, keep = 0;
+    int gpt_layers = 0, gpt_heads = 0, gpt_width = 0;
+    double gpt_dropout = 0;
     bool every_epoch = false;
   } shown_;
+  QTimer figures_timer_;      // debounces update_figures()
+  uint64_t figures_job_ = 0;  // the newest computation: older results are dropped
   bool filling_ = false;
   QHash<QString, QString> errors_;
   QHash<QString, QLabel*> error_labels_;
   QComboBox* examples_ = nullptr;
   QLabel* source_ = nullptr;
   QLineEdit* name_ = nullptr;
+  QComboBox* model_type_ = nullptr;
+  QStackedWidget* model_pages_ = nullptr;  // 0: mlp fields, 1: gpt fields
   QLineEdit* layers_ = nullptr;
   QComboBox* activation_ = nullptr;
+  QSpinBox* gpt_layers_ = nullptr;
+  QSpinBox* gpt_heads_ = nullptr;
+  QSpinBox* gpt_width_ = nullptr;
+  QDoubleSpinBox* gpt_dropout_ = nullptr;
+  QLabel* figures_ = nullptr;
   QLabel* dataset_ = nullptr;
   QSpinBox* batch_ = nullptr;
   QLabel* per_replica_ = nullptr;

@@ -5,8 +5,10 @@
 #include <qcustomplot.h>
 
 #include <QFile>
+#include <QPlainTextEdit>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <cmath>
 
 #include "common/dashboard.h"
 
@@ -145,6 +147,55 @@ class DashboardTest : public QObject {
     }
     QVERIFY(global != nullptr);
     QCOMPARE((global->data()->end() - 1)->value, 800.0);
+  }
+
+  // A language model: throughput in tokens/s (samples/s times its window),
+  // the validation loss's legend with perplexity and bits per byte, and
+  // its samples in the Samples panel (shown once one arrives).
+  void a_language_model_shows_tokens_perplexity_and_samples() {
+    Dashboard d;
+    QVERIFY(d.samples_panel()->isHidden());
+    RunStartEvent s;
+    s.run = "lm";
+    s.tokens_per_sample = 128;
+    d.add_event(s);
+    StepEvent e;
+    e.run = "lm";
+    e.step = 10;
+    e.samples_per_s = e.rank_samples_per_s = 100;
+    e.loss = 2.0;
+    d.add_event(e);
+    EpochEvent ep;
+    ep.run = "lm";
+    ep.step = 10;
+    ep.has_validation = true;
+    ep.val_loss = std::log(4.5);
+    d.add_event(ep);
+    SampleEvent sm;
+    sm.run = "lm";
+    sm.step = 10;
+    sm.prompt = "And God";
+    sm.text = " said, Let there be light";
+    d.add_event(sm);
+    QCPGraph* global = nullptr;
+    QCPGraph* val = nullptr;
+    for (QCustomPlot* p : {d.plot(Dashboard::Plot::kThroughput), d.plot(Dashboard::Plot::kLoss)}) {
+      for (int i = 0; i < p->graphCount(); ++i) {
+        if (p->graph(i)->name() == QLatin1String("global")) global = p->graph(i);
+        if (p->graph(i)->name().startsWith(QLatin1String("val"))) val = p->graph(i);
+      }
+    }
+    QVERIFY(global != nullptr);
+    QCOMPARE((global->data()->end() - 1)->value, 12800.0);
+    QVERIFY(val != nullptr);
+    QVERIFY2(val->name().contains(QLatin1String("ppl 4.50")), qPrintable(val->name()));
+    QVERIFY(!d.samples_panel()->isHidden());
+    QCOMPARE(d.sample_count(), 1);
+    QVERIFY2(d.samples_panel()->toPlainText().contains(QLatin1String("And God said, Let there")),
+             qPrintable(d.samples_panel()->toPlainText()));
+    d.clear();
+    QVERIFY(d.samples_panel()->isHidden());
+    QCOMPARE(d.sample_count(), 0);
   }
 
   void a_burst_costs_one_replot() {

@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -145,7 +146,8 @@ class RunFormTest : public QObject {
   // replicas is the batch field's error before Start, not a failed run.
   void a_batch_smaller_than_the_replicas_is_the_batch_fields_error() {
     QTemporaryDir dir;
-    RunForm form(test_context(dir));
+    const StudioContext ctx = test_context(dir);
+    RunForm form(ctx);
     QString error;
     QVERIFY2(form.load(QStringLiteral(BATON_SOURCE_DIR "/resources/examples/digits.json"), &error),
              qPrintable(error));
@@ -157,6 +159,47 @@ class RunFormTest : public QObject {
              qPrintable(form.first_error()));
     form.batch_spin()->setValue(8);
     QVERIFY2(form.valid(), qPrintable(form.first_error()));
+  }
+
+  // The model type picks its own fields; the parameter count and FLOPs
+  // follow what is typed (worked out off the GUI thread).
+  void a_gpt_config_shows_its_fields_and_figures() {
+    QTemporaryDir dir;
+    const StudioContext ctx = test_context(dir);
+    RunForm form(ctx);
+    QString error;
+    QSignalSpy figures(&form, &RunForm::figures_updated);
+    QVERIFY2(
+        form.load(QStringLiteral(BATON_SOURCE_DIR "/resources/examples/gpt_text.json"), &error),
+        qPrintable(error));
+    QCOMPARE(form.model_combo()->currentData().toString(), QStringLiteral("gpt"));
+    QVERIFY(form.gpt_layers_spin()->isVisibleTo(&form));
+    QVERIFY(!form.layers_edit()->isVisibleTo(&form));
+    QCOMPARE(form.gpt_width_spin()->value(), 128);
+    QVERIFY(figures.wait(20000));
+    const QString params = QLocale().toString(842496);
+    QVERIFY2(form.figures_label()->text().contains(params + QStringLiteral(" parameters")),
+             qPrintable(form.figures_label()->text()));
+    QVERIFY2(form.figures_label()->text().contains(QStringLiteral("GFLOP per step")),
+             qPrintable(form.figures_label()->text()));
+    // A narrower model: fewer parameters, and only that key is written.
+    form.gpt_width_spin()->setValue(64);
+    QVERIFY(figures.wait(20000));
+    QVERIFY2(!form.figures_label()->text().contains(params),
+             qPrintable(form.figures_label()->text()));
+    const auto doc = form.config();
+    QCOMPARE(doc["model"]["d_model"].get<int>(), 64);
+    QCOMPARE(doc["model"]["n_layer"].get<int>(), 4);  // the file's
+    QCOMPARE(doc["model"].size(), 5u);                // the file's keys, no more
+    // Heads that do not divide the width: the model plugin's message, on
+    // the model field, once the background build has met it.
+    QSignalSpy validity(&form, &RunForm::validity_changed);
+    form.gpt_heads_spin()->setValue(5);
+    QVERIFY(figures.wait(20000));
+    QVERIFY(!form.valid());
+    QCOMPARE(validity.count(), 1);
+    QVERIFY2(form.errors().value(QStringLiteral("model")).contains(QLatin1String("n_head")),
+             qPrintable(form.first_error()));
   }
 
   // An example that fails to load says why, on the form.

@@ -10,8 +10,8 @@
 #pragma once
 
 #include <baton/data/pipeline.h>
-#include <baton/nn/loss.h>
 #include <baton/nn/decoder.h>
+#include <baton/nn/loss.h>
 #include <baton/nn/model.h>
 #include <baton/optim/optimizer.h>
 #include <baton/strategy/strategy.h>

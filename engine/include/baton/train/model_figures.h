@@ -1,0 +1,28 @@
+// What a run config's model is, before it trains: its parameter count and
+// the model FLOPs of a training step, for the studio's run form. The data
+// is read to learn its shape (features, classes); the model is built and
+// planned for one sample.
+#pragma once
+
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+
+#include <cstdint>
+#include <string>
+
+namespace baton {
+
+struct ModelFigures {
+  int64_t parameters = 0;
+  // Counted from the layer shapes (Sequential::forward_flops_per_sample):
+  // 3x the forward products per sample, times the global batch.
+  double flops_per_step = 0;
+  int64_t tokens_per_sample = 0;  // a language model's window (0 otherwise)
+  std::string description;
+};
+
+// InputError (naming the config's file and key) when the data or the
+// model cannot be built.
+ModelFigures model_figures(const RunConfig& config, const Registry& registry);
+
+}  // namespace baton
