@@ -153,7 +153,18 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   epochs_ = new QSpinBox;
   epochs_->setObjectName(QStringLiteral("epochs"));
   epochs_->setRange(0, 1000000);
-  add(tr("Epochs"), epochs_, QStringLiteral("epochs"));
+  // A config that counts steps (train.steps) is run for that many steps,
+  // whatever its epochs: the field is then the steps.
+  steps_ = new QSpinBox;
+  steps_->setObjectName(QStringLiteral("steps"));
+  steps_->setRange(1, 1 << 30);
+  steps_->setSuffix(tr(" steps"));
+  auto* length = new QWidget;
+  auto* ll = new QHBoxLayout(length);
+  ll->setContentsMargins(0, 0, 0, 0);
+  ll->addWidget(epochs_);
+  ll->addWidget(steps_);
+  add(tr("Length"), length, QStringLiteral("epochs"));
   optimizer_ = new QComboBox;
   optimizer_->setObjectName(QStringLiteral("optimizer"));
   optimizer_->addItems({QStringLiteral("sgd"), QStringLiteral("adam"), QStringLiteral("adamw")});
@@ -201,7 +212,7 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
 
   for (auto* e : {name_, layers_, lr_})
     connect(e, &QLineEdit::textChanged, this, &RunForm::validate);
-  for (auto* s : {batch_, epochs_, ckpt_keep_, gpt_layers_, gpt_heads_, gpt_width_})
+  for (auto* s : {batch_, epochs_, steps_, ckpt_keep_, gpt_layers_, gpt_heads_, gpt_width_})
     connect(s, &QSpinBox::valueChanged, this, &RunForm::validate);
   connect(gpt_dropout_, &QDoubleSpinBox::valueChanged, this, &RunForm::validate);
   connect(model_type_, &QComboBox::currentIndexChanged, this, [this] {
@@ -321,6 +332,10 @@ void RunForm::fill_from_base() {
   dataset_->setText(ds);
   batch_->setValue(static_cast<int>(std::min<int64_t>(rc.global_batch, batch_->maximum())));
   epochs_->setValue(static_cast<int>(std::min<int64_t>(rc.epochs, epochs_->maximum())));
+  steps_->setValue(static_cast<int>(std::clamp<int64_t>(rc.max_steps, 1, steps_->maximum())));
+  epochs_->setSuffix(tr(" epochs"));
+  epochs_->setVisible(rc.max_steps == 0);
+  steps_->setVisible(rc.max_steps > 0);
   optimizer_->setCurrentText(QString::fromLatin1(optimizer_name(rc.optimizer.kind)));
   lr_->setText(QString::number(rc.optimizer.lr, 'g', 6));
   ckpt_epoch_->setChecked(rc.checkpoint.every_epoch);
@@ -333,6 +348,7 @@ void RunForm::fill_from_base() {
                  lr_->text(),
                  batch_->value(),
                  epochs_->value(),
+                 steps_->value(),
                  ckpt_keep_->value(),
                  gpt_layers_->value(),
                  gpt_heads_->value(),
@@ -425,6 +441,7 @@ nlohmann::json RunForm::config() const {
   }
   if (batch_->value() != shown_.batch) doc["train"]["global_batch_size"] = batch_->value();
   if (epochs_->value() != shown_.epochs) doc["train"]["epochs"] = epochs_->value();
+  if (steps_->value() != shown_.steps) doc["train"]["steps"] = steps_->value();
   if (optimizer_->currentText() != shown_.optimizer) {
     doc["optimizer"]["type"] = optimizer_->currentText().toStdString();
   }
@@ -457,7 +474,9 @@ QString RunForm::field_for(const std::string& message) const {
   if (key.startsWith(QLatin1String("model"))) return QStringLiteral("model");
   if (key.startsWith(QLatin1String("data"))) return QStringLiteral("data");
   if (key.startsWith(QLatin1String("train.global_batch"))) return QStringLiteral("batch");
-  if (key.startsWith(QLatin1String("train.epochs"))) return QStringLiteral("epochs");
+  if (key.startsWith(QLatin1String("train.epochs")) || key == QLatin1String("train.steps")) {
+    return QStringLiteral("epochs");
+  }
   if (key.startsWith(QLatin1String("optimizer.lr"))) return QStringLiteral("lr");
   if (key.startsWith(QLatin1String("optimizer"))) return QStringLiteral("optimizer");
   if (key.startsWith(QLatin1String("checkpoint"))) return QStringLiteral("checkpoint");
@@ -532,8 +551,14 @@ void RunForm::validate() {
 }
 
 void RunForm::show_model_page() {
-  model_pages_->setCurrentIndex(model_type_->currentData().toString() == QLatin1String("gpt") ? 1
-                                                                                              : 0);
+  const int page = model_type_->currentData().toString() == QLatin1String("gpt") ? 1 : 0;
+  // The stack takes the shown page's height, not its tallest page's.
+  for (int i = 0; i < model_pages_->count(); ++i) {
+    const auto policy = i == page ? QSizePolicy::Preferred : QSizePolicy::Ignored;
+    model_pages_->widget(i)->setSizePolicy(policy, policy);
+  }
+  model_pages_->setCurrentIndex(page);
+  model_pages_->adjustSize();
 }
 
 namespace {

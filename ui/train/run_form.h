@@ -72,6 +72,7 @@ class RunForm : public QWidget {
   QLineEdit* layers_edit() const { return layers_; }
   QSpinBox* batch_spin() const { return batch_; }
   QSpinBox* epochs_spin() const { return epochs_; }
+  QSpinBox* steps_spin() const { return steps_; }
   QLineEdit* lr_edit() const { return lr_; }
   QComboBox* optimizer_combo() const { return optimizer_; }
 
@@ -103,7 +104,7 @@ class RunForm : public QWidget {
   // What fill_from_base() showed: a field still showing it is not written.
   struct Shown {
     QString name, model_type, layers, activation, optimizer, lr;
-    int batch = 0, epochs = 0, keep = 0;
+    int batch = 0, epochs = 0, steps = 0, keep = 0;
     int gpt_layers = 0, gpt_heads = 0, gpt_width = 0;
     double gpt_dropout = 0;
     bool every_epoch = false;
@@ -129,6 +130,7 @@ class RunForm : public QWidget {
   QSpinBox* batch_ = nullptr;
   QLabel* per_replica_ = nullptr;
   QSpinBox* epochs_ = nullptr;
+  QSpinBox* steps_ = nullptr;  // shown instead of epochs_ for a config with train.steps
   QComboBox* optimizer_ = nullptr;
   QLineEdit* lr_ = nullptr;
   QCheckBox* ckpt_epoch_ = nullptr;

@@ -176,6 +176,10 @@ class RunFormTest : public QObject {
     QVERIFY(form.gpt_layers_spin()->isVisibleTo(&form));
     QVERIFY(!form.layers_edit()->isVisibleTo(&form));
     QCOMPARE(form.gpt_width_spin()->value(), 128);
+    // It counts steps, not epochs: the length field is its steps.
+    QVERIFY(form.steps_spin()->isVisibleTo(&form));
+    QVERIFY(!form.epochs_spin()->isVisibleTo(&form));
+    QCOMPARE(form.steps_spin()->value(), 1500);
     QVERIFY(figures.wait(20000));
     const QString params = QLocale().toString(842496);
     QVERIFY2(form.figures_label()->text().contains(params + QStringLiteral(" parameters")),
@@ -187,7 +191,9 @@ class RunFormTest : public QObject {
     QVERIFY(figures.wait(20000));
     QVERIFY2(!form.figures_label()->text().contains(params),
              qPrintable(form.figures_label()->text()));
+    form.steps_spin()->setValue(20);
     const auto doc = form.config();
+    QCOMPARE(doc["train"]["steps"].get<int>(), 20);
     QCOMPARE(doc["model"]["d_model"].get<int>(), 64);
     QCOMPARE(doc["model"]["n_layer"].get<int>(), 4);  // the file's
     QCOMPARE(doc["model"].size(), 5u);                // the file's keys, no more
