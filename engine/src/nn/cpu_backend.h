@@ -84,6 +84,19 @@ class CpuBackend final : public Backend {
                           const float* dropped, const float* dout, float* dqkv, float* dprobs,
                           const AttentionShape& s) const override;
 
+  void chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
+                   int64_t w) const override;
+  void im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
+              int64_t cg) const override;
+  void col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
+              int64_t cg) const override;
+  void max_pool_forward(const float* x, float* y, int32_t* argmax,
+                        const PoolShape& s) const override;
+  void max_pool_backward(const float* dy, const int32_t* argmax, float* dx,
+                         const PoolShape& s) const override;
+  void avg_pool_forward(const float* x, float* y, const PoolShape& s) const override;
+  void avg_pool_backward(const float* dy, float* dx, const PoolShape& s) const override;
+
   void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
                    const cpu::AdamArgs& a) const override;
   void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,

@@ -26,7 +26,7 @@ int64_t Sequential::plan(int64_t max_batch, int64_t in_features) {
     l->bind_backend(*be_);
     row_scale_.push_back(per_sample);
     width = l->plan(max_batch * per_sample, width);
-    per_sample *= l->rows_per_input_row();
+    per_sample = l->output_rows_per_sample(per_sample);
     widths_.push_back(width);
     saved_floats_per_sample_ += l->saved_floats_per_row(width) * per_sample;
     forward_flops_per_sample_ += l->flops_per_row() * per_sample;

@@ -120,7 +120,7 @@ TEST(TokenEmbedding, LooksUpTokensAndPositionsAndScattersTheirGradients) {
   Rng rng(31);
   TokenEmbedding emb(vocab, context, d);
   EXPECT_EQ(emb.plan(batch, seq), d);
-  EXPECT_EQ(emb.rows_per_input_row(), seq);
+  EXPECT_EQ(emb.output_rows_per_sample(1), seq);
   emb.init(rng);
   Tensor ids({batch, seq});
   for (int64_t i = 0; i < ids.numel(); ++i) ids[i] = static_cast<float>((i * 7 + 3) % vocab);

@@ -30,6 +30,21 @@ struct AttentionShape {
   int64_t prob_count() const { return batch * heads * seq * seq; }
 };
 
+// Images are channels last: a batch of n images of h x w pixels is a
+// (n * h * w, c) matrix, one row per pixel, so per-pixel ops (bias,
+// activation, batch norm over (N, H, W)) are the row ops above.
+struct ConvShape {
+  int64_t n = 0, h = 0, w = 0, c_in = 0, c_out = 0, kh = 1, kw = 1, stride = 1, pad = 0;
+  int64_t groups = 1;
+  int64_t oh() const { return (h + 2 * pad - kh) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - kw) / stride + 1; }
+};
+struct PoolShape {
+  int64_t n = 0, h = 0, w = 0, c = 0, k = 2, stride = 2, pad = 0;
+  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -148,6 +163,31 @@ class Backend {
   virtual void attention_backward(const float* qkv, const float* probs, const float* mask,
                                   const float* dropped, const float* dout, float* dqkv,
                                   float* dprobs, const AttentionShape& s) const = 0;
+
+  // ---- images (channels last; see ConvShape)
+  // (n, c * h * w) images in CHW order (as files store them) -> (n * h * w,
+  // c) rows.
+  virtual void chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
+                           int64_t w) const = 0;
+  // The patches of channels [c0, c0 + cg) of x (n * h * w, c_in): cols is
+  // (n * oh * ow, kh * kw * cg), (ky, kx, channel) order; zeros outside
+  // the image (padding).
+  virtual void im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
+                      int64_t cg) const = 0;
+  // Adds the patches' gradients back into dx's channels [c0, c0 + cg) (the
+  // caller zeroes dx first).
+  virtual void col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
+                      int64_t cg) const = 0;
+  // Max pooling; argmax keeps each output's input row for backward, which
+  // overwrites dx.
+  virtual void max_pool_forward(const float* x, float* y, int32_t* argmax,
+                                const PoolShape& s) const = 0;
+  virtual void max_pool_backward(const float* dy, const int32_t* argmax, float* dx,
+                                 const PoolShape& s) const = 0;
+  // Average pooling over the window's pixels inside the image (padding not
+  // counted); backward overwrites dx.
+  virtual void avg_pool_forward(const float* x, float* y, const PoolShape& s) const = 0;
+  virtual void avg_pool_backward(const float* dy, float* dx, const PoolShape& s) const = 0;
 
   // ---- optimizer updates
   virtual void adam_update(float* p, const float* g, float* m, float* v, int64_t n,

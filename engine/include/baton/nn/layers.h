@@ -1,7 +1,8 @@
 // Layers with forward and backward over (rows, features) tensors. A row is
 // a sample (an MLP's), a token of a sequence (a transformer's: rows are
 // batch * seq), or a pixel of an image (channels last): a layer that
-// changes what a row is says by how much (rows_per_input_row).
+// changes what a row is says how many a sample has after it
+// (output_rows_per_sample).
 //
 // Every number a layer computes goes through its Backend (backend.h): the
 // layer plans buffers and calls ops, nothing more, so a new device needs
@@ -58,9 +59,12 @@ class Layer {
   // bound before plan(). A layer made of layers binds them too.
   virtual void bind_backend(const Backend& backend) { be_ = &backend; }
   const Backend& backend() const { return *be_; }
-  // Output rows per input row: an embedding of (batch, seq) token ids
-  // gives batch * seq rows; most layers 1.
-  virtual int64_t rows_per_input_row() const { return 1; }
+  // Rows per sample after this layer, given the rows per sample before it
+  // (valid after plan()): an embedding of (batch, seq) token ids gives seq;
+  // an image layer its output pixels; a flatten 1; most layers keep it.
+  virtual int64_t output_rows_per_sample(int64_t input_rows_per_sample) const {
+    return input_rows_per_sample;
+  }
   // Floats this layer keeps per output row for the backward pass (its
   // saved activations and scratch), for the memory estimate; by default
   // three per output width (output, its gradient, a saved copy).

@@ -26,7 +26,7 @@ class TokenEmbedding final : public Layer {
   TokenEmbedding(int64_t vocab, int64_t context, int64_t d, float init_std = 0.02f);
   std::string describe() const override;
   int64_t plan(int64_t max_batch, int64_t in_features) override;
-  int64_t rows_per_input_row() const override { return seq_; }
+  int64_t output_rows_per_sample(int64_t /*in*/) const override { return seq_; }
   void init(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;

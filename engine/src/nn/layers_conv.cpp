@@ -1,0 +1,324 @@
+// Image layers, channels last: ImageRows, Conv2d, Pool2d, Flatten.
+#include <baton/core/error.h>
+#include <baton/nn/conv.h>
+
+#include <cmath>
+
+namespace baton {
+namespace {
+
+std::string size_text(const ImageSize& s) {
+  return std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w);
+}
+
+void check_rows(const char* what, int64_t rows, const ImageSize& in) {
+  if (in.pixels() <= 0 || rows % in.pixels() != 0) {
+    throw InputError(std::string(what) + ": " + std::to_string(rows) +
+                     " rows are not whole images of " + std::to_string(in.h) + "x" +
+                     std::to_string(in.w) + " pixels");
+  }
+}
+
+}  // namespace
+
+// ---- ImageRows ----
+
+ImageRows::ImageRows(ImageSize in) : in_(in) {
+  if (in.c <= 0 || in.h <= 0 || in.w <= 0) throw InputError("ImageRows: bad image shape");
+}
+
+std::string ImageRows::describe() const { return "Image(" + size_text(in_) + ")"; }
+
+int64_t ImageRows::plan(int64_t max_batch, int64_t in_features) {
+  if (in_features != in_.c * in_.pixels()) {
+    throw InputError("the image shape " + size_text(in_) + " has " +
+                     std::to_string(in_.c * in_.pixels()) + " values, but the data has " +
+                     std::to_string(in_features) + " features");
+  }
+  y_ = Tensor({max_batch * in_.pixels(), in_.c});
+  return in_.c;
+}
+
+const Tensor& ImageRows::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
+  const int64_t n = x.rows();
+  y_.set_rows(n * in_.pixels());
+  be().chw_to_rows(x.data(), y_.data(), n, in_.c, in_.h, in_.w);
+  return y_;
+}
+
+const Tensor& ImageRows::backward(const Tensor& /*dy*/, bool need_input_grad) {
+  if (need_input_grad) {
+    throw RuntimeError("ImageRows is a model's first layer: nothing takes its input gradient");
+  }
+  return dx_;
+}
+
+// ---- Conv2d ----
+
+Conv2d::Conv2d(const Options& o) : o_(o) {
+  const auto bad = [](const std::string& why) { throw InputError("Conv2d: " + why); };
+  if (o.in.c <= 0 || o.in.h <= 0 || o.in.w <= 0 || o.out_channels <= 0)
+    bad("sizes must be positive");
+  if (o.kernel < 1 || o.stride < 1 || o.padding < 0) {
+    bad("kernel and stride must be >= 1, padding >= 0");
+  }
+  if (o.groups < 1 || o.in.c % o.groups != 0 || o.out_channels % o.groups != 0) {
+    bad(std::to_string(o.groups) + " groups do not divide " + std::to_string(o.in.c) +
+        " input and " + std::to_string(o.out_channels) + " output channels");
+  }
+  const ImageSize out_size = out();
+  if (out_size.h < 1 || out_size.w < 1) {
+    bad("a " + std::to_string(o.kernel) + "x" + std::to_string(o.kernel) + " kernel does not fit " +
+        std::to_string(o.in.h) + "x" + std::to_string(o.in.w) + " images with padding " +
+        std::to_string(o.padding));
+  }
+  const int64_t k = o.kernel * o.kernel * (o.in.c / o.groups);
+  w_ = Param{"weight", Tensor({o.out_channels, k}), Tensor({o.out_channels, k}), true};
+  if (o.bias) b_ = Param{"bias", Tensor({o.out_channels}), Tensor({o.out_channels}), false};
+}
+
+ImageSize Conv2d::out() const {
+  ConvShape s = shape(0);
+  return {o_.out_channels, s.oh(), s.ow()};
+}
+
+ConvShape Conv2d::shape(int64_t rows) const {
+  ConvShape s;
+  s.n = o_.in.pixels() > 0 ? rows / o_.in.pixels() : 0;
+  s.h = o_.in.h;
+  s.w = o_.in.w;
+  s.c_in = o_.in.c;
+  s.c_out = o_.out_channels;
+  s.kh = s.kw = o_.kernel;
+  s.stride = o_.stride;
+  s.pad = o_.padding;
+  s.groups = o_.groups;
+  return s;
+}
+
+std::string Conv2d::describe() const {
+  std::string s = "Conv2d(" + std::to_string(o_.in.c) + " -> " + std::to_string(o_.out_channels) +
+                  ", " + std::to_string(o_.kernel) + "x" + std::to_string(o_.kernel);
+  if (o_.stride != 1) s += ", stride " + std::to_string(o_.stride);
+  if (o_.groups != 1) s += ", groups " + std::to_string(o_.groups);
+  if (o_.act != Activation::kNone) s += std::string(", ") + activation_name(o_.act);
+  return s + ")";
+}
+
+int64_t Conv2d::plan(int64_t max_rows, int64_t in_features) {
+  if (in_features != o_.in.c) {
+    throw InputError("Conv2d expects " + std::to_string(o_.in.c) + " channels, got " +
+                     std::to_string(in_features));
+  }
+  check_rows("Conv2d", max_rows, o_.in);
+  const ConvShape s = shape(max_rows);
+  const int64_t m = s.n * s.oh() * s.ow(), k = w_.value.dim(1);
+  cols_ = Tensor({std::max<int64_t>(1, o_.groups * m * k)});
+  dcols_ = Tensor({std::max<int64_t>(1, m * k)});
+  y_ = Tensor({m, o_.out_channels});
+  dpre_ = Tensor({m, o_.out_channels});
+  if (needs_pre_activation(o_.act)) pre_ = Tensor({m, o_.out_channels});
+  dx_ = Tensor({max_rows, o_.in.c});
+  return o_.out_channels;
+}
+
+int64_t Conv2d::flops_per_row() const { return 2 * w_.value.dim(1) * o_.out_channels; }
+
+int64_t Conv2d::saved_floats_per_row(int64_t out_width) const {
+  const double in_per_out =
+      static_cast<double>(o_.in.pixels()) / static_cast<double>(out().pixels());
+  return 3 * out_width + (o_.groups + 1) * w_.value.dim(1) +
+         static_cast<int64_t>(std::ceil(in_per_out * static_cast<double>(o_.in.c)));
+}
+
+void Conv2d::init(Rng& rng) {
+  const float fan_in = static_cast<float>(w_.value.dim(1));
+  const float fan_out = static_cast<float>(o_.out_channels / o_.groups * o_.kernel * o_.kernel);
+  const float bound = o_.act == Activation::kRelu || needs_pre_activation(o_.act)
+                          ? std::sqrt(6.0f / fan_in)
+                          : std::sqrt(6.0f / (fan_in + fan_out));
+  for (auto& v : w_.value.span()) v = (2.0f * rng.uniform() - 1.0f) * bound;
+  if (o_.bias) b_.value.fill(0.0f);
+}
+
+const Tensor& Conv2d::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
+  x_ = &x;
+  const ConvShape s = shape(x.rows());
+  const int64_t m = s.n * s.oh() * s.ow(), k = w_.value.dim(1);
+  const int64_t cg = o_.in.c / o_.groups, og = o_.out_channels / o_.groups;
+  y_.set_rows(m);
+  for (int64_t g = 0; g < o_.groups; ++g) {
+    float* cols = cols_.data() + g * m * k;
+    be().im2col(x.data(), cols, s, g * cg, cg);
+    // y[:, group] = patches x W_group^T
+    be().matmul(Trans::kNo, Trans::kYes, m, og, k, 1.0f, cols, k, w_.value.data() + g * og * k, k,
+                0.0f, y_.data() + g * og, o_.out_channels);
+  }
+  const float* bias = o_.bias ? b_.value.data() : nullptr;
+  if (needs_pre_activation(o_.act)) {
+    pre_.set_rows(m);
+    be().bias_activation(y_.data(), bias, m, o_.out_channels, Activation::kNone);
+    be().copy(y_.data(), pre_.data(), m * o_.out_channels);
+    be().activation_forward(pre_.data(), y_.data(), m * o_.out_channels, o_.act);
+  } else {
+    be().bias_activation(y_.data(), bias, m, o_.out_channels, o_.act);
+  }
+  return y_;
+}
+
+const Tensor& Conv2d::backward(const Tensor& dy, bool need_input_grad) {
+  const ConvShape s = shape(x_->rows());
+  const int64_t m = s.n * s.oh() * s.ow(), k = w_.value.dim(1);
+  const int64_t cg = o_.in.c / o_.groups, og = o_.out_channels / o_.groups;
+  dpre_.set_rows(m);
+  if (o_.bias) be().fill(b_.grad.data(), o_.out_channels, 0.0f);
+  be().activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
+                                dpre_.data(), o_.bias ? b_.grad.data() : nullptr, m,
+                                o_.out_channels, o_.act);
+  for (int64_t g = 0; g < o_.groups; ++g) {
+    // dW_group = dpre[:, group]^T x patches
+    be().matmul(Trans::kYes, Trans::kNo, og, k, m, 1.0f, dpre_.data() + g * og, o_.out_channels,
+                cols_.data() + g * m * k, k, 0.0f, w_.grad.data() + g * og * k, k);
+  }
+  params_final();
+  if (!need_input_grad) return dx_;
+  dx_.set_rows(x_->rows());
+  be().fill(dx_.data(), x_->rows() * o_.in.c, 0.0f);
+  for (int64_t g = 0; g < o_.groups; ++g) {
+    be().matmul(Trans::kNo, Trans::kNo, m, k, og, 1.0f, dpre_.data() + g * og, o_.out_channels,
+                w_.value.data() + g * og * k, k, 0.0f, dcols_.data(), k);
+    be().col2im(dcols_.data(), dx_.data(), s, g * cg, cg);
+  }
+  return dx_;
+}
+
+std::vector<Param*> Conv2d::params() {
+  if (o_.bias) return {&w_, &b_};
+  return {&w_};
+}
+
+// ---- Pool2d ----
+
+Pool2d::Pool2d(Kind kind, ImageSize in, int64_t kernel, int64_t stride, int64_t padding)
+    : kind_(kind), in_(in), k_(kernel), stride_(stride), pad_(padding) {
+  if (in.c <= 0 || in.h <= 0 || in.w <= 0) throw InputError("Pool2d: bad image shape");
+  if (kernel == 0) {
+    if (kind != Kind::kAvg) throw InputError("Pool2d: global pooling is average pooling");
+    return;
+  }
+  if (kernel < 1 || stride < 1 || padding < 0 || 2 * padding > kernel) {
+    throw InputError("Pool2d: kernel and stride must be >= 1, padding at most half the kernel");
+  }
+  if (out().h < 1 || out().w < 1) {
+    throw InputError("Pool2d: a " + std::to_string(kernel) + "x" + std::to_string(kernel) +
+                     " window does not fit " + std::to_string(in.h) + "x" + std::to_string(in.w) +
+                     " images");
+  }
+}
+
+ImageSize Pool2d::out() const {
+  if (k_ == 0) return {in_.c, 1, 1};
+  const PoolShape s = shape(0);
+  return {in_.c, s.oh(), s.ow()};
+}
+
+PoolShape Pool2d::shape(int64_t rows) const {
+  PoolShape s;
+  s.n = rows / in_.pixels();
+  s.h = in_.h;
+  s.w = in_.w;
+  s.c = in_.c;
+  s.k = k_;
+  s.stride = stride_;
+  s.pad = pad_;
+  return s;
+}
+
+std::string Pool2d::describe() const {
+  if (k_ == 0) return "GlobalAvgPool";
+  return std::string(kind_ == Kind::kMax ? "MaxPool2d(" : "AvgPool2d(") + std::to_string(k_) +
+         ", stride " + std::to_string(stride_) + ")";
+}
+
+int64_t Pool2d::plan(int64_t max_rows, int64_t in_features) {
+  if (in_features != in_.c) {
+    throw InputError("Pool2d expects " + std::to_string(in_.c) + " channels, got " +
+                     std::to_string(in_features));
+  }
+  check_rows("Pool2d", max_rows, in_);
+  const int64_t out_rows = max_rows / in_.pixels() * out().pixels();
+  y_ = Tensor({out_rows, in_.c});
+  dx_ = Tensor({max_rows, in_.c});
+  if (kind_ == Kind::kMax) argmax_.assign(static_cast<size_t>(out_rows * in_.c), 0);
+  return in_.c;
+}
+
+const Tensor& Pool2d::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
+  const int64_t n = x.rows() / in_.pixels();
+  y_.set_rows(n * out().pixels());
+  if (k_ == 0) {
+    // The mean over each image's pixels.
+    for (int64_t i = 0; i < n; ++i) {
+      be().column_sums(x.data() + i * in_.pixels() * in_.c, in_.pixels(), in_.c,
+                       y_.data() + i * in_.c);
+    }
+    be().scale(y_.data(), n * in_.c, 1.0f / static_cast<float>(in_.pixels()));
+  } else if (kind_ == Kind::kMax) {
+    be().max_pool_forward(x.data(), y_.data(), argmax_.data(), shape(x.rows()));
+  } else {
+    be().avg_pool_forward(x.data(), y_.data(), shape(x.rows()));
+  }
+  return y_;
+}
+
+const Tensor& Pool2d::backward(const Tensor& dy, bool need_input_grad) {
+  if (!need_input_grad) return dx_;
+  const int64_t n = dy.rows() / out().pixels();
+  dx_.set_rows(n * in_.pixels());
+  if (k_ == 0) {
+    be().fill(dx_.data(), n * in_.pixels() * in_.c, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      be().add_repeated(dx_.data() + i * in_.pixels() * in_.c, dy.data() + i * in_.c, in_.pixels(),
+                        in_.c);
+    }
+    be().scale(dx_.data(), n * in_.pixels() * in_.c, 1.0f / static_cast<float>(in_.pixels()));
+  } else if (kind_ == Kind::kMax) {
+    be().max_pool_backward(dy.data(), argmax_.data(), dx_.data(), shape(n * in_.pixels()));
+  } else {
+    be().avg_pool_backward(dy.data(), dx_.data(), shape(n * in_.pixels()));
+  }
+  return dx_;
+}
+
+// ---- Flatten ----
+
+Flatten::Flatten(ImageSize in) : in_(in) {}
+
+std::string Flatten::describe() const { return "Flatten(" + size_text(in_) + ")"; }
+
+int64_t Flatten::plan(int64_t max_rows, int64_t in_features) {
+  if (in_features != in_.c) {
+    throw InputError("Flatten expects " + std::to_string(in_.c) + " channels, got " +
+                     std::to_string(in_features));
+  }
+  check_rows("Flatten", max_rows, in_);
+  y_ = Tensor({max_rows / in_.pixels(), in_.pixels() * in_.c});
+  dx_ = Tensor({max_rows, in_.c});
+  return in_.pixels() * in_.c;
+}
+
+const Tensor& Flatten::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
+  // (n * h * w, c) and (n, h * w * c) are the same numbers in the same order.
+  y_.set_rows(x.rows() / in_.pixels());
+  be().copy(x.data(), y_.data(), x.numel());
+  return y_;
+}
+
+const Tensor& Flatten::backward(const Tensor& dy, bool need_input_grad) {
+  if (!need_input_grad) return dx_;
+  dx_.set_rows(dy.rows() * in_.pixels());
+  be().copy(dy.data(), dx_.data(), dy.numel());
+  return dx_;
+}
+
+}  // namespace baton
