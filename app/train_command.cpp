@@ -122,7 +122,8 @@ void check_flag_paths(const TrainArgs& a) {
   }
 }
 
-int train_in_process(const TrainArgs& a, const std::string& exe_path) {
+int train_in_process(const TrainArgs& a, const std::string& exe_path,
+                     const std::atomic<bool>* stop) {
   check_flag_paths(a);
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
@@ -137,7 +138,7 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path) {
   req.resume = a.resume;
   req.record_history = !a.no_db;
   req.history_db = a.db;
-  req.stop = StopSignals::flag();
+  req.stop = stop;
   req.on_history_error = [](const std::string& message) {
     std::fprintf(stderr, "baton: error: %s (training goes on, unrecorded)\n", message.c_str());
   };
@@ -194,7 +195,7 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
       // collective forever. MPI_Abort is how an MPI program does that.
       int code = 0;
       try {
-        return train_in_process(a, exe_path);
+        return train_in_process(a, exe_path, signals.flag());
       } catch (const InputError& e) {
         std::fprintf(stderr, "baton: error (rank %d): %s\n", mpi.world_rank(), e.what());
         code = 2;
@@ -206,10 +207,10 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
       MPI_Abort(MPI_COMM_WORLD, code);
       return code;
     }
-    return train_in_process(a, exe_path);
+    return train_in_process(a, exe_path, signals.flag());
   }
 #endif
-  return train_in_process(a, exe_path);
+  return train_in_process(a, exe_path, signals.flag());
 }
 
 }  // namespace baton::cli

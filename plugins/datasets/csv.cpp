@@ -105,6 +105,7 @@ struct Options {
   char delim = ',';
   bool classification = true;
   int64_t classes = 0;  // 0: largest label + 1
+  std::vector<int64_t> image_shape;  // [C, H, W] when the rows are images
 };
 
 Options read_options(const ConfigNode& config, const DatasetContext& ctx) {
@@ -112,6 +113,7 @@ Options read_options(const ConfigNode& config, const DatasetContext& ctx) {
   config.accept("type");
   o.paths = input_paths(config, "path", ctx);
   o.header = config.boolean_or("header", false);
+  if (config.has("image_shape")) o.image_shape = config.integer_list("image_shape", 1);
   // The label is a column name (a JSON string) or an index (an integer).
   if (config.has("label") && config.json().at("label").is_string()) {
     o.label_name = config.string("label");
@@ -337,8 +339,14 @@ std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetC
                                             desc + std::to_string(classes) + " classes)"));
     }
   }
-  if (parts.size() == 1) return parts.front();
-  return std::make_shared<ConcatDataset>(std::move(parts));
+  std::shared_ptr<const Dataset> all =
+      parts.size() == 1 ? parts.front() : std::make_shared<ConcatDataset>(std::move(parts));
+  if (o.image_shape.empty()) return all;
+  try {
+    return std::make_shared<ImageDataset>(all, o.image_shape);
+  } catch (const InputError& e) {
+    config.fail("image_shape", e.what());
+  }
 }
 
 }  // namespace baton::datasets

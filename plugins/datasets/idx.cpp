@@ -171,7 +171,16 @@ std::shared_ptr<const Dataset> read_idx_pair(const std::string& images_path,
   std::string desc = "idx " + images_path + " (" + std::to_string(rows) + " images, " +
                      std::to_string(features) + " features, " + std::to_string(classes) +
                      " classes" + (normalize ? ", scaled to [0, 1])" : ")");
-  return std::make_shared<InMemoryDataset>(std::move(x), std::move(y), classes, std::move(desc));
+  auto data =
+      std::make_shared<InMemoryDataset>(std::move(x), std::move(y), classes, std::move(desc));
+  // The images keep their shape: (N, H, W) is one channel, (N, H, W, C) -
+  // stored channels last - is not read as CHW, so only the first is an image.
+  if (images.dims.size() == 3) {
+    return std::make_shared<ImageDataset>(
+        data, std::vector<int64_t>{1, static_cast<int64_t>(images.dims[1]),
+                                   static_cast<int64_t>(images.dims[2])});
+  }
+  return data;
 }
 
 }  // namespace

@@ -518,5 +518,18 @@ if [ "$HAVE_MPIRUN" = 1 ]; then
   expect_stop stop-mpirun-sigusr1 "$code" "$WORK/stop2.jsonl" "$WORK/stop2.db" 2
 fi
 
+# Convolutional nets on the digits as 8x8 images.
+CNN="$SRC/resources/examples/cnn_digits.json"
+check "resnet on digits" 0 "ResidualBlock" -- "$BATON" train "$CNN" --no-db --runs-dir "$WORK/cnn" \
+  --set 'model={"type":"resnet","stem":8,"stages":[[8,1],[16,1]]}' --set train.epochs=1
+check "cnn with augmentation" 0 "val accuracy" -- "$BATON" train "$CNN" --no-db --runs-dir "$WORK/cnn" \
+  --set train.epochs=1 --set 'data.augment={"crop_padding":1,"horizontal_flip":true}'
+check "image shape that does not fit" 2 "data.train.image_shape" -- \
+  "$BATON" train "$CNN" --no-db --runs-dir "$WORK/cnn" --set 'data.train.image_shape=[1,8,9]'
+check "cnn without image data" 2 "needs image data" -- \
+  "$BATON" train "$CNN" --no-db --runs-dir "$WORK/cnn" --set 'data.train={"type":"csv","path":"../datasets/digits.csv.gz"}'
+check "unknown block key" 2 "model.blocks\[0\].pooling: unknown key" -- \
+  "$BATON" train "$CNN" --no-db --runs-dir "$WORK/cnn" --set 'model.blocks=[{"conv":8,"pooling":"max"}]'
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -50,4 +50,30 @@ inline nlohmann::json gpt_equivalence_config(const nlohmann::json& strategy,
           {"checkpoint", {{"every_epoch", false}}}};
 }
 
+// A tiny CNN (one 3x3 convolution of 4 channels, max pooling, a head of
+// 8 with dropout) on the digits as 8x8 images, 8 steps; `norm` after the
+// convolution when given.
+inline nlohmann::json cnn_equivalence_config(const nlohmann::json& strategy,
+                                             const nlohmann::json& optimizer, int64_t global_batch,
+                                             double dropout, const char* norm = nullptr) {
+  return {{"seed", 11},
+          {"model",
+           {{"type", "cnn"},
+            {"blocks", {{{"conv", 4}, {"pool", "max"}}}},
+            {"norm", norm != nullptr ? norm : "none"},
+            {"head", {8}},
+            {"dropout", dropout}}},
+          {"data",
+           {{"train",
+             {{"type", "csv"},
+              {"path", BATON_SOURCE_DIR "/resources/datasets/digits.csv.gz"},
+              {"image_shape", {1, 8, 8}}}},
+            {"standardize", true},
+            {"shuffle_buffer", 4096}}},
+          {"optimizer", optimizer},
+          {"train", {{"steps", 8}, {"global_batch_size", global_batch}, {"log_every_steps", 4}}},
+          {"strategy", strategy},
+          {"checkpoint", {{"every_epoch", false}}}};
+}
+
 }  // namespace baton

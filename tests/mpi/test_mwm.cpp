@@ -281,6 +281,28 @@ TEST(MultiWorkerMirrored, GptMatchesOneDevice) {
   }
 }
 
+// The CNN over ranks, with dropout and SyncBatchNorm: as one device.
+TEST(MultiWorkerMirrored, CnnMatchesOneDevice) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  for (const char* norm : {static_cast<const char*>(nullptr), "syncbatchnorm"}) {
+    TrainSummary one_s, many_s;
+    const auto ref = train(cnn_equivalence_config({{"type", "one_device"}}, sgd, 24, 0.25, norm),
+                           registry, &one_s);
+    const auto many = train(
+        cnn_equivalence_config({{"type", "multi_worker_mirrored"}, {"replicas_per_worker", 2}}, sgd,
+                               24, 0.25, norm),
+        registry, &many_s);
+    ASSERT_EQ(many.size(), ref.size());
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      worst = std::max(worst, std::fabs(many[i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
+    }
+    EXPECT_LE(worst, 1.0) << (norm ? "syncbatchnorm" : "no norm");
+  }
+}
+
 // Several replicas (threads) per rank: the replicas of the whole job, in
 // threads and processes, still equal one device; every replica on every
 // rank holds the same bits; and overlap changes no bit.

@@ -176,6 +176,33 @@ TEST(ParameterServer, GptSyncMatchesOneDeviceAndAsyncTrains) {
   }
 }
 
+// The CNN under sync parameter servers, with dropout: as one device.
+TEST(ParameterServer, CnnSyncMatchesOneDevice) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  for (int num_ps = 1; num_ps <= 2 && workers(num_ps) >= 1; ++num_ps) {
+    TrainSummary one_s, ps_s;
+    const auto one =
+        train(parse_run_config(cnn_equivalence_config({{"type", "one_device"}}, sgd, 24, 0.25),
+                               "ps.json"),
+              registry, &one_s);
+    const auto ps = train(
+        parse_run_config(cnn_equivalence_config(
+                             {{"type", "parameter_server"}, {"num_ps", num_ps}, {"mode", "sync"}},
+                             sgd, 24, 0.25),
+                         "ps.json"),
+        registry, &ps_s);
+    if (world_rank() >= workers(num_ps)) continue;
+    ASSERT_EQ(one.size(), ps.size());
+    double worst = 0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
+    }
+    EXPECT_LE(worst, 1.0) << num_ps << " ps";
+  }
+}
+
 // Sync clipping is by the norm of the global batch's gradient, over every
 // shard: the same as one device's (it used to clip each worker's share at
 // the global threshold, so a clipped step differed from one device's).

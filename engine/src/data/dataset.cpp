@@ -89,6 +89,19 @@ std::string ConcatDataset::describe() const {
   return s;
 }
 
+ImageDataset::ImageDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> shape)
+    : DerivedDataset(std::move(base)), shape_(std::move(shape)) {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  if (shape_.size() != 3 || n != base_->features()) {
+    std::string text;
+    for (int64_t d : shape_) text += (text.empty() ? "" : "x") + std::to_string(d);
+    throw InputError("image_shape " + text + " has " + std::to_string(n) +
+                     " values per image, but " + base_->describe() + " has " +
+                     std::to_string(base_->features()) + " features (expected [C, H, W])");
+  }
+}
+
 CachedDataset::CachedDataset(std::shared_ptr<const Dataset> base)
     : DerivedDataset(std::move(base)) {
   const int64_t n = base_->size(), f = base_->features(), tw = base_->target_width();

@@ -66,6 +66,13 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
     cache_labels_.assign(n * data_->labels_per_sample(), 0);
     cached_.assign(n, 0);
   }
+  if (opt_.augment.any()) {
+    const std::vector<int64_t> shape = data_->image_shape();
+    if (shape.size() != 3) {
+      throw InputError("augmentation needs image data (idx images, or csv with image_shape)");
+    }
+    augment_scratch_.assign(static_cast<size_t>(f), 0.0f);
+  }
   const int nslots = opt_.prefetch > 0 ? opt_.prefetch + 1 : 1;
   slots_.resize(nslots);
   for (auto& b : slots_) {
@@ -205,6 +212,14 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
   const int64_t f = data_->features();
   const int64_t tw = data_->target_width();
   const int64_t nl = data_->labels_per_sample();
+  const std::vector<int64_t> shape =
+      opt_.augment.any() ? data_->image_shape() : std::vector<int64_t>{};
+  const auto augment = [&](float* x, int64_t i) {
+    if (shape.empty()) return;
+    Rng rng(Rng::derive(Rng::derive(opt_.seed, 0xA06, static_cast<uint64_t>(epoch)),
+                        static_cast<uint64_t>(i)));
+    augment_image(x, shape[0], shape[1], shape[2], opt_.augment, rng, augment_scratch_.data());
+  };
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = order_[start + r];
     float* x = b.x.data() + r * f;
@@ -212,6 +227,7 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
     float* t = tw > 0 ? b.targets.data() + r * tw : nullptr;
     if (!opt_.cache) {
       data_->read(i, x, label, t);
+      augment(x, i);
       continue;
     }
     // Cached samples were decoded once; later epochs copy them.
@@ -221,6 +237,7 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
       cached_[i] = 1;
     }
     std::memcpy(x, cache_x_.data() + i * f, sizeof(float) * f);
+    augment(x, i);
     std::memcpy(label, &cache_labels_[i * nl], sizeof(int32_t) * nl);
     if (t) std::memcpy(t, cache_t_.data() + i * tw, sizeof(float) * tw);
   }

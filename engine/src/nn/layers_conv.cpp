@@ -321,4 +321,169 @@ const Tensor& Flatten::backward(const Tensor& dy, bool need_input_grad) {
   return dx_;
 }
 
+// ---- ResidualBlock ----
+
+ResidualBlock::ResidualBlock(ImageSize in, int64_t out_channels, int64_t stride,
+                             const std::function<std::unique_ptr<Layer>()>& norm)
+    : in_(in) {
+  Conv2d::Options a;
+  a.in = in;
+  a.out_channels = out_channels;
+  a.kernel = 3;
+  a.stride = stride;
+  a.padding = 1;
+  a.bias = !norm;  // a norm's shift makes the bias redundant
+  auto first = std::make_unique<Conv2d>(a);
+  const ImageSize mid = first->out();
+  main_.push_back(std::move(first));
+  if (norm) main_.push_back(norm());
+  main_.push_back(std::make_unique<ActivationLayer>(Activation::kRelu));
+  Conv2d::Options b = a;
+  b.in = mid;
+  b.stride = 1;
+  auto second = std::make_unique<Conv2d>(b);
+  out_ = second->out();
+  main_.push_back(std::move(second));
+  if (norm) main_.push_back(norm());
+  if (stride != 1 || out_channels != in.c) {
+    Conv2d::Options s = a;
+    s.kernel = 1;
+    s.padding = 0;
+    shortcut_.push_back(std::make_unique<Conv2d>(s));
+    if (norm) shortcut_.push_back(norm());
+  }
+}
+
+ResidualBlock::~ResidualBlock() = default;
+
+std::string ResidualBlock::describe() const {
+  return "ResidualBlock(" + size_text(in_) + " -> " + size_text(out_) +
+         (shortcut_.empty() ? ")" : ", projected)");
+}
+
+void ResidualBlock::bind_backend(const Backend& backend) {
+  Layer::bind_backend(backend);
+  for (auto& l : main_) l->bind_backend(backend);
+  for (auto& l : shortcut_) l->bind_backend(backend);
+}
+
+void ResidualBlock::attach(CrossReplicaSum* replicas) {
+  for (auto& l : main_) l->attach(replicas);
+  for (auto& l : shortcut_) l->attach(replicas);
+}
+
+bool ResidualBlock::communicates() const {
+  for (const auto& l : main_) {
+    if (l->communicates()) return true;
+  }
+  return false;
+}
+
+bool ResidualBlock::needs_cross_replica() const {
+  for (const auto& l : main_) {
+    if (l->needs_cross_replica()) return true;
+  }
+  return false;
+}
+
+int64_t ResidualBlock::plan(int64_t max_rows, int64_t in_features) {
+  if (in_features != in_.c) {
+    throw InputError("ResidualBlock expects " + std::to_string(in_.c) + " channels, got " +
+                     std::to_string(in_features));
+  }
+  check_rows("ResidualBlock", max_rows, in_);
+  const int64_t n = max_rows / in_.pixels();
+  size_t k = 0;
+  for (auto* group : {&main_, &shortcut_}) {
+    int64_t rows = max_rows, width = in_features;
+    for (auto& l : *group) {
+      l->set_index((index_ + 1) * 1000 + k++);
+      width = l->plan(rows, width);
+      rows = n * l->output_rows_per_sample(rows / n);
+    }
+  }
+  const int64_t out_rows = max_rows / in_.pixels() * out_.pixels();
+  sum_ = Tensor({out_rows, out_.c});
+  y_ = Tensor({out_rows, out_.c});
+  dsum_ = Tensor({out_rows, out_.c});
+  dx_ = Tensor({max_rows, in_.c});
+  return out_.c;
+}
+
+int64_t ResidualBlock::flops_per_row() const {
+  int64_t n = 0;
+  // Per output row: the first conv's rows are output rows too (its stride
+  // made them), and so are the shortcut's.
+  for (const auto& l : main_) n += l->flops_per_row();
+  for (const auto& l : shortcut_) n += l->flops_per_row();
+  return n;
+}
+
+int64_t ResidualBlock::saved_floats_per_row(int64_t out_width) const {
+  int64_t n = 4 * out_width;
+  for (const auto& l : main_) n += l->saved_floats_per_row(out_width);
+  for (const auto& l : shortcut_) n += l->saved_floats_per_row(out_width);
+  return n;
+}
+
+void ResidualBlock::init(Rng& rng) {
+  for (auto& l : main_) l->init(rng);
+  for (auto& l : shortcut_) l->init(rng);
+}
+
+const Tensor& ResidualBlock::forward(const Tensor& x, const ForwardContext& ctx) {
+  const Tensor* h = &x;
+  // The block's rows are pixels: the dropout-free parts need no row keys,
+  // and its norms take the context as it is.
+  for (auto& l : main_) h = &l->forward(*h, ctx);
+  const Tensor* s = &x;
+  for (auto& l : shortcut_) s = &l->forward(*s, ctx);
+  const int64_t rows = h->rows();
+  sum_.set_rows(rows);
+  y_.set_rows(rows);
+  be().add(h->data(), s->data(), sum_.data(), rows * out_.c);
+  be().activation_forward(sum_.data(), y_.data(), rows * out_.c, Activation::kRelu);
+  return y_;
+}
+
+const Tensor& ResidualBlock::backward(const Tensor& dy, bool need_input_grad) {
+  const int64_t rows = dy.rows();
+  dsum_.set_rows(rows);
+  be().activation_backward(sum_.data(), y_.data(), dy.data(), dsum_.data(), rows * out_.c,
+                           Activation::kRelu);
+  const Tensor* g = &dsum_;
+  for (size_t i = main_.size(); i-- > 0;) g = &main_[i]->backward(*g, true);
+  const Tensor* gs = &dsum_;
+  for (size_t i = shortcut_.size(); i-- > 0;) gs = &shortcut_[i]->backward(*gs, true);
+  if (!need_input_grad) return dx_;
+  const int64_t in_rows = rows / out_.pixels() * in_.pixels();
+  dx_.set_rows(in_rows);
+  be().add(g->data(), gs->data(), dx_.data(), in_rows * in_.c);
+  return dx_;
+}
+
+std::vector<Param*> ResidualBlock::params() {
+  std::vector<Param*> out;
+  for (auto& l : main_) {
+    for (Param* p : l->params()) out.push_back(p);
+  }
+  for (auto& l : shortcut_) {
+    for (Param* p : l->params()) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor*>> ResidualBlock::buffers() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  size_t k = 0;
+  for (auto* group : {&main_, &shortcut_}) {
+    for (auto& l : *group) {
+      for (auto& [name, t] : l->buffers())
+        out.emplace_back("part" + std::to_string(k) + "." + name, t);
+      ++k;
+    }
+  }
+  return out;
+}
+
 }  // namespace baton

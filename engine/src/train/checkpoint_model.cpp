@@ -16,7 +16,8 @@ std::unique_ptr<Sequential> model_from_checkpoint(const CheckpointData& data,
   }
   const nlohmann::json& model_cfg = meta["config"]["model"];
   const ModelShape shape{meta["model_shape"][0].get<int64_t>(),
-                         meta["model_shape"][1].get<int64_t>()};
+                         meta["model_shape"][1].get<int64_t>(),
+                         meta.value("image_shape", std::vector<int64_t>{})};
   ConfigNode node(model_cfg, where, "model");
   auto model = registry.model(model_cfg.value("type", std::string()), node)(node, shape);
   model->plan(1, shape.in_features);

@@ -9,7 +9,8 @@ ModelFigures model_figures(const RunConfig& cfg, const Registry& registry) {
   const auto data =
       registry.dataset(cfg.data.train.at("type").get<std::string>(), data_node)(data_node, dctx);
   const ModelShape shape{data->features(),
-                         data->classes() > 0 ? data->classes() : data->target_width()};
+                         data->classes() > 0 ? data->classes() : data->target_width(),
+                         data->image_shape()};
   ConfigNode node(cfg.model, cfg.file, "model");
   auto model = registry.model(cfg.model.at("type").get<std::string>(), node)(node, shape);
   model->plan(1, shape.in_features);

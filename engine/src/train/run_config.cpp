@@ -31,6 +31,10 @@ DataConfig parse_data(const ConfigNode& node) {
   d.shard_policy =
       parse_shard_policy(node.choice_or("shard_policy", "auto", {"auto", "file", "data", "off"}));
   d.drop_remainder = node.boolean_or("drop_remainder", false);
+  ConfigNode aug = node.child_or_empty("augment");
+  d.augment.crop_padding = aug.integer_or("crop_padding", 0, 0, 64);
+  d.augment.horizontal_flip = aug.boolean_or("horizontal_flip", false);
+  aug.finish();
   node.finish();
   return d;
 }

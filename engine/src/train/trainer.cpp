@@ -82,6 +82,11 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   po.policy = cfg_.data.shard_policy;
   po.drop_remainder = cfg_.data.drop_remainder;
   po.seed = Rng::derive(cfg_.seed, kPipelineSeed);
+  po.augment = cfg_.data.augment;
+  if (po.augment.any() && train_->image_shape().size() != 3) {
+    throw InputError(cfg_.file + ": data.augment: needs image data (idx images, or csv with " +
+                     "data.train.image_shape); " + train_->describe() + " has none");
+  }
   if (po.policy == ShardPolicy::kFile && train_->num_files() < strategy_->num_replicas()) {
     throw InputError(cfg_.file + ": data.shard_policy: file needs at least as many files as " +
                      "replicas: data.train has " + std::to_string(train_->num_files()) +
@@ -100,7 +105,8 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   // replica (one seed), so they stay identical under synchronous updates.
   const int64_t max_rows = pipelines_[0]->options().shard_batch;
   const ModelShape shape{train_->features(),
-                         train_->classes() > 0 ? train_->classes() : train_->target_width()};
+                         train_->classes() > 0 ? train_->classes() : train_->target_width(),
+                         train_->image_shape()};
   ConfigNode model_node(cfg_.model, cfg_.file, "model");
   const ModelFactory& factory =
       registry.model(cfg_.model.at("type").get<std::string>(), model_node);
@@ -165,7 +171,8 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   // gradients and the layers' saved inputs, about three floats per row per
   // width.
   const ModelShape shape{train_->features(),
-                         train_->classes() > 0 ? train_->classes() : train_->target_width()};
+                         train_->classes() > 0 ? train_->classes() : train_->target_width(),
+                         train_->image_shape()};
   ConfigNode node(cfg_.model, cfg_.file, "model");
   auto probe = registry.model(cfg_.model.at("type").get<std::string>(), node)(node, shape);
   probe->set_backend(*backend_);
@@ -261,6 +268,7 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
             {"seed", cfg_.seed},
             {"model", model_description_},
             {"model_shape", {train_->features(), replicas_[0]->model->out_features()}},
+            {"image_shape", train_->image_shape()},
             {"run", opt_.run_id},
             {"config", cfg_.raw}};
   return d;

@@ -187,7 +187,9 @@ TEST(Pipeline, FileShardsReadWholeFilesAndEverySampleOnce) {
           const Batch* batch = ps[static_cast<size_t>(k)]->next();
           ASSERT_NE(batch, nullptr);
           together += batch->rows;
-          if (global_rows >= 0) EXPECT_EQ(batch->global_rows, global_rows);
+          if (global_rows >= 0) {
+            EXPECT_EQ(batch->global_rows, global_rows);
+          }
           global_rows = batch->global_rows;
           for (int64_t r = 0; r < batch->rows; ++r) {
             const auto i = static_cast<int64_t>(batch->x.at(r, 0));

@@ -9,14 +9,17 @@
 #include <baton/launch/stop_signals.h>
 #include <baton/train/run_config.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace baton {
@@ -289,9 +292,19 @@ TEST(AbsolutizePaths, OtherShapesAreLeftAsTheyAre) {
   EXPECT_EQ(absolutize_paths(nlohmann::json::array({1}), "/base"), nlohmann::json::array({1}));
 }
 
-// SIGUSR1 with a handler of the test's own, to see StopSignals put it back.
+// SIGUSR1 with a handler of the test's own, to see StopSignals leave it be.
 std::atomic<int> g_own_handler_calls{0};
 extern "C" void own_handler(int) { g_own_handler_calls.fetch_add(1); }
+
+// The flag turns true within `seconds` (the waiting thread takes the signal).
+bool becomes_true(const std::atomic<bool>* flag, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!flag->load()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 TEST(StopSignals, ASignalSetsTheFlagAndTheOldHandlerComesBack) {
   struct sigaction own {
@@ -301,16 +314,21 @@ TEST(StopSignals, ASignalSetsTheFlagAndTheOldHandlerComesBack) {
   ASSERT_EQ(sigaction(SIGUSR1, &own, &old), 0);
   {
     const StopSignals signals;
-    EXPECT_FALSE(StopSignals::flag()->load());
-    ASSERT_EQ(std::raise(SIGUSR1), 0);
-    EXPECT_TRUE(StopSignals::flag()->load());
+    EXPECT_FALSE(signals.flag()->load());
+    // Sent to the process (any thread may take it): the waiting thread does.
+    ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+    EXPECT_TRUE(becomes_true(signals.flag(), 10.0));
     EXPECT_EQ(g_own_handler_calls.load(), 0);
+    // This thread's mask blocks them while StopSignals lives.
+    sigset_t now;
+    ASSERT_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &now), 0);
+    EXPECT_EQ(sigismember(&now, SIGTERM), 1);
   }
   ASSERT_EQ(std::raise(SIGUSR1), 0);
   EXPECT_EQ(g_own_handler_calls.load(), 1);
   {
     const StopSignals again;  // a new run starts with the flag clear
-    EXPECT_FALSE(StopSignals::flag()->load());
+    EXPECT_FALSE(again.flag()->load());
   }
   sigaction(SIGUSR1, &old, nullptr);
 }

@@ -182,3 +182,33 @@ TEST(ImageLayers, ImageRowsAndFlattenKeepEveryValue) {
   Tensor rcopy = r;
   gradcheck_layer(flat, rcopy, kTrain, 79, 1e-3);
 }
+
+// The ResNet basic block, with an identity shortcut and with a strided 1x1
+// projection, each with and without BatchNorm: finite differences.
+class ResidualGrad : public testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(ResidualGrad, FiniteDifferences) {
+  const auto [projected, norm] = GetParam();
+  const ImageSize in{3, 5, 5};
+  std::function<std::unique_ptr<Layer>()> make_norm;
+  if (norm) make_norm = [] { return std::make_unique<BatchNorm>(); };
+  baton::ResidualBlock block(in, projected ? 4 : 3, projected ? 2 : 1, make_norm);
+  const int64_t rows = 2 * in.pixels();
+  EXPECT_EQ(block.plan(rows, in.c), projected ? 4 : 3);
+  EXPECT_EQ(block.out().h, projected ? 3 : 5);
+  Rng rng(83 + (projected ? 1 : 0) + (norm ? 2 : 0));
+  block.init(rng);
+  for (Param* p : block.params()) {
+    if (p->name == "gain") fill_uniform(p->value, rng, 0.7f, 1.3f);
+    if (p->name == "bias") fill_uniform(p->value, rng, -0.3f, 0.3f);
+  }
+  Tensor x = random_tensor({rows, in.c}, rng);
+  gradcheck_layer(block, x, kTrain, 89, 1e-3);
+  if (norm) EXPECT_EQ(block.buffers().size(), projected ? 6u : 4u);  // running statistics
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, ResidualGrad, testing::Combine(testing::Bool(), testing::Bool()),
+                         [](const testing::TestParamInfo<ResidualGrad::ParamType>& info) {
+                           return std::string(std::get<0>(info.param) ? "projected" : "identity") +
+                                  (std::get<1>(info.param) ? "_batchnorm" : "");
+                         });

@@ -421,6 +421,38 @@ TEST_F(Strategies, GptReplicasMatchOneDevice) {
   EXPECT_EQ(cells, 16);
 }
 
+// And the convolutional net: a tiny CNN with dropout, without a norm and
+// with SyncBatchNorm over (N, H, W) of the global batch, SGD with momentum.
+TEST_F(Strategies, CnnReplicasMatchOneDevice) {
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  int cells = 0;
+  for (const char* norm : {static_cast<const char*>(nullptr), "syncbatchnorm"}) {
+    for (int64_t batch : {24, 23}) {
+      const auto ref =
+          train(cnn_equivalence_config({{"type", "one_device"}}, sgd, batch, 0.25, norm))[0];
+      for (const char* type : {"mirrored", "central_storage"}) {
+        for (int replicas : {2, 3}) {
+          nlohmann::json d = cnn_equivalence_config({{"type", type}, {"replicas", replicas}}, sgd,
+                                                    batch, 0.25, norm);
+          d["data"]["shard_policy"] = "data";
+          const auto many = train(d);
+          ASSERT_EQ(many[0].size(), ref.size());
+          double worst = 0;
+          for (size_t i = 0; i < ref.size(); ++i) {
+            worst =
+                std::max(worst, std::fabs(many[0][i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
+          }
+          EXPECT_LE(worst, 1.0) << type << " x" << replicas << (norm ? " syncbn" : "") << " batch "
+                                << batch;
+          for (int r = 1; r < replicas; ++r) EXPECT_EQ(many[r], many[0]) << type << " " << r;
+          ++cells;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cells, 16);
+}
+
 // Overlapping the bucket allreduces with backward runs the same collectives
 // on the same buffers in the same order as reducing after backward: the
 // parameters must come out bit for bit the same. Tiny buckets (one per

@@ -324,7 +324,8 @@ TEST_F(TrainerTest, GptSamplesEveryNSteps) {
     train(config(mlp), {});
     ADD_FAILURE() << "sample_every_steps accepted for an MLP";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("train.sample_every_steps"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.sample_every_steps"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -364,6 +365,67 @@ TEST_F(TrainerTest, Gpt2SmallTrainsAStepAndCheckpoints) {
   ASSERT_FALSE(s.last_checkpoint.empty());
   // Parameters and both AdamW moments: 3 x 124.5M floats.
   EXPECT_GT(fs::file_size(s.last_checkpoint), 3ull * 124000000 * 4);
+}
+
+// A CNN (BatchNorm's running statistics, dropout, AdamW) resumes exactly;
+// image shapes that do not fit are errors naming the key.
+TEST_F(TrainerTest, CnnResumesExactlyAndItsShapeErrorsNameTheKey) {
+  nlohmann::json doc = {
+      {"seed", 3},
+      {"model",
+       {{"type", "cnn"},
+        {"blocks", {{{"conv", 4}, {"pool", "max"}}, {{"conv", 6}}}},
+        {"head", {8}},
+        {"dropout", 0.2}}},
+      {"data",
+       {{"train",
+         {{"type", "csv"}, {"path", "../datasets/digits.csv.gz"}, {"image_shape", {1, 8, 8}}}},
+        {"standardize", true},
+        {"augment", {{"crop_padding", 1}}}}},
+      {"optimizer", {{"type", "adamw"}, {"lr", 0.01}}},
+      {"train", {{"steps", 10}, {"global_batch_size", 16}, {"log_every_steps", 1}}}};
+  const RunConfig cfg = config(doc);
+  const TrainSummary full = train(cfg, {});
+  ASSERT_EQ(full.steps, 10);
+  const std::string ckpt = (dir_ / "cnn").string();
+  std::atomic<bool> stop{false};
+  TrainOptions first;
+  first.checkpoint_dir = ckpt;
+  first.stop = &stop;
+  (void)train(cfg, first, nullptr, [&](const Event& e) {
+    if (auto* s = std::get_if<StepEvent>(&e); s && s->step == 4) stop = true;
+  });
+  TrainOptions second;
+  second.checkpoint_dir = ckpt;
+  second.resume = true;
+  const TrainSummary rest = train(cfg, second);
+  ASSERT_EQ(rest.step_losses.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) ASSERT_EQ(rest.step_losses[i], full.step_losses[4 + i]) << i;
+
+  const auto message = [&](const nlohmann::json& d) {
+    try {
+      train(config(d), {});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no InputError for " << d.dump();
+    return std::string();
+  };
+  auto bad = doc;
+  bad["data"]["train"]["image_shape"] = {1, 8, 9};
+  EXPECT_NE(message(bad).find("data.train.image_shape"), std::string::npos) << message(bad);
+  bad = doc;
+  bad["data"]["train"].erase("image_shape");
+  bad["data"].erase("augment");
+  EXPECT_NE(message(bad).find("model.type: a convolutional net needs image data"),
+            std::string::npos)
+      << message(bad);
+  bad = doc;
+  bad["model"]["blocks"] = {{{"conv", 4}, {"kernel", 9}, {"padding", 0}}};
+  EXPECT_NE(message(bad).find("model.blocks[0].conv"), std::string::npos) << message(bad);
+  bad = tiny();
+  bad["data"]["augment"] = {{"horizontal_flip", true}};
+  EXPECT_NE(message(bad).find("data.augment"), std::string::npos) << message(bad);
 }
 
 TEST_F(TrainerTest, StepsLimitAndStepEvents) {

@@ -29,6 +29,9 @@ class Dataset {
   // position) rather than a shuffled draw.
   virtual bool token_features() const { return false; }
   virtual bool split_by_position() const { return false; }
+  // Images: the features are (channels, height, width) in CHW order; empty
+  // for other data.
+  virtual std::vector<int64_t> image_shape() const { return {}; }
   // How many files the data comes from (for the FILE shard policy), and
   // which file sample i comes from.
   virtual int64_t num_files() const { return 1; }
@@ -76,6 +79,7 @@ class DerivedDataset : public Dataset {
   int64_t labels_per_sample() const override { return base_->labels_per_sample(); }
   bool token_features() const override { return base_->token_features(); }
   bool split_by_position() const override { return base_->split_by_position(); }
+  std::vector<int64_t> image_shape() const override { return base_->image_shape(); }
   int64_t num_files() const override { return base_->num_files(); }
   int64_t file_of(int64_t i) const override { return base_->file_of(i); }
   std::string describe() const override { return base_->describe(); }
@@ -130,6 +134,7 @@ class ConcatDataset final : public Dataset {
   int64_t labels_per_sample() const override { return parts_.front()->labels_per_sample(); }
   bool token_features() const override { return parts_.front()->token_features(); }
   bool split_by_position() const override { return parts_.front()->split_by_position(); }
+  std::vector<int64_t> image_shape() const override { return parts_.front()->image_shape(); }
   int64_t num_files() const override { return file_starts_.back(); }
   int64_t file_of(int64_t i) const override;
   void read(int64_t i, float* x, int32_t* label, float* target) const override;
@@ -141,6 +146,20 @@ class ConcatDataset final : public Dataset {
   std::vector<int64_t> starts_;       // parts_.size() + 1: first sample of each part
   std::vector<int64_t> file_starts_;  // parts_.size() + 1: first file of each part
   int64_t classes_ = 0;
+};
+
+// `base` with its features read as images of `shape` (C, H, W; their
+// product is the feature count, or InputError).
+class ImageDataset final : public DerivedDataset {
+ public:
+  ImageDataset(std::shared_ptr<const Dataset> base, std::vector<int64_t> shape);
+  std::vector<int64_t> image_shape() const override { return shape_; }
+  void read(int64_t i, float* x, int32_t* label, float* target) const override {
+    base_->read(i, x, label, target);
+  }
+
+ private:
+  std::vector<int64_t> shape_;
 };
 
 // Every sample of `base` decoded once and kept in memory, read-only: the

@@ -22,6 +22,7 @@
 // what the loss is averaged over.
 #pragma once
 
+#include <baton/core/rng.h>
 #include <baton/core/tensor.h>
 #include <baton/data/dataset.h>
 
@@ -38,6 +39,21 @@ namespace baton {
 
 enum class ShardPolicy : int { kUnset = 0, kAuto = 1, kFile = 2, kData = 3, kOff = 4 };
 ShardPolicy parse_shard_policy(const std::string& name);  // throws InputError
+
+// Image augmentation, on the prefetch thread, per sample: a random crop of
+// the image padded by `crop_padding` zero pixels on each side (a shift of
+// up to that many pixels), and a horizontal flip with probability 1/2.
+// Each sample's draw is keyed on (seed, epoch, sample index), so a resumed
+// run sees the same augmentations.
+struct AugmentOptions {
+  int64_t crop_padding = 0;
+  bool horizontal_flip = false;
+  bool any() const { return crop_padding > 0 || horizontal_flip; }
+};
+
+// Augments one CHW image in place with rng's draws (scratch: c*h*w floats).
+void augment_image(float* x, int64_t c, int64_t h, int64_t w, const AugmentOptions& o, Rng& rng,
+                   float* scratch);
 
 struct PipelineOptions {
   int64_t global_batch = 32;
@@ -57,6 +73,7 @@ struct PipelineOptions {
   int prefetch = 2;
   bool drop_remainder = false;
   uint64_t seed = 0;
+  AugmentOptions augment;  // needs image data (Dataset::image_shape)
 };
 
 struct Batch {
@@ -115,6 +132,7 @@ class Pipeline {
   // Cache of decoded samples (filled during the first pass).
   Tensor cache_x_, cache_t_;
   std::vector<int32_t> cache_labels_;
+  std::vector<float> augment_scratch_;  // one image, for the worker's augmentation
   std::vector<uint8_t> cached_;
 
   // Prefetch ring. The worker fills slots [head, head + prefetch) while the

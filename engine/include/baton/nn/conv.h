@@ -15,6 +15,8 @@
 #include <baton/nn/layers.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,38 @@ class Pool2d final : public Layer {
   int64_t k_, stride_, pad_;
   std::vector<int32_t> argmax_;  // planned
   Tensor y_, dx_;
+};
+
+// A ResNet basic block: relu(bn(conv3x3(relu(bn(conv3x3_s(x))))) + shortcut),
+// the shortcut the identity, or a strided 1x1 convolution and norm where the
+// shape changes. `norm` makes the block's norms (BatchNorm or
+// SyncBatchNorm, over (N, H, W)); null: none.
+class ResidualBlock final : public Layer {
+ public:
+  ResidualBlock(ImageSize in, int64_t out_channels, int64_t stride,
+                const std::function<std::unique_ptr<Layer>()>& norm);
+  ~ResidualBlock() override;
+  std::string describe() const override;
+  void bind_backend(const Backend& backend) override;
+  void attach(CrossReplicaSum* replicas) override;
+  bool communicates() const override;
+  bool needs_cross_replica() const override;
+  int64_t plan(int64_t max_rows, int64_t in_features) override;
+  int64_t output_rows_per_sample(int64_t /*in*/) const override { return out_.pixels(); }
+  int64_t flops_per_row() const override;
+  int64_t saved_floats_per_row(int64_t out_width) const override;
+  void init(Rng& rng) override;
+  const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  std::vector<Param*> params() override;
+  std::vector<std::pair<std::string, Tensor*>> buffers() override;
+  ImageSize out() const { return out_; }
+
+ private:
+  ImageSize in_, out_;
+  std::vector<std::unique_ptr<Layer>> main_;      // conv, [norm], relu, conv, [norm]
+  std::vector<std::unique_ptr<Layer>> shortcut_;  // empty (identity) or conv1x1, [norm]
+  Tensor sum_, y_, dsum_, dx_;
 };
 
 class Flatten final : public Layer {

@@ -26,6 +26,7 @@ struct DataConfig {
   int prefetch = 2;
   ShardPolicy shard_policy = ShardPolicy::kAuto;
   bool drop_remainder = false;
+  AugmentOptions augment;  // data.augment (image data only)
 };
 
 struct StrategyConfig {
