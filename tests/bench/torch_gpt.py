@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The PyTorch side of the GPT benchmark: the same model as Baton's gpt
+plugin (pre-norm GPT-2 blocks, tanh GELU, tied head), batch, context,
+AdamW and thread count, at PyTorch's best here: data pre-generated, no
+DataLoader, foreach AdamW. torch 1.13 (Debian's) has no fused
+scaled_dot_product_attention (2.0+), so attention is the explicit
+masked-softmax form nanoGPT falls back to. Prints one JSON line:
+{"tokens_per_s": ..., "step_ms": ...}."""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = [z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v)]
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.h))
+        att = att.masked_fill(mask[:t, :t] == 0, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, context, layers, heads, d):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(context, d)
+        self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
+        self.lnf = nn.LayerNorm(d)
+        self.register_buffer("mask", torch.tril(torch.ones(context, context)))
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(t))
+        for b in self.blocks:
+            x = b(x, self.mask)
+        return self.lnf(x) @ self.wte.weight.T
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--context", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.set_flush_denormal(True)
+    torch.manual_seed(0)
+    model = Gpt(a.vocab, a.context, a.layers, a.heads, a.width)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, foreach=True)
+    xs = [torch.randint(0, a.vocab, (a.batch, a.context)) for _ in range(4)]
+    ys = [torch.randint(0, a.vocab, (a.batch * a.context,)) for _ in range(4)]
+    times = []
+    for step in range(2 + a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xs[step % 4]).view(-1, a.vocab), ys[step % 4])
+        loss.backward()
+        opt.step()
+        if step >= 2:
+            times.append(time.perf_counter() - t0)
+    ms = statistics.median(times) * 1000
+    print(json.dumps({"tokens_per_s": a.batch * a.context / (ms / 1000), "step_ms": ms}))
+
+
+if __name__ == "__main__":
+    main()
