@@ -17,12 +17,14 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 
 TEST(Plugins, BuiltinsRegisterModelsAndDatasets) {
   Registry r;
-  EXPECT_EQ(r.load_plugin_dir(BATON_PLUGIN_DIR), 2);
-  EXPECT_TRUE(contains(r.model_names(), "mlp"));
-  for (const char* d : {"csv", "idx", "synthetic_classification"}) {
+  EXPECT_EQ(r.load_plugin_dir(BATON_PLUGIN_DIR), 4);  // mlp, gpt, cnn, datasets
+  for (const char* m : {"mlp", "gpt", "cnn", "resnet"}) {
+    EXPECT_TRUE(contains(r.model_names(), m)) << m;
+  }
+  for (const char* d : {"csv", "idx", "synthetic_classification", "text"}) {
     EXPECT_TRUE(contains(r.dataset_names(), d)) << d;
   }
-  ASSERT_EQ(r.plugins().size(), 2u);
+  ASSERT_EQ(r.plugins().size(), 4u);
   EXPECT_FALSE(r.plugins()[0].name.empty());
 }
 
