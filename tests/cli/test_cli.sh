@@ -25,22 +25,7 @@ command -v mpirun >/dev/null 2>&1 && HAVE_MPIRUN=1
 
 [ "$HAVE_MPIRUN" = 1 ] || { echo "FAIL mpirun: not on PATH (install openmpi-bin): the mpirun checks cannot run"; fail=$((fail + 1)); }
 
-check() {  # check NAME EXPECTED_CODE PATTERN -- cmd...
-  local name=$1 want=$2 pattern=$3
-  shift 4
-  local out code
-  out=$("$@" 2>&1)
-  code=$?
-  if [ "$code" != "$want" ]; then
-    echo "FAIL $name: exit $code, expected $want"; echo "$out" | tail -5 | sed 's/^/    /'
-    fail=$((fail + 1)); return
-  fi
-  if [ -n "$pattern" ] && ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: output lacks /$pattern/"; echo "$out" | tail -5 | sed 's/^/    /'
-    fail=$((fail + 1)); return
-  fi
-  pass=$((pass + 1))
-}
+source "$(dirname "$0")/check.sh"
 
 check version 0 "kernels: oneDNN" -- "$BATON" --version
 check help 0 "train" -- "$BATON" --help

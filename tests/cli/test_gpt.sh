@@ -13,22 +13,7 @@ EX="$SRC/resources/examples/gpt_text.json"
 DB="$WORK/runs.db"
 RUNS="$WORK/runs"
 
-check() {  # check NAME EXPECTED_CODE PATTERN -- cmd...
-  local name=$1 want=$2 pattern=$3
-  shift 4
-  local out code
-  out=$("$@" 2>&1)
-  code=$?
-  if [ "$code" != "$want" ]; then
-    echo "FAIL $name: exit $code, expected $want"; echo "$out" | tail -5 | sed 's/^/    /'
-    fail=$((fail + 1)); return
-  fi
-  if [ -n "$pattern" ] && ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: output lacks /$pattern/"; echo "$out" | tail -5 | sed 's/^/    /'
-    fail=$((fail + 1)); return
-  fi
-  pass=$((pass + 1))
-}
+source "$(dirname "$0")/check.sh"
 
 small=(--set model.n_layer=1 --set model.d_model=32 --set model.n_head=2
        --set data.train.context=32 --set train.steps=30 --set train.global_batch_size=8

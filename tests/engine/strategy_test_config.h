@@ -4,10 +4,25 @@
 // Linear.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace baton {
+
+// The largest |got - want| / (1e-4 + 1e-3 |want|) over the parameters: the
+// equivalence tests' measure (<= 1: the same training, up to the order of
+// the gradient sums).
+inline double worst_equivalence_error(const std::vector<float>& got,
+                                      const std::vector<float>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / (1e-4 + 1e-3 * std::fabs(want[i])));
+  }
+  return worst;
+}
 
 inline nlohmann::json equivalence_config(const nlohmann::json& strategy,
                                          const nlohmann::json& optimizer, int64_t global_batch,

@@ -271,10 +271,7 @@ TEST(MultiWorkerMirrored, GptMatchesOneDevice) {
                                                      adamw, batch, 0.2),
                               registry, &many_s);
       ASSERT_EQ(many.size(), ref.size());
-      double worst = 0;
-      for (size_t i = 0; i < ref.size(); ++i) {
-        worst = std::max(worst, std::fabs(many[i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
-      }
+      const double worst = worst_equivalence_error(many, ref);
       EXPECT_LE(worst, 1.0) << "k " << k << " batch " << batch;
       EXPECT_EQ(many_s.steps, one_s.steps);
     }
@@ -295,10 +292,7 @@ TEST(MultiWorkerMirrored, CnnMatchesOneDevice) {
                                24, 0.25, norm),
         registry, &many_s);
     ASSERT_EQ(many.size(), ref.size());
-    double worst = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      worst = std::max(worst, std::fabs(many[i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
-    }
+    const double worst = worst_equivalence_error(many, ref);
     EXPECT_LE(worst, 1.0) << (norm ? "syncbatchnorm" : "no norm");
   }
 }

@@ -165,10 +165,7 @@ TEST(ParameterServer, GptSyncMatchesOneDeviceAndAsyncTrains) {
     (void)train(parse_run_config(async_doc, "ps.json"), registry, &async_s);
     if (world_rank() >= workers(num_ps)) continue;  // a server: nothing trained here
     ASSERT_EQ(one.size(), ps.size());
-    double worst = 0;
-    for (size_t i = 0; i < one.size(); ++i) {
-      worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
-    }
+    const double worst = worst_equivalence_error(ps, one);
     EXPECT_LE(worst, 1.0) << num_ps << " ps";
     ASSERT_GE(async_s.step_losses.size(), 20u);
     EXPECT_LT(async_s.step_losses.back(), async_s.step_losses.front() - 1.0)
@@ -195,10 +192,7 @@ TEST(ParameterServer, CnnSyncMatchesOneDevice) {
         registry, &ps_s);
     if (world_rank() >= workers(num_ps)) continue;
     ASSERT_EQ(one.size(), ps.size());
-    double worst = 0;
-    for (size_t i = 0; i < one.size(); ++i) {
-      worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
-    }
+    const double worst = worst_equivalence_error(ps, one);
     EXPECT_LE(worst, 1.0) << num_ps << " ps";
   }
 }
@@ -233,10 +227,7 @@ TEST(ParameterServer, SyncClipsByTheNormOverAllShards) {
     // Every worker reports the global norm the servers agreed on.
     EXPECT_NEAR(ps_norm, one_norm, 1e-4 * one_norm) << num_ps << " ps";
     ASSERT_EQ(one.size(), ps.size());
-    double worst = 0;
-    for (size_t i = 0; i < one.size(); ++i) {
-      worst = std::max(worst, std::fabs(ps[i] - one[i]) / (1e-4 + 1e-3 * std::fabs(one[i])));
-    }
+    const double worst = worst_equivalence_error(ps, one);
     EXPECT_LE(worst, 1.0) << num_ps << " ps: sync clipping differs from one device's";
   }
 }
