@@ -72,6 +72,7 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
       throw InputError("augmentation needs image data (idx images, or csv with image_shape)");
     }
     augment_scratch_.assign(static_cast<size_t>(f), 0.0f);
+    image_shape_ = shape;
   }
   const int nslots = opt_.prefetch > 0 ? opt_.prefetch + 1 : 1;
   slots_.resize(nslots);
@@ -212,8 +213,7 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
   const int64_t f = data_->features();
   const int64_t tw = data_->target_width();
   const int64_t nl = data_->labels_per_sample();
-  const std::vector<int64_t> shape =
-      opt_.augment.any() ? data_->image_shape() : std::vector<int64_t>{};
+  const std::vector<int64_t>& shape = image_shape_;  // empty: no augmentation
   const auto augment = [&](float* x, int64_t i) {
     if (shape.empty()) return;
     Rng rng(Rng::derive(Rng::derive(opt_.seed, 0xA06, static_cast<uint64_t>(epoch)),

@@ -39,11 +39,15 @@ const nlohmann::json kTabular = {{"type", "synthetic_classification"},
                                  {"seed", 2}};
 
 int64_t allocations_for(int64_t steps, const nlohmann::json& model, const Registry& registry,
-                        const nlohmann::json& train = kTabular) {
+                        const nlohmann::json& train = kTabular,
+                        const nlohmann::json& augment = nullptr) {
+  nlohmann::json data = {
+      {"train", train}, {"shuffle_buffer", 512}, {"cache", true}, {"prefetch", 2}};
+  if (!augment.is_null()) data["augment"] = augment;
   nlohmann::json doc = {
       {"seed", 1},
       {"model", model},
-      {"data", {{"train", train}, {"shuffle_buffer", 512}, {"cache", true}, {"prefetch", 2}}},
+      {"data", data},
       {"optimizer", {{"type", "adam"}, {"lr", 0.001}, {"clip_global_norm", 1.0}}},
       {"schedule", {{"type", "cosine"}, {"warmup_steps", 5}}},
       {"train", {{"steps", steps}, {"global_batch_size", 32}, {"log_every_steps", 100000}}},
@@ -90,6 +94,29 @@ TEST(StepAllocations, TheGptStepDoesNotAllocate) {
   const int64_t short_run = allocations_for(10, model, registry, text);
   const int64_t long_run = allocations_for(60, model, registry, text);
   EXPECT_EQ(long_run, short_run) << (long_run - short_run) << " allocations in 50 extra steps";
+}
+
+// And the convolutional nets: convolutions, pooling, BatchNorm over
+// (N, H, W), residual blocks and augmentation plan every buffer once.
+TEST(StepAllocations, TheCnnStepDoesNotAllocate) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json images = {{"type", "csv"},
+                                 {"path", BATON_SOURCE_DIR "/resources/datasets/digits.csv.gz"},
+                                 {"image_shape", {1, 8, 8}}};
+  for (const nlohmann::json& model :
+       {nlohmann::json{{"type", "cnn"},
+                       {"blocks", {{{"conv", 8}, {"pool", "max"}}, {{"conv", 8}, {"pool", "avg"}}}},
+                       {"head", {16}},
+                       {"dropout", 0.1}},
+        nlohmann::json{{"type", "resnet"}, {"stem", 4}, {"stages", {{4, 1}, {8, 1}}}}}) {
+    const nlohmann::json augment = {{"crop_padding", 1}, {"horizontal_flip", true}};
+    allocations_for(10, model, registry, images, augment);
+    const int64_t short_run = allocations_for(10, model, registry, images, augment);
+    const int64_t long_run = allocations_for(20, model, registry, images, augment);
+    EXPECT_EQ(long_run, short_run)
+        << model.dump() << ": " << (long_run - short_run) << " allocations in 10 extra steps";
+  }
 }
 
 }  // namespace

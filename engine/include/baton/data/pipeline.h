@@ -133,6 +133,7 @@ class Pipeline {
   Tensor cache_x_, cache_t_;
   std::vector<int32_t> cache_labels_;
   std::vector<float> augment_scratch_;  // one image, for the worker's augmentation
+  std::vector<int64_t> image_shape_;    // (C, H, W) when augmenting
   std::vector<uint8_t> cached_;
 
   // Prefetch ring. The worker fills slots [head, head + prefetch) while the
