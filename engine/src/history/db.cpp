@@ -538,7 +538,7 @@ void create_database(const std::string& path) {
     }
   } remove_tmp{tmp};
   {
-    Db db(tmp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXCLUSIVE);
+    Db db(tmp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     // Large pages: the samples are written and read in long runs, and
     // every page is one write() on commit and checkpoint; 4 KiB pages made
     // the writer spend most of its time in system calls.
