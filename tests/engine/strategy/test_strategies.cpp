@@ -371,11 +371,7 @@ TEST_F(Strategies, EquivalenceMatrix) {
             d["train"]["epochs"] = 1;
             d["data"]["shard_policy"] = "data";
             const auto many = train(d);
-            double worst = 0;
-            for (size_t i = 0; i < ref.size(); ++i) {
-              worst = std::max(worst,
-                               std::fabs(many[0][i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
-            }
+            const double worst = worst_equivalence_error(many[0], ref);
             EXPECT_LE(worst, 1.0) << type << " x" << replicas << " " << l.name << " batch " << batch
                                   << " " << opt.dump();
             for (int r = 1; r < replicas; ++r) EXPECT_EQ(many[r], many[0]) << type << " " << r;
@@ -405,11 +401,7 @@ TEST_F(Strategies, GptReplicasMatchOneDevice) {
           d["data"]["shard_policy"] = "data";
           const auto many = train(d);
           ASSERT_EQ(many[0].size(), ref.size());
-          double worst = 0;
-          for (size_t i = 0; i < ref.size(); ++i) {
-            worst =
-                std::max(worst, std::fabs(many[0][i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
-          }
+          const double worst = worst_equivalence_error(many[0], ref);
           EXPECT_LE(worst, 1.0) << type << " x" << replicas << " dropout " << dropout << " batch "
                                 << batch;
           for (int r = 1; r < replicas; ++r) EXPECT_EQ(many[r], many[0]) << type << " " << r;
@@ -437,11 +429,7 @@ TEST_F(Strategies, CnnReplicasMatchOneDevice) {
           d["data"]["shard_policy"] = "data";
           const auto many = train(d);
           ASSERT_EQ(many[0].size(), ref.size());
-          double worst = 0;
-          for (size_t i = 0; i < ref.size(); ++i) {
-            worst =
-                std::max(worst, std::fabs(many[0][i] - ref[i]) / (1e-4 + 1e-3 * std::fabs(ref[i])));
-          }
+          const double worst = worst_equivalence_error(many[0], ref);
           EXPECT_LE(worst, 1.0) << type << " x" << replicas << (norm ? " syncbn" : "") << " batch "
                                 << batch;
           for (int r = 1; r < replicas; ++r) EXPECT_EQ(many[r], many[0]) << type << " " << r;
