@@ -1,8 +1,17 @@
-// Training throughput of an MLP on synthetic data through the full Trainer
-// (pipeline, forward, backward, Adam), next to the single-core sgemm peak
+// Training throughput through the full Trainer (pipeline, forward,
+// backward, optimizer), next to the sgemm peak at the same thread count
 // measured in the same process. Prints figures; never fails on time.
 //
 //   bench_train --layers 784,1024,1024,10 --batch 256 --threads 1 --steps 60 [--json]
+//       an MLP on synthetic data (Adam)
+//   bench_train --config run.json [--set key=value ...] --threads 1 --steps 10
+//               [--window N] [--json]
+//       any run config (a GPT on text, a CNN on images): its model, data,
+//       optimizer and batch; checkpoints, validation and sampling off.
+//       FLOP/s are the model FLOPs the trainer counts from the layer shapes.
+// The figure is the median step time over windows of N steps (5 by
+// default), after one window of warm-up.
+#include <baton/core/config.h>
 #include <baton/nn/kernels.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
@@ -15,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,9 +59,11 @@ std::string exe_path() {
 
 int main(int argc, char** argv) {
   std::vector<int64_t> layers = {784, 1024, 1024, 10};
-  int64_t batch = 256, steps = 60;
+  int64_t batch = 256, steps = 60, window = 5;
   int threads = 1;
   bool json = false;
+  std::string config_path;
+  std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -65,12 +77,18 @@ int main(int argc, char** argv) {
       threads = std::stoi(value());
     } else if (arg == "--steps") {
       steps = std::stoll(value());
+    } else if (arg == "--window") {
+      window = std::max<int64_t>(1, std::stoll(value()));
+    } else if (arg == "--config") {
+      config_path = value();
+    } else if (arg == "--set") {
+      overrides.push_back(value());
     } else if (arg == "--json") {
       json = true;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: bench_train [--layers a,b,c] [--batch N] [--threads N] [--steps N] [--json]\n");
+      std::fprintf(stderr,
+                   "usage: bench_train [--layers a,b,c] [--batch N] [--threads N] [--steps N] "
+                   "[--window N] [--config FILE [--set key=value]...] [--json]\n");
       return 2;
     }
   }
@@ -81,8 +99,7 @@ int main(int argc, char** argv) {
     registry.load_plugin_dir(baton::default_plugin_dir(exe_path()));
     // Step events carry the mean of a window of steps; the median window is
     // robust against the noise of a shared machine.
-    constexpr int64_t kWindow = 5;
-    const int64_t warmup = kWindow;
+    const int64_t warmup = window;
     nlohmann::json doc = {
         {"name", "bench"},
         {"threads", threads},
@@ -98,14 +115,34 @@ int main(int argc, char** argv) {
           {"prefetch", 0}}},  // data gathering inline: counted, on the same core
         {"optimizer", {{"type", "adam"}, {"lr", 1e-4}}},
         {"train",
-         {{"steps", warmup + steps}, {"global_batch_size", batch}, {"log_every_steps", kWindow}}},
+         {{"steps", warmup + steps}, {"global_batch_size", batch}, {"log_every_steps", window}}},
         {"checkpoint", {{"every_epoch", false}}}};
-    baton::RunConfig cfg = baton::parse_run_config(doc, "bench.json");
+    std::string label = nlohmann::json(layers).dump();
+    if (!config_path.empty()) {
+      doc = baton::read_json_file(config_path);
+      for (const auto& o : overrides) baton::apply_override(doc, o);
+      doc["threads"] = threads;
+      doc["data"]["validation_split"] = 0;
+      doc["train"].erase("epochs");
+      doc["train"]["steps"] = warmup + steps;
+      doc["train"]["log_every_steps"] = window;
+      doc["train"]["sample_every_steps"] = 0;
+      doc["checkpoint"] = {{"every_epoch", false}, {"every_steps", 0}};
+      batch = doc["train"].value("global_batch_size", int64_t{0});
+      label = doc["model"].value("type", std::string("model"));
+    }
+    baton::RunConfig cfg =
+        baton::parse_run_config(doc, config_path.empty() ? "bench.json" : config_path);
     baton::Telemetry telemetry;
     std::vector<double> step_ms;
+    double model_flops = 0;
+    int64_t tokens_per_sample = 0;
     telemetry.add(std::make_shared<baton::CallbackSink>([&](const baton::Event& e) {
       if (auto* s = std::get_if<baton::StepEvent>(&e); s && s->step > warmup) {
         step_ms.push_back(s->step_time_ms);
+      } else if (auto* r = std::get_if<baton::RunStartEvent>(&e)) {
+        model_flops = r->model_flops_per_step;
+        tokens_per_sample = r->tokens_per_sample;
       }
     }));
     baton::TrainOptions opt;
@@ -117,16 +154,20 @@ int main(int argc, char** argv) {
     // Median step time: robust against the noise of a shared machine.
     std::sort(step_ms.begin(), step_ms.end());
     const double ms = step_ms[step_ms.size() / 2];
+    if (step_ms.empty()) throw std::runtime_error("no step was measured");
     double flops = 0;  // forward 2*b*in*out, backward twice that (no dx for layer 0)
     for (size_t i = 0; i + 1 < layers.size(); ++i) {
       const double f = 2.0 * static_cast<double>(batch) * layers[i] * layers[i + 1];
       flops += i == 0 ? 2 * f : 3 * f;
     }
+    if (!config_path.empty()) flops = model_flops;
     const double gflops = flops / (ms / 1e3) / 1e9;
     const double peak = sgemm_peak_gflops(threads);
     const double samples_per_s = batch / (ms / 1e3);
     if (json) {
       std::printf("%s\n", nlohmann::json{{"samples_per_s", samples_per_s},
+                                         {"tokens_per_s",
+                                          samples_per_s * static_cast<double>(tokens_per_sample)},
                                          {"step_ms", ms},
                                          {"gflops", gflops},
                                          {"sgemm_peak_gflops", peak},
@@ -134,11 +175,18 @@ int main(int argc, char** argv) {
                               .dump()
                               .c_str());
     } else {
+      std::string tokens;
+      if (tokens_per_sample > 0) {
+        tokens = "  " +
+                 std::to_string(static_cast<long long>(samples_per_s *
+                                                       static_cast<double>(tokens_per_sample))) +
+                 " tokens/s";
+      }
       std::printf(
-          "baton  %-22s batch %4lld threads %d: %10.0f samples/s  step %.3f ms  "
-          "%.1f GFLOP/s = %.0f%% of sgemm peak (%.1f)\n",
-          nlohmann::json(layers).dump().c_str(), static_cast<long long>(batch), threads,
-          samples_per_s, ms, gflops, 100.0 * gflops / peak, peak);
+          "baton  %-22s batch %4lld threads %d: %10.0f samples/s%s  step %.3f ms  "
+          "%.1f GFLOP/s = %.0f%% of sgemm peak (%.1f, same process)\n",
+          label.c_str(), static_cast<long long>(batch), threads, samples_per_s, tokens.c_str(), ms,
+          gflops, 100.0 * gflops / peak, peak);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());

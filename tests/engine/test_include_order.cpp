@@ -51,6 +51,7 @@ const std::map<std::string, std::set<std::string>>& allowed_parts() {
 const std::set<std::string> kWhiteBoxTests = {
     "tests/engine/strategy/test_gradient_reducer.cpp",
     "tests/engine/history/test_history_db.cpp",
+    "tests/engine/nn/test_fast_math.cpp",
 };
 
 // Quoted headers an engine source may include that are not beside it:

@@ -4,9 +4,22 @@
 
 #include <baton/core/error.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include "cpu_parallel.h"
+
 namespace baton {
+
+namespace {
+
+constexpr int64_t kGrain = cpu::kMinFloatsPerThread;
+
+int64_t rows_per_thread(int64_t cols) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1));
+}
+
+}  // namespace
 
 const Backend& cpu_backend() {
   static const CpuBackend kCpu;  // stateless: nothing in it changes
@@ -23,22 +36,45 @@ void CpuBackend::matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, flo
 
 void CpuBackend::bias_activation(float* y, const float* bias, int64_t rows, int64_t cols,
                                  Activation act) const {
-  cpu::bias_activation(y, bias, rows, cols, act);
+  cpu::parallel_range(rows, rows_per_thread(cols), [&](int64_t r0, int64_t r1) {
+    cpu::bias_activation(y + r0 * cols, bias, r1 - r0, cols, act);
+  });
 }
 
 void CpuBackend::activation_backward_bias(const float* y, const float* pre, const float* dy,
                                           float* dpre, float* dbias, int64_t rows, int64_t cols,
                                           Activation act) const {
-  cpu::activation_backward_bias(y, pre, dy, dpre, dbias, rows, cols, act);
+  // Rows split for the elementwise part, then the bias gradient's column
+  // sums split by columns (each summed by one thread in row order).
+  cpu::parallel_range(rows, rows_per_thread(cols), [&](int64_t r0, int64_t r1) {
+    const int64_t at = r0 * cols;
+    cpu::activation_backward_bias(y + at, pre != nullptr ? pre + at : nullptr, dy + at, dpre + at,
+                                  nullptr, r1 - r0, cols, act);
+  });
+  if (dbias == nullptr) return;
+  const int64_t grain = std::max<int64_t>(16, kGrain / std::max<int64_t>(rows, 1));
+  cpu::parallel_range(
+      cols, grain,
+      [&](int64_t c0, int64_t c1) {
+        for (int64_t r = 0; r < rows; ++r) {
+          cpu::add_inplace(dbias + c0, dpre + r * cols + c0, c1 - c0);
+        }
+      },
+      16);
 }
 
 void CpuBackend::activation_forward(const float* x, float* y, int64_t n, Activation act) const {
-  cpu::activation_forward(x, y, n, act);
+  cpu::parallel_range(n, kGrain, [&](int64_t i0, int64_t i1) {
+    cpu::activation_forward(x + i0, y + i0, i1 - i0, act);
+  });
 }
 
 void CpuBackend::activation_backward(const float* x, const float* y, const float* dy, float* dx,
                                      int64_t n, Activation act) const {
-  cpu::activation_backward(x, y, dy, dx, n, act);
+  cpu::parallel_range(n, kGrain, [&](int64_t i0, int64_t i1) {
+    cpu::activation_backward(x != nullptr ? x + i0 : nullptr, y != nullptr ? y + i0 : nullptr,
+                             dy + i0, dx + i0, i1 - i0, act);
+  });
 }
 
 void CpuBackend::copy(const float* x, float* y, int64_t n) const {
@@ -50,15 +86,18 @@ void CpuBackend::fill(float* y, int64_t n, float value) const {
 }
 
 void CpuBackend::add(const float* a, const float* b, float* y, int64_t n) const {
-  cpu::add(a, b, y, n);
+  cpu::parallel_range(n, kGrain,
+                      [&](int64_t i0, int64_t i1) { cpu::add(a + i0, b + i0, y + i0, i1 - i0); });
 }
 
 void CpuBackend::add_inplace(float* y, const float* x, int64_t n) const {
-  cpu::add_inplace(y, x, n);
+  cpu::parallel_range(n, kGrain,
+                      [&](int64_t i0, int64_t i1) { cpu::add_inplace(y + i0, x + i0, i1 - i0); });
 }
 
 void CpuBackend::multiply(const float* a, const float* b, float* y, int64_t n) const {
-  cpu::multiply(a, b, y, n);
+  cpu::parallel_range(
+      n, kGrain, [&](int64_t i0, int64_t i1) { cpu::multiply(a + i0, b + i0, y + i0, i1 - i0); });
 }
 
 void CpuBackend::scale(float* x, int64_t n, float s) const { cpu::scale(x, n, s); }
@@ -70,8 +109,7 @@ void CpuBackend::add_repeated(float* y, const float* x, int64_t repeats, int64_t
 }
 
 void CpuBackend::column_sums(const float* x, int64_t rows, int64_t cols, float* out) const {
-  fill(out, cols, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) cpu::add_inplace(out, x + r * cols, cols);
+  column_products(x, nullptr, nullptr, rows, cols, nullptr, out);
 }
 
 double CpuBackend::softmax_xent(const float* logits, const int32_t* labels, float* dlogits,
@@ -94,7 +132,9 @@ double CpuBackend::mse(const float* out, const float* target, float* dout, int64
 
 void CpuBackend::adam_update(float* p, const float* g, float* m, float* v, int64_t n,
                              const cpu::AdamArgs& a) const {
-  cpu::adam_update(p, g, m, v, n, a);
+  cpu::parallel_range(n, kGrain, [&](int64_t i0, int64_t i1) {
+    cpu::adam_update(p + i0, g + i0, m + i0, v + i0, i1 - i0, a);
+  });
 }
 
 void CpuBackend::sgd_update(float* p, const float* g, float* buf, int64_t n, float lr,

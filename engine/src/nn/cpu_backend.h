@@ -101,6 +101,13 @@ class CpuBackend final : public Backend {
                    const cpu::AdamArgs& a) const override;
   void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) const override;
+
+ private:
+  // sum_ab[c] = sum over rows of a[r][c] * b[r][c] * (s ? s[r] : 1),
+  // sum_a[c] = sum over rows of a[r][c] (either may be null): the
+  // parameter gradients of the norms and biases, split over columns.
+  void column_products(const float* a, const float* b, const float* s, int64_t rows, int64_t cols,
+                       float* sum_ab, float* sum_a) const;
 };
 
 }  // namespace baton

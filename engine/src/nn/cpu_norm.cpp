@@ -3,89 +3,76 @@
 #include <baton/core/error.h>
 #include <baton/core/rng.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "cpu_backend.h"
+#include "cpu_parallel.h"
+#include "kernels_rows.h"
 
 namespace baton {
+
+namespace {
+
+// Rows of `f` floats per thread worth splitting for.
+int64_t rows_per_thread(int64_t f) {
+  return std::max<int64_t>(1, cpu::kMinFloatsPerThread / std::max<int64_t>(f, 1));
+}
+
+}  // namespace
+
+void CpuBackend::column_products(const float* a, const float* b, const float* s, int64_t rows,
+                                 int64_t cols, float* sum_ab, float* sum_a) const {
+  if (sum_ab != nullptr) fill(sum_ab, cols, 0.0f);
+  if (sum_a != nullptr) fill(sum_a, cols, 0.0f);
+  // Columns split over threads (16 floats: a cache line each), every
+  // column summed over all rows in row order by one thread.
+  const int64_t grain =
+      std::max<int64_t>(16, cpu::kMinFloatsPerThread / std::max<int64_t>(rows, 1));
+  cpu::parallel_range(
+      cols, grain,
+      [&](int64_t c0, int64_t c1) {
+        cpu::column_sums_into(a + c0, b != nullptr ? b + c0 : nullptr, s, rows, cols, c1 - c0,
+                              sum_ab != nullptr ? sum_ab + c0 : nullptr,
+                              sum_a != nullptr ? sum_a + c0 : nullptr);
+      },
+      16);
+}
 
 void CpuBackend::layer_norm_forward(const float* x, const float* g, const float* b, float* y,
                                     float* xhat, float* rstd, int64_t rows, int64_t f,
                                     float eps) const {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * f;
-    double mean = 0.0, var = 0.0;
-    for (int64_t c = 0; c < f; ++c) mean += xr[c];
-    mean /= static_cast<double>(f);
-    for (int64_t c = 0; c < f; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-    var /= static_cast<double>(f);
-    const float rs = static_cast<float>(1.0 / std::sqrt(var + eps));
-    rstd[r] = rs;
-    float* xh = xhat + r * f;
-    float* yr = y + r * f;
-    const float m = static_cast<float>(mean);
-    for (int64_t c = 0; c < f; ++c) {
-      xh[c] = (xr[c] - m) * rs;
-      yr[c] = xh[c] * g[c] + b[c];
-    }
-  }
+  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+    cpu::layer_norm_rows(x + r0 * f, g, b, y + r0 * f, xhat + r0 * f, rstd + r0, r1 - r0, f, eps);
+  });
 }
 
 void CpuBackend::layer_norm_backward(const float* dy, const float* xhat, const float* rstd,
                                      const float* g, float* dx, float* dg, float* db, int64_t rows,
                                      int64_t f) const {
-  fill(dg, f, 0.0f);
-  fill(db, f, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dyr = dy + r * f;
-    const float* xh = xhat + r * f;
-    double sum_d = 0.0, sum_dx = 0.0;
-    for (int64_t c = 0; c < f; ++c) {
-      dg[c] += dyr[c] * xh[c];
-      db[c] += dyr[c];
-      const float d = dyr[c] * g[c];
-      sum_d += d;
-      sum_dx += d * xh[c];
-    }
-    if (dx == nullptr) continue;
-    const float mean_d = static_cast<float>(sum_d / f), mean_dx = static_cast<float>(sum_dx / f);
-    float* dxr = dx + r * f;
-    for (int64_t c = 0; c < f; ++c) dxr[c] = rstd[r] * (dyr[c] * g[c] - mean_d - xh[c] * mean_dx);
-  }
+  column_products(dy, xhat, nullptr, rows, f, dg, db);
+  if (dx == nullptr) return;
+  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+    cpu::layer_norm_dx_rows(dy + r0 * f, xhat + r0 * f, rstd + r0, g, dx + r0 * f, r1 - r0, f);
+  });
 }
 
 void CpuBackend::rms_norm_forward(const float* x, const float* g, float* y, float* rstd,
                                   int64_t rows, int64_t f, float eps) const {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * f;
-    double ms = 0.0;
-    for (int64_t c = 0; c < f; ++c) ms += static_cast<double>(xr[c]) * xr[c];
-    const float rs = static_cast<float>(1.0 / std::sqrt(ms / f + eps));
-    rstd[r] = rs;
-    float* yr = y + r * f;
-    for (int64_t c = 0; c < f; ++c) yr[c] = xr[c] * rs * g[c];
-  }
+  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+    cpu::rms_norm_rows(x + r0 * f, g, y + r0 * f, rstd + r0, r1 - r0, f, eps);
+  });
 }
 
 void CpuBackend::rms_norm_backward(const float* dy, const float* x, const float* rstd,
                                    const float* g, float* dx, float* dg, int64_t rows,
                                    int64_t f) const {
-  fill(dg, f, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dyr = dy + r * f;
-    const float* xr = x + r * f;
-    const float rs = rstd[r];
-    double dot = 0.0;
-    for (int64_t c = 0; c < f; ++c) {
-      dg[c] += dyr[c] * xr[c] * rs;
-      dot += static_cast<double>(dyr[c]) * g[c] * xr[c];
-    }
-    if (dx == nullptr) continue;
-    const float k = static_cast<float>(dot / f) * rs * rs;
-    float* dxr = dx + r * f;
-    for (int64_t c = 0; c < f; ++c) dxr[c] = rs * (dyr[c] * g[c] - xr[c] * k);
-  }
+  column_products(dy, x, rstd, rows, f, dg, nullptr);
+  if (dx == nullptr) return;
+  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+    cpu::rms_norm_dx_rows(dy + r0 * f, x + r0 * f, rstd + r0, g, dx + r0 * f, r1 - r0, f);
+  });
 }
 
 void CpuBackend::column_centered_squares(const float* x, const float* mean, int64_t rows,
@@ -123,57 +110,38 @@ void CpuBackend::batch_norm_running(const float* running_mean, const float* runn
 void CpuBackend::batch_norm_apply(const float* x, const float* mean, const float* rstd,
                                   const float* g, const float* b, float* xhat, float* y,
                                   int64_t rows, int64_t f) const {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * f;
-    float* xh = xhat + r * f;
-    float* yr = y + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      xh[c] = (xr[c] - mean[c]) * rstd[c];
-      yr[c] = xh[c] * g[c] + b[c];
-    }
-  }
+  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+    cpu::batch_norm_apply_rows(x + r0 * f, mean, rstd, g, b, xhat + r0 * f, y + r0 * f, r1 - r0, f);
+  });
 }
 
 void CpuBackend::batch_norm_param_grads(const float* dy, const float* xhat, float* dg, float* db,
                                         int64_t rows, int64_t f) const {
-  fill(dg, f, 0.0f);
-  fill(db, f, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dyr = dy + r * f;
-    const float* xh = xhat + r * f;
-    for (int64_t c = 0; c < f; ++c) {
-      dg[c] += dyr[c] * xh[c];
-      db[c] += dyr[c];
-    }
-  }
+  column_products(dy, xhat, nullptr, rows, f, dg, db);
 }
 
 void CpuBackend::batch_norm_input_grad(const float* dy, const float* xhat, const float* g,
                                        const float* rstd, const float* sum_dy,
                                        const float* sum_dy_xhat, float inv_n, float* dx,
                                        int64_t rows, int64_t f) const {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* dyr = dy + r * f;
-    const float* xh = xhat + r * f;
-    float* dxr = dx + r * f;
-    if (sum_dy == nullptr) {
-      for (int64_t c = 0; c < f; ++c) dxr[c] = g[c] * rstd[c] * dyr[c];
-      continue;
-    }
-    for (int64_t c = 0; c < f; ++c) {
-      dxr[c] = g[c] * rstd[c] * (dyr[c] - inv_n * sum_dy[c] - xh[c] * inv_n * sum_dy_xhat[c]);
-    }
-  }
+  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+    cpu::batch_norm_input_grad_rows(dy + r0 * f, xhat + r0 * f, g, rstd, sum_dy, sum_dy_xhat, inv_n,
+                                    dx + r0 * f, r1 - r0, f);
+  });
 }
 
 void CpuBackend::dropout_mask(float* mask, int64_t rows, int64_t cols, float p, uint64_t seed,
                               int64_t first_row) const {
+  // Each row's mask comes from its own stream (keyed on its global row):
+  // the same whichever thread draws it.
   const float keep_scale = 1.0f / (1.0f - p);
-  for (int64_t r = 0; r < rows; ++r) {
-    Rng rng(Rng::derive(seed, static_cast<uint64_t>(first_row + r)));
-    float* m = mask + r * cols;
-    for (int64_t c = 0; c < cols; ++c) m[c] = rng.uniform() >= p ? keep_scale : 0.0f;
-  }
+  cpu::parallel_range(rows, rows_per_thread(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      Rng rng(Rng::derive(seed, static_cast<uint64_t>(first_row + r)));
+      float* m = mask + r * cols;
+      for (int64_t c = 0; c < cols; ++c) m[c] = rng.uniform() >= p ? keep_scale : 0.0f;
+    }
+  });
 }
 
 void CpuBackend::token_ids(const float* x, int32_t* ids, int64_t n, int64_t vocab) const {

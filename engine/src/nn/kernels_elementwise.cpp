@@ -1,18 +1,13 @@
-// Fused elementwise loops. Each hot loop is compiled for AVX-512, AVX2 and a
-// generic x86-64 target; the loader picks the best clone for the CPU, so one
-// binary runs everywhere at full width. (Sanitizer builds use a single
-// version: ifunc resolvers and ASan do not mix well.)
+// Fused elementwise loops, each compiled for AVX-512, AVX2 and generic
+// x86-64 (multiversion.h).
 #include <baton/core/error.h>
 #include <baton/nn/kernels.h>
 
 #include <cmath>
 #include <string>
 
-#if defined(__x86_64__) && !defined(BATON_NO_MULTIVERSION) && !defined(__SANITIZE_ADDRESS__)
-#define BATON_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define BATON_CLONES
-#endif
+#include "fast_math.h"
+#include "multiversion.h"
 
 namespace baton::cpu {
 namespace {
@@ -25,11 +20,11 @@ constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
 // GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 inline float gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + fast_tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 inline float gelu_tanh_grad(float x) {
   const float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
-  const float t = std::tanh(u);
+  const float t = fast_tanh(u);
   const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x);
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
@@ -59,7 +54,7 @@ void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols, Ac
         }
         break;
       case Activation::kTanh:
-        for (int64_t c = 0; c < cols; ++c) row[c] = std::tanh(row[c] + (bias ? bias[c] : 0.0f));
+        for (int64_t c = 0; c < cols; ++c) row[c] = fast_tanh(row[c] + (bias ? bias[c] : 0.0f));
         break;
       case Activation::kGelu:
         for (int64_t c = 0; c < cols; ++c) row[c] = gelu(row[c] + (bias ? bias[c] : 0.0f));
@@ -119,7 +114,7 @@ void activation_forward(const float* x, float* y, int64_t n, Activation act) {
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
       break;
     case Activation::kTanh:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = fast_tanh(x[i]);
       break;
     case Activation::kGelu:
       for (int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
