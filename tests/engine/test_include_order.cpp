@@ -52,6 +52,7 @@ const std::set<std::string> kWhiteBoxTests = {
     "tests/engine/strategy/test_gradient_reducer.cpp",
     "tests/engine/history/test_history_db.cpp",
     "tests/engine/nn/test_fast_math.cpp",
+    "tests/engine/nn/test_cpu_parallel.cpp",
 };
 
 // Quoted headers an engine source may include that are not beside it:
