@@ -104,7 +104,7 @@ struct Options {
   int64_t label_index = -1;
   char delim = ',';
   bool classification = true;
-  int64_t classes = 0;  // 0: largest label + 1
+  int64_t classes = 0;               // 0: largest label + 1
   std::vector<int64_t> image_shape;  // [C, H, W] when the rows are images
 };
 

@@ -18,6 +18,8 @@ struct gzFile_s;  // zlib's handle; keeps <zlib.h> out of this header
 namespace baton::datasets {
 
 std::shared_ptr<const Dataset> make_synthetic(const ConfigNode& config, const DatasetContext& ctx);
+std::shared_ptr<const Dataset> make_synthetic_images(const ConfigNode& config,
+                                                     const DatasetContext& ctx);
 std::shared_ptr<const Dataset> make_csv(const ConfigNode& config, const DatasetContext& ctx);
 std::shared_ptr<const Dataset> make_idx(const ConfigNode& config, const DatasetContext& ctx);
 std::shared_ptr<const Dataset> make_text(const ConfigNode& config, const DatasetContext& ctx);

@@ -21,6 +21,9 @@ int register_components(void* registry, char* err, size_t err_size) {
     r.add_dataset("synthetic_classification", d::make_synthetic,
                   "Gaussian clusters, one per class (keys: features, classes, samples, seed, "
                   "spread, separation)");
+    r.add_dataset("synthetic_images", d::make_synthetic_images,
+                  "Gaussian clusters as images, a random template per class (keys: "
+                  "image_shape, classes, samples, seed, spread, separation)");
     r.add_dataset("csv", d::make_csv,
                   "numeric CSV, plain or .gz (keys: path, header, label, delimiter, task, "
                   "classes)");
@@ -43,7 +46,7 @@ const baton_plugin_info kInfo = {
     BATON_PLUGIN_ABI_VERSION,
     "datasets",
     "1.0.0",
-    "Built-in datasets: synthetic_classification, csv, idx, text",
+    "Built-in datasets: synthetic_classification, synthetic_images, csv, idx, text",
     &register_components,
     nullptr,
 };

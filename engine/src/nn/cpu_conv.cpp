@@ -1,12 +1,23 @@
 // The CPU backend's image ops, channels last: CHW -> rows, im2col/col2im
-// for convolution as products, and pooling.
+// for convolution as products, and pooling; images are independent, so
+// each op splits its batch over the OpenMP team.
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "cpu_backend.h"
+#include "cpu_parallel.h"
 
 namespace baton {
+
+namespace {
+
+// Images of `floats` values each per thread worth splitting for.
+int64_t images_per_thread(int64_t floats) {
+  return std::max<int64_t>(1, cpu::kMinFloatsPerThread / std::max<int64_t>(floats, 1));
+}
+
+}  // namespace
 
 void CpuBackend::chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
                              int64_t w) const {
@@ -23,92 +34,101 @@ void CpuBackend::chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int
 void CpuBackend::im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
                         int64_t cg) const {
   const int64_t oh = s.oh(), ow = s.ow(), k = s.kh * s.kw * cg;
-  for (int64_t i = 0; i < s.n; ++i) {
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        float* row = cols + ((i * oh + oy) * ow + ox) * k;
-        for (int64_t ky = 0; ky < s.kh; ++ky) {
-          const int64_t iy = oy * s.stride - s.pad + ky;
-          for (int64_t kx = 0; kx < s.kw; ++kx) {
-            const int64_t ix = ox * s.stride - s.pad + kx;
-            float* dst = row + (ky * s.kw + kx) * cg;
-            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) {
-              std::memset(dst, 0, sizeof(float) * static_cast<size_t>(cg));
-            } else {
-              std::memcpy(dst, x + ((i * s.h + iy) * s.w + ix) * s.c_in + c0,
-                          sizeof(float) * static_cast<size_t>(cg));
+  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          float* row = cols + ((i * oh + oy) * ow + ox) * k;
+          for (int64_t ky = 0; ky < s.kh; ++ky) {
+            const int64_t iy = oy * s.stride - s.pad + ky;
+            for (int64_t kx = 0; kx < s.kw; ++kx) {
+              const int64_t ix = ox * s.stride - s.pad + kx;
+              float* dst = row + (ky * s.kw + kx) * cg;
+              if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) {
+                std::memset(dst, 0, sizeof(float) * static_cast<size_t>(cg));
+              } else {
+                std::memcpy(dst, x + ((i * s.h + iy) * s.w + ix) * s.c_in + c0,
+                            sizeof(float) * static_cast<size_t>(cg));
+              }
             }
           }
         }
       }
     }
-  }
+  });
 }
 
 void CpuBackend::col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
                         int64_t cg) const {
   const int64_t oh = s.oh(), ow = s.ow(), k = s.kh * s.kw * cg;
-  for (int64_t i = 0; i < s.n; ++i) {
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const float* row = cols + ((i * oh + oy) * ow + ox) * k;
-        for (int64_t ky = 0; ky < s.kh; ++ky) {
-          const int64_t iy = oy * s.stride - s.pad + ky;
-          if (iy < 0 || iy >= s.h) continue;
-          for (int64_t kx = 0; kx < s.kw; ++kx) {
-            const int64_t ix = ox * s.stride - s.pad + kx;
-            if (ix < 0 || ix >= s.w) continue;
-            cpu::add_inplace(dx + ((i * s.h + iy) * s.w + ix) * s.c_in + c0,
-                             row + (ky * s.kw + kx) * cg, cg);
+  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const float* row = cols + ((i * oh + oy) * ow + ox) * k;
+          for (int64_t ky = 0; ky < s.kh; ++ky) {
+            const int64_t iy = oy * s.stride - s.pad + ky;
+            if (iy < 0 || iy >= s.h) continue;
+            for (int64_t kx = 0; kx < s.kw; ++kx) {
+              const int64_t ix = ox * s.stride - s.pad + kx;
+              if (ix < 0 || ix >= s.w) continue;
+              cpu::add_inplace(dx + ((i * s.h + iy) * s.w + ix) * s.c_in + c0,
+                               row + (ky * s.kw + kx) * cg, cg);
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 void CpuBackend::max_pool_forward(const float* x, float* y, int32_t* argmax,
                                   const PoolShape& s) const {
   const int64_t oh = s.oh(), ow = s.ow();
-  for (int64_t i = 0; i < s.n; ++i) {
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const int64_t out = (i * oh + oy) * ow + ox;
-        for (int64_t ch = 0; ch < s.c; ++ch) {
-          float best = -std::numeric_limits<float>::infinity();
-          int32_t at = -1;
-          for (int64_t ky = 0; ky < s.k; ++ky) {
-            const int64_t iy = oy * s.stride - s.pad + ky;
-            if (iy < 0 || iy >= s.h) continue;
-            for (int64_t kx = 0; kx < s.k; ++kx) {
-              const int64_t ix = ox * s.stride - s.pad + kx;
-              if (ix < 0 || ix >= s.w) continue;
-              const int64_t in = (i * s.h + iy) * s.w + ix;
-              const float v = x[in * s.c + ch];
-              if (at < 0 || v > best) {
-                best = v;
-                at = static_cast<int32_t>(in);
+  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t out = (i * oh + oy) * ow + ox;
+          for (int64_t ch = 0; ch < s.c; ++ch) {
+            float best = -std::numeric_limits<float>::infinity();
+            int32_t at = -1;
+            for (int64_t ky = 0; ky < s.k; ++ky) {
+              const int64_t iy = oy * s.stride - s.pad + ky;
+              if (iy < 0 || iy >= s.h) continue;
+              for (int64_t kx = 0; kx < s.k; ++kx) {
+                const int64_t ix = ox * s.stride - s.pad + kx;
+                if (ix < 0 || ix >= s.w) continue;
+                const int64_t in = (i * s.h + iy) * s.w + ix;
+                const float v = x[in * s.c + ch];
+                if (at < 0 || v > best) {
+                  best = v;
+                  at = static_cast<int32_t>(in);
+                }
               }
             }
+            y[out * s.c + ch] = best;
+            argmax[out * s.c + ch] = at;
           }
-          y[out * s.c + ch] = best;
-          argmax[out * s.c + ch] = at;
         }
       }
     }
-  }
+  });
 }
 
 void CpuBackend::max_pool_backward(const float* dy, const int32_t* argmax, float* dx,
                                    const PoolShape& s) const {
-  fill(dx, s.n * s.h * s.w * s.c, 0.0f);
-  const int64_t outputs = s.n * s.oh() * s.ow();
-  for (int64_t out = 0; out < outputs; ++out) {
-    for (int64_t ch = 0; ch < s.c; ++ch) {
-      const int32_t in = argmax[out * s.c + ch];
-      if (in >= 0) dx[static_cast<int64_t>(in) * s.c + ch] += dy[out * s.c + ch];
+  // A window's maximum lies in its own image: images are independent.
+  const int64_t pixels = s.h * s.w, outputs = s.oh() * s.ow();
+  cpu::parallel_range(s.n, images_per_thread(pixels * s.c), [&](int64_t i0, int64_t i1) {
+    std::fill(dx + i0 * pixels * s.c, dx + i1 * pixels * s.c, 0.0f);
+    for (int64_t out = i0 * outputs; out < i1 * outputs; ++out) {
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        const int32_t in = argmax[out * s.c + ch];
+        if (in >= 0) dx[static_cast<int64_t>(in) * s.c + ch] += dy[out * s.c + ch];
+      }
     }
-  }
+  });
 }
 
 namespace {
@@ -126,41 +146,45 @@ Window window(const PoolShape& s, int64_t oy, int64_t ox) {
 
 void CpuBackend::avg_pool_forward(const float* x, float* y, const PoolShape& s) const {
   const int64_t oh = s.oh(), ow = s.ow();
-  for (int64_t i = 0; i < s.n; ++i) {
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        float* dst = y + ((i * oh + oy) * ow + ox) * s.c;
-        fill(dst, s.c, 0.0f);
-        const Window win = window(s, oy, ox);
-        for (int64_t iy = win.y0; iy < win.y1; ++iy) {
-          for (int64_t ix = win.x0; ix < win.x1; ++ix) {
-            cpu::add_inplace(dst, x + ((i * s.h + iy) * s.w + ix) * s.c, s.c);
+  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          float* dst = y + ((i * oh + oy) * ow + ox) * s.c;
+          fill(dst, s.c, 0.0f);
+          const Window win = window(s, oy, ox);
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+              cpu::add_inplace(dst, x + ((i * s.h + iy) * s.w + ix) * s.c, s.c);
+            }
           }
+          cpu::scale(dst, s.c, 1.0f / static_cast<float>(std::max<int64_t>(1, win.count())));
         }
-        cpu::scale(dst, s.c, 1.0f / static_cast<float>(std::max<int64_t>(1, win.count())));
       }
     }
-  }
+  });
 }
 
 void CpuBackend::avg_pool_backward(const float* dy, float* dx, const PoolShape& s) const {
-  fill(dx, s.n * s.h * s.w * s.c, 0.0f);
   const int64_t oh = s.oh(), ow = s.ow();
-  for (int64_t i = 0; i < s.n; ++i) {
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const float* src = dy + ((i * oh + oy) * ow + ox) * s.c;
-        const Window win = window(s, oy, ox);
-        const float inv = 1.0f / static_cast<float>(std::max<int64_t>(1, win.count()));
-        for (int64_t iy = win.y0; iy < win.y1; ++iy) {
-          for (int64_t ix = win.x0; ix < win.x1; ++ix) {
-            float* d = dx + ((i * s.h + iy) * s.w + ix) * s.c;
-            for (int64_t ch = 0; ch < s.c; ++ch) d[ch] += src[ch] * inv;
+  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
+    std::fill(dx + i0 * s.h * s.w * s.c, dx + i1 * s.h * s.w * s.c, 0.0f);
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const float* src = dy + ((i * oh + oy) * ow + ox) * s.c;
+          const Window win = window(s, oy, ox);
+          const float inv = 1.0f / static_cast<float>(std::max<int64_t>(1, win.count()));
+          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+            for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+              float* d = dx + ((i * s.h + iy) * s.w + ix) * s.c;
+              for (int64_t ch = 0; ch < s.c; ++ch) d[ch] += src[ch] * inv;
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace baton

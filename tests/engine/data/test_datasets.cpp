@@ -425,6 +425,41 @@ TEST_F(Datasets, SyntheticDeterministicAndBalanced) {
   EXPECT_LT(in_pattern, 40);
 }
 
+TEST_F(Datasets, SyntheticImagesHaveTheirShapeClassesAndSeed) {
+  json cfg = {{"type", "synthetic_images"},
+              {"image_shape", {3, 8, 6}},
+              {"samples", 50},
+              {"classes", 5},
+              {"seed", 3}};
+  auto a = load(cfg), b = load(cfg);
+  EXPECT_EQ(a->image_shape(), (std::vector<int64_t>{3, 8, 6}));
+  EXPECT_EQ(a->features(), 3 * 8 * 6);
+  EXPECT_EQ(a->classes(), 5);
+  ASSERT_EQ(a->size(), 50);
+  std::array<int, 5> per_class{};
+  for (int64_t i = 0; i < a->size(); ++i) {
+    int32_t la = -1, lb = -1;
+    EXPECT_EQ(row(*a, i, &la), row(*b, i, &lb));
+    EXPECT_EQ(la, lb);
+    ++per_class.at(static_cast<size_t>(la));
+  }
+  for (int n : per_class) EXPECT_EQ(n, 10);
+  EXPECT_NE(a->describe().find("3x8x6"), std::string::npos) << a->describe();
+  auto d = load({{"type", "synthetic_images"}});
+  EXPECT_EQ(d->image_shape(), (std::vector<int64_t>{3, 32, 32}));
+
+  const std::string two = error_of({{"type", "synthetic_images"}, {"image_shape", {8, 8}}});
+  EXPECT_NE(two.find("data.train.image_shape"), std::string::npos) << two;
+  EXPECT_NE(two.find("[C, H, W]"), std::string::npos) << two;
+  const std::string zero = error_of({{"type", "synthetic_images"}, {"image_shape", {3, 0, 8}}});
+  EXPECT_NE(zero.find("data.train.image_shape"), std::string::npos) << zero;
+  const std::string big =
+      error_of({{"type", "synthetic_images"}, {"image_shape", {3, 4096, 4096}}, {"samples", 100}});
+  EXPECT_NE(big.find("data.train.samples"), std::string::npos) << big;
+  const std::string unknown = error_of({{"type", "synthetic_images"}, {"features", 10}});
+  EXPECT_NE(unknown.find("features"), std::string::npos) << unknown;
+}
+
 TEST_F(Datasets, SyntheticDefaultsSeedAndClusters) {
   auto d = load({{"type", "synthetic_classification"}}, 7);
   EXPECT_EQ(d->size(), 1024);

@@ -21,7 +21,7 @@ TEST(Plugins, BuiltinsRegisterModelsAndDatasets) {
   for (const char* m : {"mlp", "gpt", "cnn", "resnet"}) {
     EXPECT_TRUE(contains(r.model_names(), m)) << m;
   }
-  for (const char* d : {"csv", "idx", "synthetic_classification", "text"}) {
+  for (const char* d : {"csv", "idx", "synthetic_classification", "synthetic_images", "text"}) {
     EXPECT_TRUE(contains(r.dataset_names(), d)) << d;
   }
   ASSERT_EQ(r.plugins().size(), 4u);
