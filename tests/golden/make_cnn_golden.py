@@ -25,12 +25,13 @@ It writes <name>.json (the index and the figures) and <name>.bin
 (float32, little-endian, the tensors one after another). They are
 committed: the C++ test needs no Python.
 """
-import json
 import os
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from golden_common import adamw_losses, write_golden
 
 N, C, H, W, K = 4, 3, 8, 8, 5
 LR, WD, STEPS = 1e-2, 0.1, 10
@@ -138,36 +139,13 @@ def make(name, shapes, forward, model_config, flatten_hwc, out_dir, seed):
     grads = {n: p[n].grad.detach().clone() for n in shapes}
 
     # AdamW: decay on convolution and linear weights, not biases or norms.
-    for t in p.values():
-        t.grad = None
-    decay = [p[n] for n in shapes if n.endswith("weight")]
-    no_decay = [p[n] for n in shapes if not n.endswith("weight")]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=(0.9, 0.999), eps=1e-8)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        l = F.cross_entropy(forward(p, x), targets)
-        losses.append(l.item())
-        l.backward()
-        opt.step()
+    losses = adamw_losses(p, {n for n in shapes if n.endswith("weight")}, lambda: forward(p, x),
+                          targets, LR, WD, STEPS)
 
-    index, blob, offset = {}, bytearray(), 0
-
-    def put(key, t):
-        nonlocal offset
-        a = t.detach().contiguous().float().numpy().astype("<f4")
-        index[key] = {"offset": offset, "shape": list(a.shape)}
-        blob.extend(a.tobytes())
-        offset += a.size
-
-    for n in shapes:
-        put("param." + n, to_baton(n, initial[n], flatten_hwc))
-    for n in shapes:
-        put("grad." + n, to_baton(n, grads[n], flatten_hwc))
-    put("images", x)  # (N, C, H, W): the layout the data gives Baton
-    put("logits", logits)
+    tensors = [("param." + n, to_baton(n, initial[n], flatten_hwc)) for n in shapes]
+    tensors += [("grad." + n, to_baton(n, grads[n], flatten_hwc)) for n in shapes]
+    tensors.append(("images", x))  # (N, C, H, W): the layout the data gives Baton
+    tensors.append(("logits", logits))
     doc = {
         "about": "tests/golden/make_cnn_golden.py, torch " + torch.__version__,
         "model": model_config,
@@ -179,12 +157,8 @@ def make(name, shapes, forward, model_config, flatten_hwc, out_dir, seed):
         "targets": targets.tolist(),
         "loss": loss.item(),
         "adamw_losses": losses,
-        "tensors": index,
     }
-    with open(os.path.join(out_dir, name + ".json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(os.path.join(out_dir, name + ".bin"), "wb") as f:
-        f.write(bytes(blob))
+    offset = write_golden(out_dir, name, doc, tensors)
     print(f"{name}: loss {loss.item():.6f}; {offset} floats; "
           f"adamw losses {losses[0]:.4f} .. {losses[-1]:.4f}")
 

@@ -11,13 +11,14 @@ It writes gpt_tiny.json (the index and the figures) and gpt_tiny.bin
 (float32, little-endian, the tensors one after another). Both are
 committed: the C++ test needs no Python.
 """
-import json
 import math
 import os
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from golden_common import adamw_losses, write_golden
 
 V, T, C, H, L, B = 64, 16, 32, 2, 2, 2
 LR, WD, STEPS = 1e-2, 0.1, 10
@@ -87,35 +88,12 @@ def main(out_dir):
     grads = {n: p[n].grad.detach().clone() for n in param_names()}
 
     # AdamW: decay on the matrices and embeddings, not biases or norms.
-    for t in p.values():
-        t.grad = None
-    decay = [p[n] for n in param_names() if len(sh[n]) == 2]
-    no_decay = [p[n] for n in param_names() if len(sh[n]) != 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=(0.9, 0.999), eps=1e-8)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        l = F.cross_entropy(forward(p, idx), targets)
-        losses.append(l.item())
-        l.backward()
-        opt.step()
+    losses = adamw_losses(p, {n for n in param_names() if len(sh[n]) == 2},
+                          lambda: forward(p, idx), targets, LR, WD, STEPS)
 
-    index, blob, offset = {}, bytearray(), 0
-
-    def put(name, t):
-        nonlocal offset
-        a = t.detach().contiguous().float().numpy().astype("<f4")
-        index[name] = {"offset": offset, "shape": list(a.shape)}
-        blob.extend(a.tobytes())
-        offset += a.size
-
-    for n in param_names():
-        put("param." + n, initial[n])
-    for n in param_names():
-        put("grad." + n, grads[n])
-    put("logits", logits)
+    tensors = [("param." + n, initial[n]) for n in param_names()]
+    tensors += [("grad." + n, grads[n]) for n in param_names()]
+    tensors.append(("logits", logits))
     doc = {
         "about": "tests/golden/make_gpt_golden.py, torch " + torch.__version__,
         "config": {"vocab": V, "context": T, "d_model": C, "n_head": H, "n_layer": L, "batch": B},
@@ -125,12 +103,8 @@ def main(out_dir):
         "targets": targets.tolist(),
         "loss": loss.item(),
         "adamw_losses": losses,
-        "tensors": index,
     }
-    with open(os.path.join(out_dir, "gpt_tiny.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(os.path.join(out_dir, "gpt_tiny.bin"), "wb") as f:
-        f.write(bytes(blob))
+    offset = write_golden(out_dir, "gpt_tiny", doc, tensors)
     print(f"loss {loss.item():.6f}; {offset} floats; adamw losses {losses[0]:.4f} .. {losses[-1]:.4f}")
 
 
