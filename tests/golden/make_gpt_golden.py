@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from golden_common import adamw_losses, write_golden
 
 V, T, C, H, L, B = 64, 16, 32, 2, 2, 2
-LR, WD, STEPS = 1e-2, 0.1, 10
+LR, WD, STEPS = 3e-3, 0.1, 10
 
 
 def param_names():

@@ -18,15 +18,20 @@ constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 
 inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
-// GPT-2's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GPT-2's tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+// computed as x * sigmoid(2u): 1 + tanh(u) = 2 / (1 + e^-2u) has no
+// cancellation where tanh(u) is near -1 (large negative x).
 inline float gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + fast_tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  const float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+  return x / (1.0f + fast_exp(-2.0f * u));
 }
+// d/dx: s + 2 x s (1 - s) du/dx with s = sigmoid(2u), 1 - s = e s.
 inline float gelu_tanh_grad(float x) {
   const float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
-  const float t = fast_tanh(u);
+  const float e = fast_exp(-2.0f * u);
+  const float s = 1.0f / (1.0f + e);
   const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+  return s + 2.0f * x * s * (e * s) * du;
 }
 inline float gelu_grad(float x) {
   return 0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);

@@ -136,7 +136,7 @@ namespace {
 inline void softmax_inplace(float* row, int64_t n) {
   float mx = row[0];
   for (int64_t j = 1; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-  for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - mx);
+  for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - mx);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) sum += row[j];

@@ -2,6 +2,7 @@
 // over a dense grid and at the ends of their ranges.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "nn/fast_math.h"
@@ -19,7 +20,7 @@ TEST(FastMath, ExpIsWithinAFewUlpOfLibmAcrossItsRange) {
       at = xf;
     }
   }
-  EXPECT_LT(worst, 4e-7) << "at x = " << at;
+  EXPECT_LT(worst, 3e-7) << "at x = " << at;
   EXPECT_EQ(baton::cpu::fast_exp(0.0f), 1.0f);
 }
 
@@ -30,17 +31,20 @@ TEST(FastMath, ExpClampsInsteadOfOverflowing) {
   EXPECT_GE(baton::cpu::fast_exp(-1000.0f), 0.0f);
 }
 
-TEST(FastMath, TanhIsWithinTwoTenthsOfAMillionthOfLibm) {
+TEST(FastMath, TanhIsWithinAFewUlpOfLibm) {
   double worst = 0.0, at = 0.0;
   for (double x = -12.0; x <= 12.0; x += 0.0001237) {
     const auto xf = static_cast<float>(x);
-    const double err = std::fabs(baton::cpu::fast_tanh(xf) - std::tanh(static_cast<double>(xf)));
+    const double want = std::tanh(static_cast<double>(xf));
+    // Relative near 0 (GELU's tanh sits there for small inputs), absolute
+    // (in ulp of 1) where tanh is near +-1.
+    const double err = std::fabs(baton::cpu::fast_tanh(xf) - want) / std::max(std::fabs(want), 0.5);
     if (err > worst) {
       worst = err;
       at = xf;
     }
   }
-  EXPECT_LT(worst, 2e-7) << "at x = " << at;
+  EXPECT_LT(worst, 3e-7) << "at x = " << at;
   EXPECT_EQ(baton::cpu::fast_tanh(50.0f), 1.0f);
   EXPECT_EQ(baton::cpu::fast_tanh(-50.0f), -1.0f);
   EXPECT_NEAR(baton::cpu::fast_tanh(1e-4f), 1e-4f, 1e-7f);
