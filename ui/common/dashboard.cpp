@@ -43,6 +43,12 @@ const char* plot_title(Dashboard::Plot p) {
   }
 }
 
+// A series' name after its run's: "train", "val", "val perplexity", ...
+QString part_name(const QString& key) {
+  if (key.startsWith(QLatin1String("ppl/"))) return Dashboard::tr("val perplexity");
+  return key.section(QLatin1Char('/'), 1);
+}
+
 }  // namespace
 
 Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
@@ -158,7 +164,7 @@ void Dashboard::begin_run(const QString& id, const QString& label, double start_
   r.label = label;
   r.start_unix_s = start_unix_s;
   for (auto& [key, s] : r.series) {
-    if (s.graph) s.graph->setName(label + QLatin1Char(' ') + key.section(QLatin1Char('/'), 1));
+    if (s.graph) s.graph->setName(label + QLatin1Char(' ') + part_name(key));
   }
 }
 
@@ -180,7 +186,7 @@ void Dashboard::restyle_for_compare() {
   for (auto& [id, run] : runs_) {
     for (auto& [key, s] : run.series) {
       if (!s.graph) continue;
-      s.graph->setName(run.label + QLatin1Char(' ') + key.section(QLatin1Char('/'), 1));
+      s.graph->setName(run.label + QLatin1Char(' ') + part_name(key));
       if (s.stacked) {
         // Translucent, one dash pattern a run: no run's fill hides another's.
         QBrush b = s.graph->brush();
@@ -197,7 +203,20 @@ void Dashboard::restyle_for_compare() {
 
 QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
   QCustomPlot* cp = plot(p);
-  QCPGraph* g = cp->addGraph();
+  // A language model's validation perplexity: on the loss plot, against an
+  // axis of its own on the right.
+  const bool right = key.startsWith(QLatin1String("ppl/"));
+  if (right) {
+    cp->yAxis2->setVisible(true);
+    cp->yAxis2->setLabel(tr("validation perplexity"));
+    for (QCPAxis* a : {cp->yAxis2}) {
+      a->setBasePen(cp->yAxis->basePen());
+      a->setTickPen(cp->yAxis->tickPen());
+      a->setTickLabelColor(cp->yAxis->tickLabelColor());
+      a->setLabelColor(cp->yAxis->labelColor());
+    }
+  }
+  QCPGraph* g = right ? cp->addGraph(cp->xAxis, cp->yAxis2) : cp->addGraph();
   const QString part = key.section(QLatin1Char('/'), 1);
   g->setName(runs_.size() > 1 || p == Plot::kLinks ? run.label + QLatin1Char(' ') + part : part);
   QPen pen(run.color, 1.6);
@@ -221,6 +240,11 @@ QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
     const int n = static_cast<int>(cp->graphCount());
     pen.setColor(QColor::fromHsv((n * 67) % 360, 200, 200));
     if (key.contains(QLatin1String("(modelled)"))) pen.setStyle(Qt::DashLine);
+  } else if (right) {
+    g->setName((runs_.size() > 1 ? run.label + QLatin1Char(' ') : QString()) +
+               tr("val perplexity"));
+    pen.setStyle(Qt::DotLine);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
   } else if (part == QLatin1String("val") || part == QLatin1String("replica")) {
     pen.setStyle(Qt::DashLine);
   }
@@ -386,6 +410,8 @@ void Dashboard::add_events(const std::vector<Event>& events) {
                                .arg(perplexity(e->val_loss), 0, 'f', 2)
                                .arg(bits_per_byte(e->val_loss), 0, 'f', 3));
         }
+        append(r, id, QStringLiteral("ppl/val"), Plot::kLoss, st, r.last_rel,
+               perplexity(e->val_loss), false);
       }
       append(r, id, QStringLiteral("accuracy/val"), Plot::kAccuracy, st, r.last_rel,
              e->val_accuracy, false);

@@ -35,13 +35,36 @@ Tensor::Tensor(std::vector<int64_t> shape, float fill_value) : shape_(std::move(
   fill(fill_value);
 }
 
+namespace {
+
+// Copies the values of a (possibly strided) view into contiguous `dst`,
+// in row-major order of its shape.
+void gather(const float* src, const std::vector<int64_t>& shape,
+            const std::vector<int64_t>& strides, int64_t numel, float* dst) {
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t at = 0;
+    for (size_t d = 0; d < shape.size(); ++d) at += index[d] * strides[d];
+    dst[i] = src[at];
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
 Tensor::Tensor(const Tensor& other)
-    : shape_(other.shape_),
-      strides_(other.strides_),
-      numel_(other.numel_),
-      capacity_(other.numel_) {
+    : shape_(other.shape_), numel_(other.numel_), capacity_(other.numel_) {
   data_.reset(allocate(capacity_), FreeDeleter{});
-  if (numel_ > 0) std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
+  recompute_strides();
+  if (numel_ == 0) return;
+  if (other.is_contiguous()) {
+    std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
+  } else {
+    gather(other.data_.get(), other.shape_, other.strides_, numel_, data_.get());
+  }
 }
 
 Tensor::Tensor(Tensor&& other) noexcept
@@ -67,6 +90,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
     data_.reset(allocate(other.numel_), FreeDeleter{});
     capacity_ = other.numel_;
   }
+  if (!other.is_contiguous()) return *this = Tensor(other);
   shape_ = other.shape_;
   strides_ = other.strides_;
   numel_ = other.numel_;
@@ -84,6 +108,87 @@ Tensor Tensor::share(Tensor& t) {
   return v;
 }
 
+bool Tensor::is_contiguous() const {
+  int64_t expect = 1;
+  for (size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] != 1 && strides_[i] != expect) return false;
+    expect *= shape_[i];
+  }
+  return true;
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  if (!is_contiguous()) {
+    throw RuntimeError("Tensor::reshaped: " + shape_string() +
+                       " is a strided view; copy it to a contiguous tensor first");
+  }
+  int64_t known = 1;
+  size_t inferred = shape.size();
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1 && inferred == shape.size()) {
+      inferred = i;
+    } else if (shape[i] < 0) {
+      throw RuntimeError("Tensor::reshaped: dimension " + std::to_string(shape[i]));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (inferred < shape.size()) {
+    if (known == 0 || numel_ % known != 0) {
+      throw RuntimeError("Tensor::reshaped: cannot infer a dimension of " + shape_string());
+    }
+    shape[inferred] = numel_ / known;
+    known = numel_;
+  }
+  if (known != numel_) {
+    throw RuntimeError("Tensor::reshaped: " + shape_string() + " has " + std::to_string(numel_) +
+                       " values, the new shape " + std::to_string(known));
+  }
+  Tensor v;
+  v.shape_ = std::move(shape);
+  v.numel_ = numel_;
+  v.capacity_ = capacity_;
+  v.data_ = data_;
+  v.recompute_strides();
+  return v;
+}
+
+Tensor Tensor::transposed(size_t a, size_t b) const {
+  if (a >= shape_.size() || b >= shape_.size()) {
+    throw RuntimeError("Tensor::transposed(" + std::to_string(a) + ", " + std::to_string(b) +
+                       ") of " + shape_string());
+  }
+  Tensor v;
+  v.shape_ = shape_;
+  v.strides_ = strides_;
+  std::swap(v.shape_[a], v.shape_[b]);
+  std::swap(v.strides_[a], v.strides_[b]);
+  v.numel_ = numel_;
+  v.capacity_ = capacity_;
+  v.data_ = data_;
+  return v;
+}
+
+IntTensor::IntTensor(std::vector<int64_t> shape) : shape_(std::move(shape)) {
+  numel_ = 1;
+  for (int64_t d : shape_) {
+    if (d < 0) throw RuntimeError("IntTensor: negative dimension in shape");
+    numel_ *= d;
+  }
+  data_.assign(static_cast<size_t>(numel_), 0);
+}
+
+void IntTensor::set_rows(int64_t rows) {
+  if (shape_.empty()) throw RuntimeError("IntTensor::set_rows on a scalar");
+  int64_t per_row = 1;
+  for (size_t i = 1; i < shape_.size(); ++i) per_row *= shape_[i];
+  if (rows < 0 || rows * per_row > static_cast<int64_t>(data_.size())) {
+    throw RuntimeError("IntTensor::set_rows(" + std::to_string(rows) + ") exceeds its capacity");
+  }
+  shape_[0] = rows;
+  numel_ = rows * per_row;
+}
+
 void Tensor::recompute_strides() {
   strides_.assign(shape_.size(), 1);
   for (size_t i = shape_.size(); i-- > 1;) strides_[i - 1] = strides_[i] * shape_[i];
@@ -91,6 +196,7 @@ void Tensor::recompute_strides() {
 
 void Tensor::set_rows(int64_t rows) {
   if (shape_.empty()) throw RuntimeError("Tensor::set_rows on a scalar");
+  if (!is_contiguous()) throw RuntimeError("Tensor::set_rows on a strided view " + shape_string());
   int64_t per_row = 1;
   for (size_t i = 1; i < shape_.size(); ++i) per_row *= shape_[i];
   if (rows < 0 || rows * per_row > capacity_) {
@@ -102,6 +208,7 @@ void Tensor::set_rows(int64_t rows) {
 }
 
 void Tensor::fill(float value) {
+  if (!is_contiguous()) throw RuntimeError("Tensor::fill on a strided view " + shape_string());
   float* p = data_.get();
   for (int64_t i = 0; i < numel_; ++i) p[i] = value;
 }

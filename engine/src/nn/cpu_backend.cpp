@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "cpu_parallel.h"
 
@@ -102,10 +103,16 @@ void CpuBackend::multiply(const float* a, const float* b, float* y, int64_t n) c
 
 void CpuBackend::scale(float* x, int64_t n, float s) const { cpu::scale(x, n, s); }
 
-double CpuBackend::sum_squares(const float* x, int64_t n) const { return cpu::sum_squares(x, n); }
+double CpuBackend::sum_squares(const float* x, int64_t n) const {
+  return cpu::chunked_sum<double>(
+      n, 64 * 1024, 1, [&](int64_t i0, int64_t i1) { return cpu::sum_squares(x + i0, i1 - i0); });
+}
 
 void CpuBackend::add_repeated(float* y, const float* x, int64_t repeats, int64_t n) const {
-  for (int64_t r = 0; r < repeats; ++r) cpu::add_inplace(y + r * n, x, n);
+  cpu::parallel_range(repeats, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
+                      [&](int64_t r0, int64_t r1) {
+                        for (int64_t r = r0; r < r1; ++r) cpu::add_inplace(y + r * n, x, n);
+                      });
 }
 
 void CpuBackend::column_sums(const float* x, int64_t rows, int64_t cols, float* out) const {
@@ -115,7 +122,33 @@ void CpuBackend::column_sums(const float* x, int64_t rows, int64_t cols, float* 
 double CpuBackend::softmax_xent(const float* logits, const int32_t* labels, float* dlogits,
                                 int64_t rows, int64_t classes, float grad_scale,
                                 int64_t* correct) const {
-  return cpu::softmax_xent(logits, labels, dlogits, rows, classes, grad_scale, correct);
+  // Labels checked first, so the error names the row in the whole batch.
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] < 0 || labels[r] >= classes) {
+      throw InputError("label " + std::to_string(labels[r]) + " at batch row " + std::to_string(r) +
+                       " is outside [0, " + std::to_string(classes) + ")");
+    }
+  }
+  // Rows in fixed chunks: the loss and the hits add up in chunk order, the
+  // same on any number of threads.
+  struct Part {
+    double loss = 0;
+    int64_t hits = 0;
+    Part& operator+=(const Part& o) {
+      loss += o.loss;
+      hits += o.hits;
+      return *this;
+    }
+  };
+  const Part total = cpu::chunked_sum<Part>(rows, 64, classes, [&](int64_t r0, int64_t r1) {
+    Part p;
+    p.loss = cpu::softmax_xent(logits + r0 * classes, labels + r0,
+                               dlogits != nullptr ? dlogits + r0 * classes : nullptr, r1 - r0,
+                               classes, grad_scale, &p.hits);
+    return p;
+  });
+  if (correct != nullptr) *correct = total.hits;
+  return total.loss;
 }
 
 double CpuBackend::mse(const float* out, const float* target, float* dout, int64_t rows, int64_t k,

@@ -164,9 +164,18 @@ void CpuBackend::embedding_forward(const int32_t* ids, const float* table, float
 
 void CpuBackend::embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n,
                                     int64_t dim) const {
-  for (int64_t i = 0; i < n; ++i) {
-    cpu::add_inplace(dtable + static_cast<int64_t>(ids[i]) * dim, dout + i * dim, dim);
-  }
+  // Tokens repeat, so rows of the table collide: split the embedding's
+  // columns instead (each added in token order by one thread).
+  const int64_t grain = std::max<int64_t>(16, cpu::kMinFloatsPerThread / std::max<int64_t>(n, 1));
+  cpu::parallel_range(
+      dim, grain,
+      [&](int64_t c0, int64_t c1) {
+        for (int64_t i = 0; i < n; ++i) {
+          cpu::add_inplace(dtable + static_cast<int64_t>(ids[i]) * dim + c0, dout + i * dim + c0,
+                           c1 - c0);
+        }
+      },
+      16);
 }
 
 }  // namespace baton

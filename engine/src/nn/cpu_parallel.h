@@ -58,4 +58,28 @@ void parallel_items(int64_t n, const Body& body) {
 // Work below this many floats per thread is not worth waking a thread for.
 constexpr int64_t kMinFloatsPerThread = 32 * 1024;
 
+// A sum over [0, n) in chunks fixed by n alone (at least `min_chunk`, at
+// most kMaxChunks of them): part(begin, end) gives a chunk's sum; the
+// chunks run over the team and their sums are added in chunk order, so
+// the total is the same on any number of threads. `floats_per_item` sizes
+// the work for the thread decision.
+constexpr int64_t kMaxChunks = 64;
+template <class T, class Part>
+T chunked_sum(int64_t n, int64_t min_chunk, int64_t floats_per_item, const Part& part) {
+  if (n <= 0) return T{};
+  const int64_t chunk = std::max(min_chunk, (n + kMaxChunks - 1) / kMaxChunks);
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  T sums[kMaxChunks] = {};
+  const int64_t per_chunk = std::max<int64_t>(1, chunk * floats_per_item);
+  parallel_range(chunks, std::max<int64_t>(1, kMinFloatsPerThread / per_chunk),
+                 [&](int64_t c0, int64_t c1) {
+                   for (int64_t c = c0; c < c1; ++c) {
+                     sums[c] = part(c * chunk, std::min(n, (c + 1) * chunk));
+                   }
+                 });
+  T total{};
+  for (int64_t c = 0; c < chunks; ++c) total += sums[c];
+  return total;
+}
+
 }  // namespace baton::cpu

@@ -176,15 +176,21 @@ double softmax_xent(const float* logits, const int32_t* labels, float* dlogits, 
     }
     hits += arg == label;
     float sum = 0.0f;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(z[c] - mx);
+    if (dlogits) {
+      // Each exponential once: kept in the gradient row, then scaled.
+      float* d = dlogits + r * classes;
+      for (int64_t c = 0; c < classes; ++c) {
+        d[c] = std::exp(z[c] - mx);
+        sum += d[c];
+      }
+      const float inv = grad_scale / sum;
+      for (int64_t c = 0; c < classes; ++c) d[c] *= inv;
+      d[label] -= grad_scale;
+    } else {
+      for (int64_t c = 0; c < classes; ++c) sum += std::exp(z[c] - mx);
+    }
     const float log_sum = std::log(sum);
     loss += static_cast<double>(log_sum - (z[label] - mx));
-    if (dlogits) {
-      float* d = dlogits + r * classes;
-      const float inv = grad_scale / sum;
-      for (int64_t c = 0; c < classes; ++c) d[c] = std::exp(z[c] - mx) * inv;
-      d[label] -= grad_scale;
-    }
   }
   if (correct) *correct = hits;
   return loss;

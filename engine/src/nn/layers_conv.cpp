@@ -302,22 +302,35 @@ int64_t Flatten::plan(int64_t max_rows, int64_t in_features) {
                      std::to_string(in_features));
   }
   check_rows("Flatten", max_rows, in_);
-  y_ = Tensor({max_rows / in_.pixels(), in_.pixels() * in_.c});
-  dx_ = Tensor({max_rows, in_.c});
+  y_ = Tensor();
+  dx_ = Tensor();
   return in_.pixels() * in_.c;
 }
 
+namespace {
+
+// `view` as a view of `src` in `shape`: made once per source buffer (the
+// layers around keep theirs for the whole run), then only its rows change.
+void view_of(Tensor& view, const Tensor& src, int64_t rows, int64_t cols) {
+  if (view.shares_storage_with(src) && view.cols() == cols) {
+    view.set_rows(rows);
+  } else {
+    view = src.reshaped({rows, cols});
+  }
+}
+
+}  // namespace
+
 const Tensor& Flatten::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
-  // (n * h * w, c) and (n, h * w * c) are the same numbers in the same order.
-  y_.set_rows(x.rows() / in_.pixels());
-  be().copy(x.data(), y_.data(), x.numel());
+  // (n * h * w, c) and (n, h * w * c) are the same numbers in the same
+  // order: a view of the input, no copy.
+  view_of(y_, x, x.rows() / in_.pixels(), in_.pixels() * in_.c);
   return y_;
 }
 
 const Tensor& Flatten::backward(const Tensor& dy, bool need_input_grad) {
   if (!need_input_grad) return dx_;
-  dx_.set_rows(dy.rows() * in_.pixels());
-  be().copy(dy.data(), dx_.data(), dy.numel());
+  view_of(dx_, dy, dy.rows() * in_.pixels(), in_.c);
   return dx_;
 }
 

@@ -28,7 +28,7 @@ int64_t TokenEmbedding::plan(int64_t max_batch, int64_t in_features) {
                      " tokens, longer than the model's context of " + std::to_string(context_));
   }
   seq_ = in_features;
-  ids_.assign(static_cast<size_t>(max_batch * seq_), 0);
+  ids_ = IntTensor({max_batch, seq_});
   y_ = Tensor({max_batch * seq_, d_});
   return d_;
 }
@@ -42,6 +42,7 @@ const Tensor& TokenEmbedding::forward(const Tensor& x, const ForwardContext& /*c
   const int64_t n = x.rows();
   rows_ = n * seq_;
   y_.set_rows(rows_);
+  ids_.set_rows(n);
   be().token_ids(x.data(), ids_.data(), rows_, vocab_);
   be().embedding_forward(ids_.data(), wte_.value.data(), y_.data(), rows_, d_);
   be().add_repeated(y_.data(), wpe_.value.data(), n, seq_ * d_);

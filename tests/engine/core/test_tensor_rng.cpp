@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+using baton::IntTensor;
 using baton::Rng;
+using baton::RuntimeError;
 using baton::Tensor;
 
 // ---------------------------------------------------------------- Tensor
@@ -144,6 +146,71 @@ TEST(Tensor, MovedFromTensorIsEmptyAndReusable) {
 }
 
 // ---------------------------------------------------------------- Rng
+
+TEST(Tensor, ReshapedIsAViewOfTheSameStorage) {
+  Tensor t({2, 3, 4});
+  for (int64_t i = 0; i < t.numel(); ++i) t[i] = static_cast<float>(i);
+  Tensor v = t.reshaped({6, -1});
+  EXPECT_EQ(v.shape(), (std::vector<int64_t>{6, 4}));
+  EXPECT_EQ(v.strides(), (std::vector<int64_t>{4, 1}));
+  EXPECT_TRUE(v.shares_storage_with(t));
+  EXPECT_EQ(v.at(5, 3), 23.0f);
+  v.at(1, 2) = -1.0f;  // writes through the view are the tensor's
+  EXPECT_EQ(t[6], -1.0f);
+  // The view's rows change within the storage, without allocating.
+  v.set_rows(2);
+  EXPECT_EQ(v.numel(), 8);
+  EXPECT_THROW(v.set_rows(7), RuntimeError);
+  EXPECT_THROW((void)t.reshaped({5, 5}), RuntimeError);
+  EXPECT_THROW((void)t.reshaped({-1, 5}), RuntimeError);
+  EXPECT_THROW((void)t.reshaped({-1, -1, 2}), RuntimeError);
+}
+
+TEST(Tensor, TransposedSwapsStridesAndCopiesComeOutContiguous) {
+  Tensor t({2, 3});
+  for (int64_t i = 0; i < 6; ++i) t[i] = static_cast<float>(i);  // [[0 1 2] [3 4 5]]
+  Tensor tt = t.transposed(0, 1);
+  EXPECT_EQ(tt.shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(tt.strides(), (std::vector<int64_t>{1, 3}));
+  EXPECT_FALSE(tt.is_contiguous());
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_TRUE(tt.shares_storage_with(t));
+  EXPECT_EQ(tt.at(2, 1), 5.0f);
+  EXPECT_EQ(tt.at(1, 0), 1.0f);
+  const Tensor c = tt;  // a copy: contiguous, in the view's order
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_FALSE(c.shares_storage_with(t));
+  EXPECT_EQ(std::vector<float>(c.span().begin(), c.span().end()),
+            (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  Tensor assigned({1});
+  assigned = tt;
+  EXPECT_EQ(std::vector<float>(assigned.span().begin(), assigned.span().end()),
+            (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  // A strided view cannot be reshaped, resized or filled in place.
+  EXPECT_THROW((void)tt.reshaped({6}), RuntimeError);
+  EXPECT_THROW(tt.set_rows(1), RuntimeError);
+  EXPECT_THROW(tt.fill(0.0f), RuntimeError);
+  EXPECT_THROW((void)t.transposed(0, 2), RuntimeError);
+  // Three dimensions: (2, 3, 4) with 0 and 2 swapped.
+  Tensor u({2, 3, 4});
+  for (int64_t i = 0; i < u.numel(); ++i) u[i] = static_cast<float>(i);
+  const Tensor w = u.transposed(0, 2);  // w[k][j][i] = u[i][j][k]
+  ASSERT_EQ(w.shape(), (std::vector<int64_t>{4, 3, 2}));
+  const Tensor wc = w;
+  EXPECT_EQ(wc[(3 * 3 + 1) * 2 + 1], u[(1 * 3 + 1) * 4 + 3]);
+}
+
+TEST(IntTensor, HoldsIdsWithRowsWithinItsCapacity) {
+  IntTensor ids({4, 3});
+  EXPECT_EQ(ids.numel(), 12);
+  ids[11] = 7;
+  EXPECT_EQ(ids.data()[11], 7);
+  ids.set_rows(2);
+  EXPECT_EQ(ids.numel(), 6);
+  EXPECT_EQ(ids.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_THROW(ids.set_rows(5), RuntimeError);
+  EXPECT_THROW(IntTensor({-1}), RuntimeError);
+}
 
 TEST(RngTest, SameSeedSameStream) {
   Rng a(1234), b(1234), c(1235);

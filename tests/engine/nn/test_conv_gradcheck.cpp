@@ -204,7 +204,9 @@ TEST_P(ResidualGrad, FiniteDifferences) {
   }
   Tensor x = random_tensor({rows, in.c}, rng);
   gradcheck_layer(block, x, kTrain, 89, 1e-3);
-  if (norm) EXPECT_EQ(block.buffers().size(), projected ? 6u : 4u);  // running statistics
+  if (norm) {
+    EXPECT_EQ(block.buffers().size(), projected ? 6u : 4u);  // running statistics
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, ResidualGrad, testing::Combine(testing::Bool(), testing::Bool()),

@@ -70,6 +70,9 @@ class DashboardTest : public QObject {
     QCOMPARE(d.point_count("r1", "time/comm"), 50);
     QCOMPARE(d.point_count("r1", "link/0->1"), 1);
     QCOMPARE(d.point_count("r1", "nothing"), 0);
+    // Not a language model: no perplexity, no right-hand axis.
+    QCOMPARE(d.point_count("r1", "ppl/val"), 0);
+    QVERIFY(!d.plot(Dashboard::Plot::kLoss)->yAxis2->visible());
     // Per replica = global / replicas.
     QCPGraph* g = nullptr;
     for (int i = 0; i < d.plot(Dashboard::Plot::kThroughput)->graphCount(); ++i) {
@@ -179,16 +182,25 @@ class DashboardTest : public QObject {
     d.add_event(sm);
     QCPGraph* global = nullptr;
     QCPGraph* val = nullptr;
+    QCPGraph* ppl = nullptr;
     for (QCustomPlot* p : {d.plot(Dashboard::Plot::kThroughput), d.plot(Dashboard::Plot::kLoss)}) {
       for (int i = 0; i < p->graphCount(); ++i) {
         if (p->graph(i)->name() == QLatin1String("global")) global = p->graph(i);
-        if (p->graph(i)->name().startsWith(QLatin1String("val"))) val = p->graph(i);
+        if (p->graph(i)->name().startsWith(QLatin1String("val ("))) val = p->graph(i);
+        if (p->graph(i)->name() == QLatin1String("val perplexity")) ppl = p->graph(i);
       }
     }
     QVERIFY(global != nullptr);
     QCOMPARE((global->data()->end() - 1)->value, 12800.0);
     QVERIFY(val != nullptr);
     QVERIFY2(val->name().contains(QLatin1String("ppl 4.50")), qPrintable(val->name()));
+    // Perplexity is a plot too: on the loss plot's right-hand axis.
+    QVERIFY(ppl != nullptr);
+    QCustomPlot* loss = d.plot(Dashboard::Plot::kLoss);
+    QCOMPARE(ppl->valueAxis(), loss->yAxis2);
+    QVERIFY(loss->yAxis2->visible());
+    QCOMPARE(ppl->data()->size(), 1);
+    QCOMPARE(ppl->data()->begin()->value, 4.5);
     QVERIFY(!d.samples_panel()->isHidden());
     QCOMPARE(d.sample_count(), 1);
     QVERIFY2(d.samples_panel()->toPlainText().contains(QLatin1String("And God said, Let there")),

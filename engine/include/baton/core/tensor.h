@@ -2,6 +2,15 @@
 // it owns. Storage is allocated once with a capacity; set_rows() changes the
 // leading dimension within that capacity without allocating, which is how a
 // short final batch reuses the buffers planned for a full one.
+//
+// Views share a tensor's storage without copying: reshaped() (any shape of
+// the same size, of a contiguous tensor) and transposed() (two dimensions
+// swapped: strides, not data, move, so the view is not contiguous). The
+// kernels take raw pointers and leading dimensions: they need contiguous
+// tensors (is_contiguous()), or pass a transposed view's strides as a
+// transpose flag. Copying any tensor gives a contiguous one.
+//
+// IntTensor: int32 values (token ids) with a shape, planned the same way.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +45,8 @@ class Tensor {
   int64_t capacity() const { return capacity_; }
   Device device() const { return Device::kCpu; }
   bool empty() const { return numel_ == 0; }
+  // Row-major with no gaps: what raw-pointer kernels need.
+  bool is_contiguous() const;
 
   // Row-major 2-D view helpers: rows() is dim 0, cols() the product of the rest.
   int64_t rows() const { return shape_.empty() ? 0 : shape_[0]; }
@@ -47,8 +58,12 @@ class Tensor {
   std::span<const float> span() const { return {data_.get(), static_cast<size_t>(numel_)}; }
   float& operator[](int64_t i) { return data_.get()[i]; }
   float operator[](int64_t i) const { return data_.get()[i]; }
-  float& at(int64_t r, int64_t c) { return data_.get()[r * strides_[0] + c]; }
-  float at(int64_t r, int64_t c) const { return data_.get()[r * strides_[0] + c]; }
+  // Element (r, c) of a 2-D tensor (or of a contiguous one seen as rows()
+  // x cols()), through the strides: right for transposed views too.
+  float& at(int64_t r, int64_t c) { return data_.get()[r * strides_[0] + c * strides_.back()]; }
+  float at(int64_t r, int64_t c) const {
+    return data_.get()[r * strides_[0] + c * strides_.back()];
+  }
 
   // A tensor of `t`'s shape over `t`'s storage (not a copy): writes through
   // either are seen by both, and the storage lives while either does. How
@@ -56,6 +71,15 @@ class Tensor {
   // Copying a tensor still copies its values.
   static Tensor share(Tensor& t);
   bool shares_storage_with(const Tensor& other) const { return data_ == other.data_; }
+
+  // A view of this tensor's storage in `shape` (one dimension may be -1:
+  // inferred): no copy; writes through either are seen by both. The tensor
+  // must be contiguous and the sizes must agree; a view's capacity is the
+  // storage's, so set_rows() works on it too. A view of a const tensor is
+  // for reading.
+  Tensor reshaped(std::vector<int64_t> shape) const;
+  // A view with dimensions a and b swapped (no copy; not contiguous).
+  Tensor transposed(size_t a, size_t b) const;
 
   // Changes dim 0 within the allocated capacity. Never allocates; throws
   // RuntimeError if the capacity would be exceeded.
@@ -73,7 +97,27 @@ class Tensor {
   std::vector<int64_t> strides_;
   int64_t numel_ = 0;
   int64_t capacity_ = 0;
-  std::shared_ptr<float[]> data_;  // with FreeDeleter; shared only through share()
+  std::shared_ptr<float[]> data_;  // with FreeDeleter; shared by share() and views
+};
+
+class IntTensor {
+ public:
+  IntTensor() = default;
+  explicit IntTensor(std::vector<int64_t> shape);
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t numel() const { return numel_; }
+  int64_t rows() const { return shape_.empty() ? 0 : shape_[0]; }
+  int32_t* data() { return data_.data(); }
+  const int32_t* data() const { return data_.data(); }
+  int32_t& operator[](int64_t i) { return data_[static_cast<size_t>(i)]; }
+  int32_t operator[](int64_t i) const { return data_[static_cast<size_t>(i)]; }
+  // As Tensor::set_rows: within the planned capacity, never allocating.
+  void set_rows(int64_t rows);
+
+ private:
+  std::vector<int64_t> shape_;
+  std::vector<int32_t> data_;  // the capacity
+  int64_t numel_ = 0;
 };
 
 }  // namespace baton

@@ -6,7 +6,7 @@
 //   ImageRows      (n, c*h*w) CHW images, as files store them -> pixel rows
 //   Conv2d         stride, padding, groups; bias and activation fused
 //   MaxPool2d, AvgPool2d (global average pooling: the whole image)
-//   Flatten        (n*h*w, c) -> (n, h*w*c)
+//   Flatten        (n*h*w, c) -> (n, h*w*c): a view of its input, no copy
 //
 // Like every layer they plan their buffers once and compute only through
 // their Backend.
@@ -132,12 +132,13 @@ class Flatten final : public Layer {
   std::string describe() const override;
   int64_t plan(int64_t max_rows, int64_t in_features) override;
   int64_t output_rows_per_sample(int64_t /*in*/) const override { return 1; }
+  int64_t saved_floats_per_row(int64_t /*out_width*/) const override { return 0; }
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
 
  private:
   ImageSize in_;
-  Tensor y_, dx_;
+  Tensor y_, dx_;  // views of the input and of the incoming gradient
 };
 
 }  // namespace baton

@@ -48,8 +48,8 @@ class TokenEmbedding final : public Layer {
   int64_t seq_ = 0;
   bool grad_written_first_ = false;
   Param wte_, wpe_;
-  std::vector<int32_t> ids_;  // planned: max_batch * seq
-  int64_t rows_ = 0;          // token rows of the last forward
+  IntTensor ids_;     // planned: (max_batch, seq)
+  int64_t rows_ = 0;  // token rows of the last forward
   Tensor y_, dx_;
 };
 
