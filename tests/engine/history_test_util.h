@@ -108,6 +108,8 @@ inline Recorded record_run(const std::string& db, const std::string& run, int64_
   start.strategy = strategy;
   start.replicas = 2;
   start.total_steps = total_steps;
+  start.tokens_per_sample = 64;  // as a language model's: kept and replayed
+  start.model_flops_per_step = 1.5e9;
   start.config = {{"name", run}, {"optimizer", {{"lr", 0.01}}}};
   emit(start);
   double wall = 0;

@@ -247,6 +247,9 @@ QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
   } else if (part == QLatin1String("val") || part == QLatin1String("replica")) {
     pen.setStyle(Qt::DashLine);
+    // Validation comes once an epoch: marked, so even one point shows.
+    if (part == QLatin1String("val"))
+      g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 4));
   }
   g->setPen(pen);
   return g;

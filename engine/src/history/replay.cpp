@@ -55,6 +55,8 @@ RunStartEvent start_event(const RunRecord& r, const nlohmann::json& info) {
   e.steps_per_epoch = get<int64_t>(info, "steps_per_epoch", 0);
   e.global_batch = get<int64_t>(info, "global_batch", 0);
   e.parameters = get<int64_t>(info, "parameters", 0);
+  e.tokens_per_sample = get<int64_t>(info, "tokens_per_sample", 0);
+  e.model_flops_per_step = get<double>(info, "model_flops_per_step", 0.0);
   e.start_step = get<int64_t>(info, "start_step", 0);
   // A resumed run's row holds the newest config; each attempt's own is in
   // its start info.
