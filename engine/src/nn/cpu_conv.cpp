@@ -7,6 +7,7 @@
 
 #include "cpu_backend.h"
 #include "cpu_parallel.h"
+#include "kernels_image.h"
 
 namespace baton {
 
@@ -33,52 +34,15 @@ void CpuBackend::chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int
 
 void CpuBackend::im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
                         int64_t cg) const {
-  const int64_t oh = s.oh(), ow = s.ow(), k = s.kh * s.kw * cg;
   cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          float* row = cols + ((i * oh + oy) * ow + ox) * k;
-          for (int64_t ky = 0; ky < s.kh; ++ky) {
-            const int64_t iy = oy * s.stride - s.pad + ky;
-            for (int64_t kx = 0; kx < s.kw; ++kx) {
-              const int64_t ix = ox * s.stride - s.pad + kx;
-              float* dst = row + (ky * s.kw + kx) * cg;
-              if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) {
-                std::memset(dst, 0, sizeof(float) * static_cast<size_t>(cg));
-              } else {
-                std::memcpy(dst, x + ((i * s.h + iy) * s.w + ix) * s.c_in + c0,
-                            sizeof(float) * static_cast<size_t>(cg));
-              }
-            }
-          }
-        }
-      }
-    }
+    cpu::im2col_images(x, cols, s, c0, cg, i0, i1);
   });
 }
 
 void CpuBackend::col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
                         int64_t cg) const {
-  const int64_t oh = s.oh(), ow = s.ow(), k = s.kh * s.kw * cg;
   cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          const float* row = cols + ((i * oh + oy) * ow + ox) * k;
-          for (int64_t ky = 0; ky < s.kh; ++ky) {
-            const int64_t iy = oy * s.stride - s.pad + ky;
-            if (iy < 0 || iy >= s.h) continue;
-            for (int64_t kx = 0; kx < s.kw; ++kx) {
-              const int64_t ix = ox * s.stride - s.pad + kx;
-              if (ix < 0 || ix >= s.w) continue;
-              cpu::add_inplace(dx + ((i * s.h + iy) * s.w + ix) * s.c_in + c0,
-                               row + (ky * s.kw + kx) * cg, cg);
-            }
-          }
-        }
-      }
-    }
+    cpu::col2im_images(cols, dx, s, c0, cg, i0, i1);
   });
 }
 

@@ -78,10 +78,14 @@ void CpuBackend::rms_norm_backward(const float* dy, const float* x, const float*
 void CpuBackend::column_centered_squares(const float* x, const float* mean, int64_t rows,
                                          int64_t cols, float* out) const {
   fill(out, cols, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    for (int64_t c = 0; c < cols; ++c) out[c] += (xr[c] - mean[c]) * (xr[c] - mean[c]);
-  }
+  const int64_t grain =
+      std::max<int64_t>(16, cpu::kMinFloatsPerThread / std::max<int64_t>(rows, 1));
+  cpu::parallel_range(
+      cols, grain,
+      [&](int64_t c0, int64_t c1) {
+        cpu::column_centered_squares_into(x + c0, mean + c0, rows, cols, c1 - c0, out + c0);
+      },
+      16);
 }
 
 void CpuBackend::batch_norm_statistics(const float* sum, const float* m2, float rows,

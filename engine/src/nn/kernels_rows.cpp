@@ -100,6 +100,15 @@ void column_sums_into(const float* a, const float* b, const float* s, int64_t ro
 }
 
 BATON_CLONES
+void column_centered_squares_into(const float* a, const float* mean, int64_t rows, int64_t ld,
+                                  int64_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* ar = a + r * ld;
+    for (int64_t c = 0; c < cols; ++c) out[c] += (ar[c] - mean[c]) * (ar[c] - mean[c]);
+  }
+}
+
+BATON_CLONES
 void batch_norm_apply_rows(const float* x, const float* mean, const float* rstd, const float* g,
                            const float* b, float* xhat, float* y, int64_t rows, int64_t f) {
   for (int64_t r = 0; r < rows; ++r) {

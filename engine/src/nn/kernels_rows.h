@@ -26,6 +26,11 @@ void rms_norm_dx_rows(const float* dy, const float* x, const float* rstd, const 
 void column_sums_into(const float* a, const float* b, const float* s, int64_t rows, int64_t ld,
                       int64_t cols, float* sum_ab, float* sum_a);
 
+// out[c] += sum over r of (a[r][c] - mean[c])^2, for the first `cols`
+// columns of a row-major (rows, ld) matrix.
+void column_centered_squares_into(const float* a, const float* mean, int64_t rows, int64_t ld,
+                                  int64_t cols, float* out);
+
 void batch_norm_apply_rows(const float* x, const float* mean, const float* rstd, const float* g,
                            const float* b, float* xhat, float* y, int64_t rows, int64_t f);
 void batch_norm_input_grad_rows(const float* dy, const float* xhat, const float* g,
