@@ -16,10 +16,6 @@ namespace {
 
 constexpr int64_t kGrain = cpu::kMinFloatsPerThread;
 
-int64_t rows_per_thread(int64_t cols) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1));
-}
-
 }  // namespace
 
 const Backend& cpu_backend() {
@@ -37,7 +33,7 @@ void CpuBackend::matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, flo
 
 void CpuBackend::bias_activation(float* y, const float* bias, int64_t rows, int64_t cols,
                                  Activation act) const {
-  cpu::parallel_range(rows, rows_per_thread(cols), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(cols), [&](int64_t r0, int64_t r1) {
     cpu::bias_activation(y + r0 * cols, bias, r1 - r0, cols, act);
   });
 }
@@ -47,21 +43,15 @@ void CpuBackend::activation_backward_bias(const float* y, const float* pre, cons
                                           Activation act) const {
   // Rows split for the elementwise part, then the bias gradient's column
   // sums split by columns (each summed by one thread in row order).
-  cpu::parallel_range(rows, rows_per_thread(cols), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(cols), [&](int64_t r0, int64_t r1) {
     const int64_t at = r0 * cols;
     cpu::activation_backward_bias(y + at, pre != nullptr ? pre + at : nullptr, dy + at, dpre + at,
                                   nullptr, r1 - r0, cols, act);
   });
   if (dbias == nullptr) return;
-  const int64_t grain = std::max<int64_t>(16, kGrain / std::max<int64_t>(rows, 1));
-  cpu::parallel_range(
-      cols, grain,
-      [&](int64_t c0, int64_t c1) {
-        for (int64_t r = 0; r < rows; ++r) {
-          cpu::add_inplace(dbias + c0, dpre + r * cols + c0, c1 - c0);
-        }
-      },
-      16);
+  cpu::parallel_columns(cols, rows, [&](int64_t c0, int64_t c1) {
+    for (int64_t r = 0; r < rows; ++r) cpu::add_inplace(dbias + c0, dpre + r * cols + c0, c1 - c0);
+  });
 }
 
 void CpuBackend::activation_forward(const float* x, float* y, int64_t n, Activation act) const {
@@ -109,10 +99,9 @@ double CpuBackend::sum_squares(const float* x, int64_t n) const {
 }
 
 void CpuBackend::add_repeated(float* y, const float* x, int64_t repeats, int64_t n) const {
-  cpu::parallel_range(repeats, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
-                      [&](int64_t r0, int64_t r1) {
-                        for (int64_t r = r0; r < r1; ++r) cpu::add_inplace(y + r * n, x, n);
-                      });
+  cpu::parallel_range(repeats, cpu::items_per_thread(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) cpu::add_inplace(y + r * n, x, n);
+  });
 }
 
 void CpuBackend::column_sums(const float* x, int64_t rows, int64_t cols, float* out) const {

@@ -11,15 +11,6 @@
 
 namespace baton {
 
-namespace {
-
-// Images of `floats` values each per thread worth splitting for.
-int64_t images_per_thread(int64_t floats) {
-  return std::max<int64_t>(1, cpu::kMinFloatsPerThread / std::max<int64_t>(floats, 1));
-}
-
-}  // namespace
-
 void CpuBackend::chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
                              int64_t w) const {
   const int64_t hw = h * w;
@@ -34,14 +25,14 @@ void CpuBackend::chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int
 
 void CpuBackend::im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
                         int64_t cg) const {
-  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
+  cpu::parallel_range(s.n, cpu::items_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
     cpu::im2col_images(x, cols, s, c0, cg, i0, i1);
   });
 }
 
 void CpuBackend::col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
                         int64_t cg) const {
-  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
+  cpu::parallel_range(s.n, cpu::items_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
     cpu::col2im_images(cols, dx, s, c0, cg, i0, i1);
   });
 }
@@ -49,7 +40,7 @@ void CpuBackend::col2im(const float* cols, float* dx, const ConvShape& s, int64_
 void CpuBackend::max_pool_forward(const float* x, float* y, int32_t* argmax,
                                   const PoolShape& s) const {
   const int64_t oh = s.oh(), ow = s.ow();
-  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
+  cpu::parallel_range(s.n, cpu::items_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       for (int64_t oy = 0; oy < oh; ++oy) {
         for (int64_t ox = 0; ox < ow; ++ox) {
@@ -84,7 +75,7 @@ void CpuBackend::max_pool_backward(const float* dy, const int32_t* argmax, float
                                    const PoolShape& s) const {
   // A window's maximum lies in its own image: images are independent.
   const int64_t pixels = s.h * s.w, outputs = s.oh() * s.ow();
-  cpu::parallel_range(s.n, images_per_thread(pixels * s.c), [&](int64_t i0, int64_t i1) {
+  cpu::parallel_range(s.n, cpu::items_per_thread(pixels * s.c), [&](int64_t i0, int64_t i1) {
     std::fill(dx + i0 * pixels * s.c, dx + i1 * pixels * s.c, 0.0f);
     for (int64_t out = i0 * outputs; out < i1 * outputs; ++out) {
       for (int64_t ch = 0; ch < s.c; ++ch) {
@@ -110,7 +101,7 @@ Window window(const PoolShape& s, int64_t oy, int64_t ox) {
 
 void CpuBackend::avg_pool_forward(const float* x, float* y, const PoolShape& s) const {
   const int64_t oh = s.oh(), ow = s.ow();
-  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
+  cpu::parallel_range(s.n, cpu::items_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       for (int64_t oy = 0; oy < oh; ++oy) {
         for (int64_t ox = 0; ox < ow; ++ox) {
@@ -131,7 +122,7 @@ void CpuBackend::avg_pool_forward(const float* x, float* y, const PoolShape& s) 
 
 void CpuBackend::avg_pool_backward(const float* dy, float* dx, const PoolShape& s) const {
   const int64_t oh = s.oh(), ow = s.ow();
-  cpu::parallel_range(s.n, images_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
+  cpu::parallel_range(s.n, cpu::items_per_thread(s.h * s.w * s.c), [&](int64_t i0, int64_t i1) {
     std::fill(dx + i0 * s.h * s.w * s.c, dx + i1 * s.h * s.w * s.c, 0.0f);
     for (int64_t i = i0; i < i1; ++i) {
       for (int64_t oy = 0; oy < oh; ++oy) {

@@ -13,37 +13,21 @@
 
 namespace baton {
 
-namespace {
-
-// Rows of `f` floats per thread worth splitting for.
-int64_t rows_per_thread(int64_t f) {
-  return std::max<int64_t>(1, cpu::kMinFloatsPerThread / std::max<int64_t>(f, 1));
-}
-
-}  // namespace
-
 void CpuBackend::column_products(const float* a, const float* b, const float* s, int64_t rows,
                                  int64_t cols, float* sum_ab, float* sum_a) const {
   if (sum_ab != nullptr) fill(sum_ab, cols, 0.0f);
   if (sum_a != nullptr) fill(sum_a, cols, 0.0f);
-  // Columns split over threads (16 floats: a cache line each), every
-  // column summed over all rows in row order by one thread.
-  const int64_t grain =
-      std::max<int64_t>(16, cpu::kMinFloatsPerThread / std::max<int64_t>(rows, 1));
-  cpu::parallel_range(
-      cols, grain,
-      [&](int64_t c0, int64_t c1) {
-        cpu::column_sums_into(a + c0, b != nullptr ? b + c0 : nullptr, s, rows, cols, c1 - c0,
-                              sum_ab != nullptr ? sum_ab + c0 : nullptr,
-                              sum_a != nullptr ? sum_a + c0 : nullptr);
-      },
-      16);
+  cpu::parallel_columns(cols, rows, [&](int64_t c0, int64_t c1) {
+    cpu::column_sums_into(a + c0, b != nullptr ? b + c0 : nullptr, s, rows, cols, c1 - c0,
+                          sum_ab != nullptr ? sum_ab + c0 : nullptr,
+                          sum_a != nullptr ? sum_a + c0 : nullptr);
+  });
 }
 
 void CpuBackend::layer_norm_forward(const float* x, const float* g, const float* b, float* y,
                                     float* xhat, float* rstd, int64_t rows, int64_t f,
                                     float eps) const {
-  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
     cpu::layer_norm_rows(x + r0 * f, g, b, y + r0 * f, xhat + r0 * f, rstd + r0, r1 - r0, f, eps);
   });
 }
@@ -53,14 +37,14 @@ void CpuBackend::layer_norm_backward(const float* dy, const float* xhat, const f
                                      int64_t f) const {
   column_products(dy, xhat, nullptr, rows, f, dg, db);
   if (dx == nullptr) return;
-  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
     cpu::layer_norm_dx_rows(dy + r0 * f, xhat + r0 * f, rstd + r0, g, dx + r0 * f, r1 - r0, f);
   });
 }
 
 void CpuBackend::rms_norm_forward(const float* x, const float* g, float* y, float* rstd,
                                   int64_t rows, int64_t f, float eps) const {
-  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
     cpu::rms_norm_rows(x + r0 * f, g, y + r0 * f, rstd + r0, r1 - r0, f, eps);
   });
 }
@@ -70,7 +54,7 @@ void CpuBackend::rms_norm_backward(const float* dy, const float* x, const float*
                                    int64_t f) const {
   column_products(dy, x, rstd, rows, f, dg, nullptr);
   if (dx == nullptr) return;
-  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
     cpu::rms_norm_dx_rows(dy + r0 * f, x + r0 * f, rstd + r0, g, dx + r0 * f, r1 - r0, f);
   });
 }
@@ -78,14 +62,9 @@ void CpuBackend::rms_norm_backward(const float* dy, const float* x, const float*
 void CpuBackend::column_centered_squares(const float* x, const float* mean, int64_t rows,
                                          int64_t cols, float* out) const {
   fill(out, cols, 0.0f);
-  const int64_t grain =
-      std::max<int64_t>(16, cpu::kMinFloatsPerThread / std::max<int64_t>(rows, 1));
-  cpu::parallel_range(
-      cols, grain,
-      [&](int64_t c0, int64_t c1) {
-        cpu::column_centered_squares_into(x + c0, mean + c0, rows, cols, c1 - c0, out + c0);
-      },
-      16);
+  cpu::parallel_columns(cols, rows, [&](int64_t c0, int64_t c1) {
+    cpu::column_centered_squares_into(x + c0, mean + c0, rows, cols, c1 - c0, out + c0);
+  });
 }
 
 void CpuBackend::batch_norm_statistics(const float* sum, const float* m2, float rows,
@@ -114,7 +93,7 @@ void CpuBackend::batch_norm_running(const float* running_mean, const float* runn
 void CpuBackend::batch_norm_apply(const float* x, const float* mean, const float* rstd,
                                   const float* g, const float* b, float* xhat, float* y,
                                   int64_t rows, int64_t f) const {
-  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
     cpu::batch_norm_apply_rows(x + r0 * f, mean, rstd, g, b, xhat + r0 * f, y + r0 * f, r1 - r0, f);
   });
 }
@@ -128,7 +107,7 @@ void CpuBackend::batch_norm_input_grad(const float* dy, const float* xhat, const
                                        const float* rstd, const float* sum_dy,
                                        const float* sum_dy_xhat, float inv_n, float* dx,
                                        int64_t rows, int64_t f) const {
-  cpu::parallel_range(rows, rows_per_thread(f), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
     cpu::batch_norm_input_grad_rows(dy + r0 * f, xhat + r0 * f, g, rstd, sum_dy, sum_dy_xhat, inv_n,
                                     dx + r0 * f, r1 - r0, f);
   });
@@ -139,7 +118,7 @@ void CpuBackend::dropout_mask(float* mask, int64_t rows, int64_t cols, float p, 
   // Each row's mask comes from its own stream (keyed on its global row):
   // the same whichever thread draws it.
   const float keep_scale = 1.0f / (1.0f - p);
-  cpu::parallel_range(rows, rows_per_thread(cols), [&](int64_t r0, int64_t r1) {
+  cpu::parallel_range(rows, cpu::items_per_thread(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       Rng rng(Rng::derive(seed, static_cast<uint64_t>(first_row + r)));
       float* m = mask + r * cols;
@@ -170,16 +149,12 @@ void CpuBackend::embedding_backward(const int32_t* ids, const float* dout, float
                                     int64_t dim) const {
   // Tokens repeat, so rows of the table collide: split the embedding's
   // columns instead (each added in token order by one thread).
-  const int64_t grain = std::max<int64_t>(16, cpu::kMinFloatsPerThread / std::max<int64_t>(n, 1));
-  cpu::parallel_range(
-      dim, grain,
-      [&](int64_t c0, int64_t c1) {
-        for (int64_t i = 0; i < n; ++i) {
-          cpu::add_inplace(dtable + static_cast<int64_t>(ids[i]) * dim + c0, dout + i * dim + c0,
-                           c1 - c0);
-        }
-      },
-      16);
+  cpu::parallel_columns(dim, n, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < n; ++i) {
+      cpu::add_inplace(dtable + static_cast<int64_t>(ids[i]) * dim + c0, dout + i * dim + c0,
+                       c1 - c0);
+    }
+  });
 }
 
 }  // namespace baton

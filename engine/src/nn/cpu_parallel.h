@@ -58,6 +58,20 @@ void parallel_items(int64_t n, const Body& body) {
 // Work below this many floats per thread is not worth waking a thread for.
 constexpr int64_t kMinFloatsPerThread = 32 * 1024;
 
+// Items of `floats` values each per thread worth splitting for (rows,
+// images): the grain for parallel_range.
+inline int64_t items_per_thread(int64_t floats) {
+  return std::max<int64_t>(1, kMinFloatsPerThread / std::max<int64_t>(floats, 1));
+}
+
+// Runs body(c0, c1) over column ranges of a (rows, cols) matrix, each on
+// whole cache lines (16 floats) and summed over every row by one thread.
+template <class Body>
+void parallel_columns(int64_t cols, int64_t rows, const Body& body) {
+  parallel_range(cols, std::max<int64_t>(16, kMinFloatsPerThread / std::max<int64_t>(rows, 1)),
+                 body, 16);
+}
+
 // A sum over [0, n) in chunks fixed by n alone (at least `min_chunk`, at
 // most kMaxChunks of them): part(begin, end) gives a chunk's sum; the
 // chunks run over the team and their sums are added in chunk order, so
