@@ -37,4 +37,4 @@ for t in 1 2; do
   printf "%-34s %7s %12.0f %12.0f %6.2fx %4sx  %s\n" "ResNet 16/32/64x2, 32x32x3, b 64" "$t" "$b" \
     "$best" "$(python3 -c "print($b / $best)")" 1.3 "$how"
 done
-echo "(Baton: median step after warm-up through the full trainer; convolutions are im2col + sgemm.)"
+echo "(Baton: median step after warm-up through the full trainer; convolutions are oneDNN's direct primitives.)"

@@ -86,10 +86,7 @@ class CpuBackend final : public Backend {
 
   void chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
                    int64_t w) const override;
-  void im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
-              int64_t cg) const override;
-  void col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
-              int64_t cg) const override;
+  std::unique_ptr<ConvKernel> plan_conv(const ConvShape& s) const override;
   void max_pool_forward(const float* x, float* y, int32_t* argmax,
                         const PoolShape& s) const override;
   void max_pool_backward(const float* dy, const int32_t* argmax, float* dx,

@@ -1,13 +1,12 @@
-// The CPU backend's image ops, channels last: CHW -> rows, im2col/col2im
-// for convolution as products, and pooling; images are independent, so
-// each op splits its batch over the OpenMP team.
+// The CPU backend's image ops, channels last: CHW -> rows and pooling
+// (convolutions: onednn_conv.cpp); images are independent, so each op
+// splits its batch over the OpenMP team.
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
 #include "cpu_backend.h"
 #include "cpu_parallel.h"
-#include "kernels_image.h"
 
 namespace baton {
 
@@ -21,20 +20,6 @@ void CpuBackend::chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int
       for (int64_t ch = 0; ch < c; ++ch) dst[p * c + ch] = src[ch * hw + p];
     }
   }
-}
-
-void CpuBackend::im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
-                        int64_t cg) const {
-  cpu::parallel_range(s.n, cpu::items_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
-    cpu::im2col_images(x, cols, s, c0, cg, i0, i1);
-  });
-}
-
-void CpuBackend::col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
-                        int64_t cg) const {
-  cpu::parallel_range(s.n, cpu::items_per_thread(s.h * s.w * s.c_in), [&](int64_t i0, int64_t i1) {
-    cpu::col2im_images(cols, dx, s, c0, cg, i0, i1);
-  });
 }
 
 void CpuBackend::max_pool_forward(const float* x, float* y, int32_t* argmax,

@@ -112,9 +112,8 @@ int64_t Conv2d::plan(int64_t max_rows, int64_t in_features) {
   }
   check_rows("Conv2d", max_rows, o_.in);
   const ConvShape s = shape(max_rows);
-  const int64_t m = s.n * s.oh() * s.ow(), k = w_.value.dim(1);
-  cols_ = Tensor({std::max<int64_t>(1, o_.groups * m * k)});
-  dcols_ = Tensor({std::max<int64_t>(1, m * k)});
+  const int64_t m = s.n * s.oh() * s.ow();
+  kernel_ = be().plan_conv(s);
   y_ = Tensor({m, o_.out_channels});
   dpre_ = Tensor({m, o_.out_channels});
   if (needs_pre_activation(o_.act)) pre_ = Tensor({m, o_.out_channels});
@@ -127,8 +126,7 @@ int64_t Conv2d::flops_per_row() const { return 2 * w_.value.dim(1) * o_.out_chan
 int64_t Conv2d::saved_floats_per_row(int64_t out_width) const {
   const double in_per_out =
       static_cast<double>(o_.in.pixels()) / static_cast<double>(out().pixels());
-  return 3 * out_width + (o_.groups + 1) * w_.value.dim(1) +
-         static_cast<int64_t>(std::ceil(in_per_out * static_cast<double>(o_.in.c)));
+  return 3 * out_width + static_cast<int64_t>(std::ceil(in_per_out * static_cast<double>(o_.in.c)));
 }
 
 void Conv2d::init(Rng& rng) {
@@ -144,16 +142,9 @@ void Conv2d::init(Rng& rng) {
 const Tensor& Conv2d::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
   x_ = &x;
   const ConvShape s = shape(x.rows());
-  const int64_t m = s.n * s.oh() * s.ow(), k = w_.value.dim(1);
-  const int64_t cg = o_.in.c / o_.groups, og = o_.out_channels / o_.groups;
+  const int64_t m = s.n * s.oh() * s.ow();
   y_.set_rows(m);
-  for (int64_t g = 0; g < o_.groups; ++g) {
-    float* cols = cols_.data() + g * m * k;
-    be().im2col(x.data(), cols, s, g * cg, cg);
-    // y[:, group] = patches x W_group^T
-    be().matmul(Trans::kNo, Trans::kYes, m, og, k, 1.0f, cols, k, w_.value.data() + g * og * k, k,
-                0.0f, y_.data() + g * og, o_.out_channels);
-  }
+  kernel_->forward(x.data(), w_.value.data(), y_.data(), s.n);
   const float* bias = o_.bias ? b_.value.data() : nullptr;
   if (needs_pre_activation(o_.act)) {
     pre_.set_rows(m);
@@ -168,27 +159,17 @@ const Tensor& Conv2d::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
 
 const Tensor& Conv2d::backward(const Tensor& dy, bool need_input_grad) {
   const ConvShape s = shape(x_->rows());
-  const int64_t m = s.n * s.oh() * s.ow(), k = w_.value.dim(1);
-  const int64_t cg = o_.in.c / o_.groups, og = o_.out_channels / o_.groups;
+  const int64_t m = s.n * s.oh() * s.ow();
   dpre_.set_rows(m);
   if (o_.bias) be().fill(b_.grad.data(), o_.out_channels, 0.0f);
   be().activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
                                 dpre_.data(), o_.bias ? b_.grad.data() : nullptr, m,
                                 o_.out_channels, o_.act);
-  for (int64_t g = 0; g < o_.groups; ++g) {
-    // dW_group = dpre[:, group]^T x patches
-    be().matmul(Trans::kYes, Trans::kNo, og, k, m, 1.0f, dpre_.data() + g * og, o_.out_channels,
-                cols_.data() + g * m * k, k, 0.0f, w_.grad.data() + g * og * k, k);
-  }
+  kernel_->backward_weights(x_->data(), dpre_.data(), w_.grad.data(), s.n);
   params_final();
   if (!need_input_grad) return dx_;
   dx_.set_rows(x_->rows());
-  be().fill(dx_.data(), x_->rows() * o_.in.c, 0.0f);
-  for (int64_t g = 0; g < o_.groups; ++g) {
-    be().matmul(Trans::kNo, Trans::kNo, m, k, og, 1.0f, dpre_.data() + g * og, o_.out_channels,
-                w_.value.data() + g * og * k, k, 0.0f, dcols_.data(), k);
-    be().col2im(dcols_.data(), dx_.data(), s, g * cg, cg);
-  }
+  kernel_->backward_data(dpre_.data(), w_.value.data(), dx_.data(), s.n);
   return dx_;
 }
 

@@ -3,7 +3,12 @@
 // global average pooling against naive references, and every analytic
 // gradient against central finite differences. Shapes include odd ones
 // (5x5, 7x6 images, 3 channels).
+#include <baton/core/error.h>
+#include <baton/nn/backend.h>
 #include <baton/nn/conv.h>
+
+#include <cmath>
+#include <vector>
 
 #include "gradcheck_util.h"
 
@@ -73,19 +78,59 @@ TEST_P(ConvGrad, MatchesTheReferenceAndFiniteDifferences) {
   gradcheck_layer(conv, x, kTrain, 67, 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layers, ConvGrad,
-                         testing::Values(ConvCase{2, 3, 5, 5, 4, 3, 1, 1, 1},
-                                         ConvCase{2, 3, 7, 6, 5, 3, 2, 0, 1},
-                                         ConvCase{1, 4, 5, 5, 6, 3, 1, 1, 2},
-                                         ConvCase{2, 3, 4, 4, 2, 1, 1, 0, 1},
-                                         ConvCase{1, 4, 6, 6, 4, 3, 2, 1, 4}),
-                         [](const testing::TestParamInfo<ConvCase>& info) {
-                           const ConvCase& c = info.param;
-                           return "c" + std::to_string(c.c) + "_" + std::to_string(c.h) + "x" +
-                                  std::to_string(c.w) + "_k" + std::to_string(c.k) + "_s" +
-                                  std::to_string(c.stride) + "_p" + std::to_string(c.pad) + "_g" +
-                                  std::to_string(c.groups);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layers, ConvGrad,
+    testing::Values(ConvCase{2, 3, 5, 5, 4, 3, 1, 1, 1}, ConvCase{2, 3, 7, 6, 5, 3, 2, 0, 1},
+                    ConvCase{1, 4, 5, 5, 6, 3, 1, 1, 2}, ConvCase{2, 3, 4, 4, 2, 1, 1, 0, 1},
+                    ConvCase{1, 4, 6, 6, 4, 3, 2, 1, 4},
+                    // 16 channels: oneDNN's blocked AVX2/AVX-512 kernels
+                    ConvCase{2, 16, 5, 6, 16, 3, 1, 1, 1}, ConvCase{2, 16, 6, 6, 32, 3, 2, 1, 1}),
+    [](const testing::TestParamInfo<ConvCase>& info) {
+      const ConvCase& c = info.param;
+      return "c" + std::to_string(c.c) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) +
+             "_k" + std::to_string(c.k) + "_s" + std::to_string(c.stride) + "_p" +
+             std::to_string(c.pad) + "_g" + std::to_string(c.groups);
+    });
+
+// The backend's planned convolution: a smaller batch than planned and
+// another thread count get their own primitives and the same results; a
+// larger batch than planned is refused.
+TEST(ConvKernel, SmallerBatchesAndOtherThreadCountsGiveTheSameResults) {
+  baton::ConvShape s;
+  s.n = 6, s.h = 7, s.w = 9, s.c_in = 16, s.c_out = 16, s.kh = s.kw = 3, s.pad = 1;
+  const int64_t in_image = s.h * s.w * s.c_in, out_image = s.oh() * s.ow() * s.c_out;
+  Rng rng(5);
+  const Tensor x = random_tensor({s.n * s.h * s.w, s.c_in}, rng);
+  const Tensor w = random_tensor({s.c_out, s.kh * s.kw * s.c_in}, rng);
+  const Tensor dy = random_tensor({s.n * s.oh() * s.ow(), s.c_out}, rng);
+  auto kernel = baton::cpu_backend().plan_conv(s);
+  struct Out {
+    std::vector<float> y, dx, dw;
+  };
+  const auto run = [&](int64_t n, int threads) {
+    baton::cpu::set_num_threads(threads);
+    Out o{std::vector<float>(static_cast<size_t>(n * out_image)),
+          std::vector<float>(static_cast<size_t>(n * in_image)),
+          std::vector<float>(static_cast<size_t>(w.numel()))};
+    kernel->forward(x.data(), w.data(), o.y.data(), n);
+    kernel->backward_data(dy.data(), w.data(), o.dx.data(), n);
+    kernel->backward_weights(x.data(), dy.data(), o.dw.data(), n);
+    baton::cpu::set_num_threads(1);
+    return o;
+  };
+  const Out full = run(6, 1), part = run(4, 1), two = run(6, 2);
+  EXPECT_NE(kernel->describe().find("oneDNN"), std::string::npos) << kernel->describe();
+  for (size_t i = 0; i < part.y.size(); ++i) ASSERT_NEAR(part.y[i], full.y[i], 1e-5) << i;
+  for (size_t i = 0; i < part.dx.size(); ++i) ASSERT_NEAR(part.dx[i], full.dx[i], 1e-5) << i;
+  for (size_t i = 0; i < full.y.size(); ++i) ASSERT_NEAR(two.y[i], full.y[i], 1e-5) << i;
+  for (size_t i = 0; i < full.dw.size(); ++i) ASSERT_NEAR(two.dw[i], full.dw[i], 1e-4) << i;
+  // Four images' weight gradient is not six's: the batch size reached it.
+  double diff = 0;
+  for (size_t i = 0; i < full.dw.size(); ++i) diff += std::fabs(full.dw[i] - part.dw[i]);
+  EXPECT_GT(diff, 1.0);
+  std::vector<float> y(static_cast<size_t>(7 * out_image));
+  EXPECT_THROW(kernel->forward(x.data(), w.data(), y.data(), 7), baton::RuntimeError);
+}
 
 TEST(Conv2d, RefusesShapesThatDoNotFit) {
   Conv2d::Options o;

@@ -17,6 +17,7 @@
 #include <baton/nn/kernels.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace baton {
@@ -43,6 +44,26 @@ struct PoolShape {
   int64_t n = 0, h = 0, w = 0, c = 0, k = 2, stride = 2, pad = 0;
   int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+};
+
+// A convolution planned for one layer: the device's own kernels (oneDNN's
+// direct convolutions on the CPU, cuDNN's on a GPU), prepared once with
+// their scratch, so the step allocates no buffer. Tensors are channels
+// last as ConvShape says; w is (c_out, kh * kw * c_in / groups), each
+// output channel's taps in (ky, kx, channel) order, groups one after
+// another. n is the batch of this call (at most the planned one). Owned
+// by one layer and called by one thread at a time.
+class ConvKernel {
+ public:
+  virtual ~ConvKernel() = default;
+  // y = x (*) w (no bias: the layer's epilogue adds it). Overwrites y.
+  virtual void forward(const float* x, const float* w, float* y, int64_t n) = 0;
+  // dx = dy (*)^T w. Overwrites dx.
+  virtual void backward_data(const float* dy, const float* w, float* dx, int64_t n) = 0;
+  // dw = the sum over the batch of dy x patches of x. Overwrites dw.
+  virtual void backward_weights(const float* x, const float* dy, float* dw, int64_t n) = 0;
+  // The implementations chosen, for logs ("brgconv:avx512_core ...").
+  virtual std::string describe() const = 0;
 };
 
 class Backend {
@@ -169,15 +190,8 @@ class Backend {
   // c) rows.
   virtual void chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
                            int64_t w) const = 0;
-  // The patches of channels [c0, c0 + cg) of x (n * h * w, c_in): cols is
-  // (n * oh * ow, kh * kw * cg), (ky, kx, channel) order; zeros outside
-  // the image (padding).
-  virtual void im2col(const float* x, float* cols, const ConvShape& s, int64_t c0,
-                      int64_t cg) const = 0;
-  // Adds the patches' gradients back into dx's channels [c0, c0 + cg) (the
-  // caller zeroes dx first).
-  virtual void col2im(const float* cols, float* dx, const ConvShape& s, int64_t c0,
-                      int64_t cg) const = 0;
+  // A convolution of shape s (s.n: the largest batch it will see).
+  virtual std::unique_ptr<ConvKernel> plan_conv(const ConvShape& s) const = 0;
   // Max pooling; argmax keeps each output's input row for backward, which
   // overwrites dx.
   virtual void max_pool_forward(const float* x, float* y, int32_t* argmax,

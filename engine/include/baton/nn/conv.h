@@ -70,7 +70,8 @@ class Conv2d final : public Layer {
   Options o_;
   Param w_, b_;  // w: (out, kernel * kernel * in / groups)
   const Tensor* x_ = nullptr;
-  Tensor cols_, dcols_, pre_, y_, dpre_, dx_;
+  std::unique_ptr<ConvKernel> kernel_;  // planned by the backend
+  Tensor pre_, y_, dpre_, dx_;
 };
 
 class Pool2d final : public Layer {
