@@ -31,7 +31,7 @@ extern "C" {
 
 // Bumped when a signature or meaning below changes; the engine refuses a
 // library of another version.
-#define BATON_NCCL_ABI_VERSION 1
+#define BATON_NCCL_ABI_VERSION 2
 #define BATON_NCCL_UNIQUE_ID_BYTES 128
 
 typedef enum BatonNcclStatus {
@@ -42,7 +42,8 @@ typedef enum BatonNcclStatus {
   BATON_NCCL_CANCELLED = 4,     // synchronize saw *cancel != 0; the communicator is aborted
   BATON_NCCL_BAD_ARGUMENT = 5,  // a null handle or pointer, a negative count, an unknown op
   BATON_NCCL_ABORTED = 6,       // the handle was aborted earlier: destroy it
-  BATON_NCCL_NO_DEVICE = 7      // no CUDA device (or no driver) is visible
+  BATON_NCCL_NO_DEVICE = 7,     // no CUDA device (or no driver) is visible
+  BATON_NCCL_UNAVAILABLE = 8    // libnccl.so.2 cannot be loaded (baton_nccl_last_error says why)
 } BatonNcclStatus;
 
 typedef struct BatonNcclComm BatonNcclComm;
@@ -51,6 +52,10 @@ int baton_nccl_abi_version(void);
 // Text of the last failure on this thread ("" if none). Valid until the next
 // call on this thread.
 const char* baton_nccl_last_error(void);
+// Loads libnccl.so.2 (dlopen; $BATON_NCCL_LIBRARY overrides the name):
+// BATON_NCCL_UNAVAILABLE, with the loader's reason, when it cannot. The
+// library itself does not link NCCL, so GPU discovery works without it.
+int baton_nccl_load(void);
 // NCCL's version code (e.g. 22809 for 2.28.9).
 int baton_nccl_version(int* version);
 // Visible CUDA devices. No driver is BATON_NCCL_NO_DEVICE with *count = 0 and

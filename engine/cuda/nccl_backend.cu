@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "nccl_abi.h"
+#include "nccl_loader.h"
 
 #define BATON_EXPORT __attribute__((visibility("default")))
 
@@ -30,15 +31,25 @@ int fail(int status, const std::string& what) {
   return status;
 }
 
+// NCCL's functions. Only called once need_nccl() has succeeded (every
+// path to a communicator goes through it).
+const baton_cuda::NcclFns& nccl() { return *baton_cuda::load_nccl(nullptr); }
+
+int need_nccl() {
+  std::string why;
+  if (baton_cuda::load_nccl(&why) == nullptr) return fail(BATON_NCCL_UNAVAILABLE, why);
+  return BATON_NCCL_OK;
+}
+
 int cuda_fail(cudaError_t st, const char* call) {
   return fail(BATON_NCCL_CUDA_ERROR,
               std::string(call) + ": " + cudaGetErrorName(st) + ": " + cudaGetErrorString(st));
 }
 
 int nccl_fail(ncclResult_t st, const char* call, ncclComm_t comm) {
-  std::string what = std::string(call) + ": " + ncclGetErrorString(st);
+  std::string what = std::string(call) + ": " + nccl().GetErrorString(st);
   // NCCL's own, more precise text of what went wrong, when it has one.
-  const char* last = ncclGetLastError(comm);
+  const char* last = nccl().GetLastError(comm);
   if (last != nullptr && *last != '\0') what += " (" + std::string(last) + ")";
   return fail(BATON_NCCL_NCCL_ERROR, what);
 }
@@ -100,19 +111,19 @@ int to_nccl_op(int op, ncclRedOp_t* out) {
 int make_handle(BatonNcclComm** out, ncclComm_t comm, int device) {
   auto* h = new (std::nothrow) BatonNcclComm;
   if (h == nullptr) {
-    ncclCommDestroy(comm);
+    nccl().CommDestroy(comm);
     return fail(BATON_NCCL_CUDA_ERROR, "out of host memory for a communicator handle");
   }
   h->comm = comm;
   h->device = device;
-  ncclCommUserRank(comm, &h->rank);
-  ncclCommCount(comm, &h->nranks);
+  nccl().CommUserRank(comm, &h->rank);
+  nccl().CommCount(comm, &h->nranks);
   cudaError_t st = cudaSetDevice(device);
   // Non-blocking: the legacy default stream (cudaMemcpy, cudaFree's implicit
   // work) neither waits for the collectives nor holds them up.
   if (st == cudaSuccess) st = cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking);
   if (st != cudaSuccess) {
-    ncclCommDestroy(comm);
+    nccl().CommDestroy(comm);
     delete h;
     return cuda_fail(st, "cudaStreamCreateWithFlags");
   }
@@ -152,9 +163,12 @@ BATON_EXPORT int baton_nccl_abi_version(void) { return BATON_NCCL_ABI_VERSION; }
 
 BATON_EXPORT const char* baton_nccl_last_error(void) { return t_last_error.c_str(); }
 
+BATON_EXPORT int baton_nccl_load(void) { return need_nccl(); }
+
 BATON_EXPORT int baton_nccl_version(int* version) {
   if (version == nullptr) return fail(BATON_NCCL_BAD_ARGUMENT, "null version pointer");
-  BATON_NCCL_TRY(ncclGetVersion(version), nullptr);
+  if (const int rc = need_nccl(); rc != BATON_NCCL_OK) return rc;
+  BATON_NCCL_TRY(nccl().GetVersion(version), nullptr);
   return BATON_NCCL_OK;
 }
 
@@ -177,8 +191,9 @@ BATON_EXPORT int baton_nccl_get_unique_id(void* id, int id_len) {
     return fail(BATON_NCCL_BAD_ARGUMENT,
                 "unique id buffer shorter than " + std::to_string(sizeof(ncclUniqueId)) + " bytes");
   }
+  if (const int rc = need_nccl(); rc != BATON_NCCL_OK) return rc;
   ncclUniqueId uid;
-  BATON_NCCL_TRY(ncclGetUniqueId(&uid), nullptr);
+  BATON_NCCL_TRY(nccl().GetUniqueId(&uid), nullptr);
   std::memcpy(id, &uid, sizeof(uid));
   return BATON_NCCL_OK;
 }
@@ -192,11 +207,12 @@ BATON_EXPORT int baton_nccl_init_rank(BatonNcclComm** out, int nranks, const voi
                     std::to_string(rank) + ", device " + std::to_string(device) + ")");
   }
   *out = nullptr;
+  if (const int rc = need_nccl(); rc != BATON_NCCL_OK) return rc;
   ncclUniqueId uid;
   std::memcpy(&uid, id, sizeof(uid));
   BATON_CUDA_TRY(cudaSetDevice(device));
   ncclComm_t comm = nullptr;
-  BATON_NCCL_TRY(ncclCommInitRank(&comm, nranks, uid, rank), nullptr);
+  BATON_NCCL_TRY(nccl().CommInitRank(&comm, nranks, uid, rank), nullptr);
   return make_handle(out, comm, device);
 }
 
@@ -205,9 +221,10 @@ BATON_EXPORT int baton_nccl_init_all(BatonNcclComm** out, int ndev, const int* d
     return fail(BATON_NCCL_BAD_ARGUMENT,
                 "init_all: bad arguments (ndev " + std::to_string(ndev) + ")");
   }
+  if (const int rc = need_nccl(); rc != BATON_NCCL_OK) return rc;
   ncclComm_t* comms = new (std::nothrow) ncclComm_t[static_cast<size_t>(ndev)]();
   if (comms == nullptr) return fail(BATON_NCCL_CUDA_ERROR, "out of host memory");
-  const ncclResult_t st = ncclCommInitAll(comms, ndev, devices);
+  const ncclResult_t st = nccl().CommInitAll(comms, ndev, devices);
   if (st != ncclSuccess) {
     delete[] comms;
     return nccl_fail(st, "ncclCommInitAll", nullptr);
@@ -221,7 +238,7 @@ BATON_EXPORT int baton_nccl_init_all(BatonNcclComm** out, int ndev, const int* d
     // make_handle destroyed the comm it failed on; undo the others.
     const std::string why = t_last_error;
     for (int i = 0; i < made - 1; ++i) baton_nccl_destroy(out[i]);
-    for (int i = made; i < ndev; ++i) ncclCommDestroy(comms[i]);
+    for (int i = made; i < ndev; ++i) nccl().CommDestroy(comms[i]);
     for (int i = 0; i < ndev; ++i) out[i] = nullptr;
     t_last_error = why;
   }
@@ -234,7 +251,7 @@ BATON_EXPORT int baton_nccl_destroy(BatonNcclComm* c) {
   int rc = BATON_NCCL_OK;
   cudaSetDevice(c->device);
   if (!c->aborted && c->comm != nullptr) {
-    const ncclResult_t st = ncclCommDestroy(c->comm);
+    const ncclResult_t st = nccl().CommDestroy(c->comm);
     if (st != ncclSuccess) rc = nccl_fail(st, "ncclCommDestroy", nullptr);
   }
   if (c->stream != nullptr) cudaStreamDestroy(c->stream);
@@ -247,7 +264,7 @@ BATON_EXPORT int baton_nccl_abort(BatonNcclComm* c) {
   if (c->aborted) return BATON_NCCL_OK;
   cudaSetDevice(c->device);
   c->aborted = true;
-  const ncclResult_t st = ncclCommAbort(c->comm);
+  const ncclResult_t st = nccl().CommAbort(c->comm);
   c->comm = nullptr;
   if (st != ncclSuccess) return nccl_fail(st, "ncclCommAbort", nullptr);
   return BATON_NCCL_OK;
@@ -268,7 +285,7 @@ BATON_EXPORT int baton_nccl_allreduce(BatonNcclComm* c, const float* send, float
   ncclRedOp_t nop;
   if (int rc = to_nccl_op(op, &nop); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
-  BATON_NCCL_TRY(ncclAllReduce(send, recv, static_cast<size_t>(count), ncclFloat, nop, c->comm,
+  BATON_NCCL_TRY(nccl().AllReduce(send, recv, static_cast<size_t>(count), ncclFloat, nop, c->comm,
                                stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
@@ -281,7 +298,7 @@ BATON_EXPORT int baton_nccl_reduce_scatter(BatonNcclComm* c, const float* send, 
   ncclRedOp_t nop;
   if (int rc = to_nccl_op(op, &nop); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
-  BATON_NCCL_TRY(ncclReduceScatter(send, recv, static_cast<size_t>(count), ncclFloat, nop, c->comm,
+  BATON_NCCL_TRY(nccl().ReduceScatter(send, recv, static_cast<size_t>(count), ncclFloat, nop, c->comm,
                                    stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
@@ -292,7 +309,7 @@ BATON_EXPORT int baton_nccl_allgather(BatonNcclComm* c, const float* send, float
   if (int rc = enter(c); rc != BATON_NCCL_OK) return rc;
   if (int rc = check_count(count, "allgather"); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
-  BATON_NCCL_TRY(ncclAllGather(send, recv, static_cast<size_t>(count), ncclFloat, c->comm,
+  BATON_NCCL_TRY(nccl().AllGather(send, recv, static_cast<size_t>(count), ncclFloat, c->comm,
                                stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
@@ -303,7 +320,7 @@ BATON_EXPORT int baton_nccl_broadcast(BatonNcclComm* c, const float* send, float
   if (int rc = enter(c); rc != BATON_NCCL_OK) return rc;
   if (int rc = check_count(count, "broadcast"); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
-  BATON_NCCL_TRY(ncclBroadcast(send, recv, static_cast<size_t>(count), ncclFloat, root, c->comm,
+  BATON_NCCL_TRY(nccl().Broadcast(send, recv, static_cast<size_t>(count), ncclFloat, root, c->comm,
                                stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
@@ -315,7 +332,7 @@ BATON_EXPORT int baton_nccl_send(BatonNcclComm* c, const float* data, int64_t co
   if (int rc = check_count(count, "send"); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(
-      ncclSend(data, static_cast<size_t>(count), ncclFloat, peer, c->comm, stream_of(c, stream)),
+      nccl().Send(data, static_cast<size_t>(count), ncclFloat, peer, c->comm, stream_of(c, stream)),
       c->comm);
   return BATON_NCCL_OK;
 }
@@ -326,7 +343,7 @@ BATON_EXPORT int baton_nccl_recv(BatonNcclComm* c, float* data, int64_t count, i
   if (int rc = check_count(count, "recv"); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(
-      ncclRecv(data, static_cast<size_t>(count), ncclFloat, peer, c->comm, stream_of(c, stream)),
+      nccl().Recv(data, static_cast<size_t>(count), ncclFloat, peer, c->comm, stream_of(c, stream)),
       c->comm);
   return BATON_NCCL_OK;
 }
@@ -341,15 +358,15 @@ BATON_EXPORT int baton_nccl_sendrecv(BatonNcclComm* c, const float* send, int64_
   const cudaStream_t s = stream_of(c, stream);
   // One group: NCCL progresses both sides together, so a ring of these
   // cannot deadlock on the sends.
-  BATON_NCCL_TRY(ncclGroupStart(), c->comm);
+  BATON_NCCL_TRY(nccl().GroupStart(), c->comm);
   ncclResult_t st = ncclSuccess;
   if (send_count > 0)
-    st = ncclSend(send, static_cast<size_t>(send_count), ncclFloat, dst, c->comm, s);
+    st = nccl().Send(send, static_cast<size_t>(send_count), ncclFloat, dst, c->comm, s);
   if (st == ncclSuccess && recv_count > 0) {
-    st = ncclRecv(recv, static_cast<size_t>(recv_count), ncclFloat, src, c->comm, s);
+    st = nccl().Recv(recv, static_cast<size_t>(recv_count), ncclFloat, src, c->comm, s);
   }
   // The group is always closed, even after a failed call inside it.
-  const ncclResult_t end = ncclGroupEnd();
+  const ncclResult_t end = nccl().GroupEnd();
   if (st != ncclSuccess) return nccl_fail(st, "ncclSend/ncclRecv", c->comm);
   if (end != ncclSuccess) return nccl_fail(end, "ncclGroupEnd", c->comm);
   return BATON_NCCL_OK;
@@ -395,7 +412,7 @@ BATON_EXPORT int baton_nccl_synchronize(BatonNcclComm* c, void* stream, int64_t 
     if (q == cudaSuccess) return BATON_NCCL_OK;
     if (q != cudaErrorNotReady) return cuda_fail(q, "cudaStreamQuery");
     ncclResult_t async = ncclSuccess;
-    BATON_NCCL_TRY(ncclCommGetAsyncError(c->comm, &async), c->comm);
+    BATON_NCCL_TRY(nccl().CommGetAsyncError(c->comm, &async), c->comm);
     if (async != ncclSuccess && async != ncclInProgress) {
       const int rc = nccl_fail(async, "ncclCommGetAsyncError", c->comm);
       const std::string why = t_last_error;

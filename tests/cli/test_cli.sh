@@ -235,6 +235,20 @@ fi
 check bench-nccl "$nccl_want" "$nccl_pattern" -- \
   "$BATON" bench allreduce --backend nccl --min-bytes 4 --max-bytes 4096 --step-factor 32 \
   --iters 2 --warmup 1
+# Without libnccl.so.2 (pointed elsewhere) the NCCL backend names what it
+# could not load, and discovery still sees every GPU it saw before.
+if "$BATON" --version | grep -q "^nccl: built"; then
+  check bench-nccl-no-libnccl 1 "nccl: cannot load /nonexistent/libnccl.so.2: .*BATON_NCCL_LIBRARY" -- \
+    env BATON_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$BATON" bench allreduce --backend nccl \
+    --min-bytes 4 --max-bytes 4096 --step-factor 32 --iters 2 --warmup 1
+  gpus_without=$(BATON_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$BATON" probe --json |
+    python3 -c 'import json,sys; print(sum(d["kind"] == "gpu" for d in json.load(sys.stdin)["devices"]))')
+  if [ "$gpus_without" != "$gpus" ]; then
+    echo "FAIL probe-no-libnccl: $gpus_without GPUs without libnccl, $gpus with it"; fail=$((fail + 1))
+  else
+    echo "ok   probe-no-libnccl ($gpus GPUs either way)"; pass=$((pass + 1))
+  fi
+fi
 check bench-nccl-hierarchical 2 "this build has no CUDA|--algorithm hierarchical: not available with --backend nccl" -- \
   "$BATON" bench allreduce --backend nccl --algorithm hierarchical
 check bench-no-subcommand 2 "" -- "$BATON" bench

@@ -81,6 +81,9 @@ if [[ " ${TARGETS[*]} " == *" test_comm_nccl_mpi "* ]]; then
 fi
 
 BATON=$BUILD/bin/baton
+# baton_cuda.so loads libnccl.so.2 itself: without it, every GPU is still found.
+step "probe without libnccl.so.2" 60 bash -c "test \"\$(BATON_NCCL_LIBRARY=/nonexistent/libnccl.so.2 \
+  '$BATON' probe --json | python3 -c 'import json,sys; print(sum(d[\"kind\"] == \"gpu\" for d in json.load(sys.stdin)[\"devices\"]))')\" = '${GPUS:-0}'"
 for size in 1M 16M 64M; do
   step "bench nccl/native $size" 120 "$BATON" bench allreduce --backend nccl \
     --min-bytes "$size" --max-bytes "$size" --iters 20 --warmup 5

@@ -13,6 +13,7 @@ struct NcclLibrary::Api {
   // from the library's fails to compile here.
   decltype(&baton_nccl_abi_version) abi_version = nullptr;
   decltype(&baton_nccl_last_error) last_error = nullptr;
+  decltype(&baton_nccl_load) load = nullptr;
   decltype(&baton_nccl_version) version = nullptr;
   decltype(&baton_nccl_device_count) device_count = nullptr;
   decltype(&baton_nccl_get_unique_id) get_unique_id = nullptr;

@@ -59,7 +59,15 @@ std::shared_ptr<NcclLibrary> NcclLibrary::load(const std::string& path) {
     if (missing == nullptr && !resolve(handle, name, fn)) missing = name;
   };
   need("baton_nccl_abi_version", api->abi_version);
+  if (missing == nullptr) {
+    if (const int v = api->abi_version(); v != BATON_NCCL_ABI_VERSION) {
+      throw RuntimeError(where + " has NCCL interface version " + std::to_string(v) +
+                         ", this engine needs " + std::to_string(BATON_NCCL_ABI_VERSION) +
+                         " (from another version of baton)");
+    }
+  }
   need("baton_nccl_last_error", api->last_error);
+  need("baton_nccl_load", api->load);
   need("baton_nccl_version", api->version);
   need("baton_nccl_device_count", api->device_count);
   need("baton_nccl_get_unique_id", api->get_unique_id);
@@ -86,11 +94,8 @@ std::shared_ptr<NcclLibrary> NcclLibrary::load(const std::string& path) {
                        " (it is not a baton CUDA backend with NCCL, or from another version of "
                        "baton)");
   }
-  if (const int v = api->abi_version(); v != BATON_NCCL_ABI_VERSION) {
-    throw RuntimeError(where + " has NCCL interface version " + std::to_string(v) +
-                       ", this engine needs " + std::to_string(BATON_NCCL_ABI_VERSION) +
-                       " (from another version of baton)");
-  }
+  // The library does not link NCCL: it loads libnccl.so.2 now, or says why not.
+  if (api->load() != BATON_NCCL_OK) throw RuntimeError(std::string("nccl: ") + api->last_error());
   std::shared_ptr<NcclLibrary> lib(new NcclLibrary());
   lib->path_ = path;
   lib->handle_ = handle;
