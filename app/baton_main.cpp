@@ -18,6 +18,7 @@
 #include "output_file.h"
 #include "probe_command.h"
 #include "sample_command.h"
+#include "launch_command.h"
 #include "train_command.h"
 
 namespace {
@@ -78,6 +79,8 @@ int main(int argc, char** argv) {
   baton::cli::add_history_command(app, history);
   baton::cli::SampleArgs sample;
   baton::cli::add_sample_command(app, sample);
+  baton::cli::LaunchArgs launch;
+  baton::cli::add_launch_command(app, launch);
 
   if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", unknown.c_str());
@@ -100,6 +103,8 @@ int main(int argc, char** argv) {
       code = baton::cli::run_bench(bench, baton::default_cuda_library(self_exe(argv[0])));
     } else if (app.got_subcommand("history")) {
       code = baton::cli::run_history(history);
+    } else if (app.got_subcommand("launch")) {
+      code = baton::cli::run_launch(launch, self_exe(argv[0]));
     } else if (app.got_subcommand("sample")) {
       code = baton::cli::run_sample(sample, self_exe(argv[0]));
     }

@@ -192,11 +192,35 @@ int list(const HistoryArgs& a, const std::string& path) {
   return 0;
 }
 
+// A run's attempts: each resume (a "restart" event) starts one; a
+// supervisor's failure records ("error" events from baton launch) say why
+// the one before ended.
+struct AttemptLine {
+  int64_t step;
+  std::string text;
+};
+std::vector<AttemptLine> attempt_lines(const HistoryStore& store, int64_t run) {
+  std::vector<AttemptLine> out;
+  for (const auto& e : store.events(run)) {
+    const bool launcher = e.kind == "error" && e.data.is_object() &&
+                          e.data.value("source", "") == "launcher";
+    if (e.kind == "restart" || launcher) out.push_back({e.step, e.message});
+  }
+  return out;
+}
+
 int show(const HistoryArgs& a, const HistoryStore& store) {
   const RunRecord r = store.run(store.resolve(a.id));
   const auto metrics = store.metric_summary(r.id);
+  const auto attempts = attempt_lines(store, r.id);
+  int resumes = 0;
+  for (const auto& e : store.events(r.id)) resumes += e.kind == "restart" ? 1 : 0;
   if (a.json) {
     nlohmann::json j = run_to_json(r, /*full=*/true);
+    j["attempts"] = resumes + 1;
+    nlohmann::json lines = nlohmann::json::array();
+    for (const auto& l : attempts) lines.push_back({{"step", l.step}, {"message", l.text}});
+    j["attempt_events"] = lines;
     nlohmann::json m = nlohmann::json::array();
     for (const auto& s : metrics) {
       m.push_back({{"metric", s.metric},
@@ -221,6 +245,12 @@ int show(const HistoryArgs& a, const HistoryStore& store) {
   if (!r.tags.empty()) std::printf("tags        %s\n", join(r.tags, ", ").c_str());
   if (!r.notes.empty()) std::printf("notes       %s\n", r.notes.c_str());
   if (!r.error.empty()) std::printf("error       %s\n", r.error.c_str());
+  if (resumes > 0 || !attempts.empty()) {
+    std::printf("attempts    %d\n", resumes + 1);
+    for (const auto& l : attempts) {
+      std::printf("  step %-6lld %s\n", static_cast<long long>(l.step), l.text.c_str());
+    }
+  }
   if (!r.final_metrics.empty()) {
     std::printf("final      ");
     for (auto it = r.final_metrics.begin(); it != r.final_metrics.end(); ++it) {

@@ -2,6 +2,7 @@
 
 #include <baton/comm/mpi.h>
 #include <baton/core/error.h>
+#include <baton/launch/heartbeat.h>
 #include <baton/launch/job_place.h>
 #include <baton/launch/run_session.h>
 #include <baton/launch/stop_signals.h>
@@ -21,6 +22,8 @@
 #include <mpi.h>
 #endif
 
+#include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -55,6 +58,13 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                                       "$XDG_DATA_HOME/baton/runs.db)");
   train->add_flag("--no-db", a.no_db, "Do not record the run in the history database")
       ->excludes(db);
+  train->add_option("--run-id", a.run_id,
+                    "The run's id (letters, digits, '.', '_', '-'); with --resume, continue "
+                    "that run from its newest valid checkpoint");
+  train->add_option("--heartbeat", a.heartbeat_s,
+                    "Write a heartbeat JSON line to stdout every SECONDS, also while waiting in "
+                    "a collective (what `baton launch` watches)")
+      ->check(CLI::PositiveNumber);
 }
 
 namespace {
@@ -125,6 +135,19 @@ void check_flag_paths(const TrainArgs& a) {
 int train_in_process(const TrainArgs& a, const std::string& exe_path,
                      const std::atomic<bool>* stop) {
   check_flag_paths(a);
+  for (const char c : a.run_id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      throw InputError("--run-id \"" + a.run_id +
+                       "\": expected letters, digits, '.', '_' and '-' only");
+    }
+  }
+  // From the start (loading data can take long): the supervisor hears this
+  // process before the run has a step.
+  std::atomic<int64_t> progress{-1};
+  std::unique_ptr<Heartbeat> heartbeat;
+  if (a.heartbeat_s > 0) {
+    heartbeat = std::make_unique<Heartbeat>(a.heartbeat_s, rank_from_environment(), progress, stdout);
+  }
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
   RunSpec req;
@@ -136,6 +159,8 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   req.runs_root = a.runs_dir;
   req.checkpoint_dir = a.checkpoint_dir;
   req.resume = a.resume;
+  req.run_id = a.run_id;
+  req.progress = &progress;
   req.record_history = !a.no_db;
   req.history_db = a.db;
   req.stop = stop;

@@ -20,6 +20,8 @@ struct TrainArgs {
   bool quiet = false;
   std::string db;      // history database (default: default_history_db_path())
   bool no_db = false;  // do not record the run in the history
+  std::string run_id;  // "" = a new id (or, with --resume, the newest resumable run's)
+  double heartbeat_s = 0;  // > 0: a heartbeat line on stdout this often (baton launch)
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

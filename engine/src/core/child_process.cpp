@@ -1,5 +1,7 @@
 #include <baton/core/child_process.h>
 #include <baton/core/error.h>
+
+#include "spawn.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -35,8 +37,8 @@ std::string find_on_path(const std::string& name) {
   return {};
 }
 
-ChildResult run_child(const std::string& program, const std::vector<std::string>& args,
-                      const std::vector<std::string>& extra_env, double timeout_s) {
+Spawned spawn_child(const std::string& program, const std::vector<std::string>& args,
+                    const std::vector<std::string>& extra_env, bool own_group) {
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls are made.
   std::vector<char*> argv;
@@ -72,6 +74,7 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
     throw RuntimeError(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
+    if (own_group) ::setpgid(0, 0);
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out_pipe[1], STDOUT_FILENO);
@@ -81,9 +84,18 @@ ChildResult run_child(const std::string& program, const std::vector<std::string>
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
     ::_exit(127);
   }
+  // The parent sets the group too, so it exists before any signal is sent.
+  if (own_group) ::setpgid(pid, pid);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
+  return {pid, out_pipe[0], err_pipe[0]};
+}
 
+ChildResult run_child(const std::string& program, const std::vector<std::string>& args,
+                      const std::vector<std::string>& extra_env, double timeout_s) {
+  const Spawned child = spawn_child(program, args, extra_env, false);
+  const pid_t pid = child.pid;
+  int out_pipe[1] = {child.out_fd}, err_pipe[1] = {child.err_fd};
   ChildResult r;
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   std::string* sinks[2] = {&r.out, &r.err};

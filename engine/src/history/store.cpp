@@ -2,6 +2,7 @@
 #include <baton/history/store.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -452,6 +453,40 @@ void HistoryStore::set_note(int64_t run, const std::string& text) {
   st.bind(1, run).bind(2, text).run();
   if (sqlite3_changes(impl_->db.get()) == 0) this->run(run);
   tx.commit();
+}
+
+bool HistoryStore::record_attempt_failure(const std::string& uid, int64_t step,
+                                          const std::string& message, const std::string& data,
+                                          bool final) {
+  const Db& db = impl_->db;
+  Transaction tx(db);
+  Stmt find(db, "SELECT id, start_time FROM runs WHERE uid = ?1 AND status != 'deleting'");
+  find.bind(1, uid);
+  if (!find.step()) return false;
+  const int64_t run = find.col_int(0);
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double wall = std::max(0.0, now - find.col_double(1));
+  // After everything recorded so far, in the run's one sequence.
+  Stmt seq(db, R"sql(
+    SELECT max(seq) FROM (
+      SELECT seq FROM metric_samples WHERE run = ?1
+      UNION ALL SELECT seq FROM link_samples WHERE run = ?1
+      UNION ALL SELECT seq FROM events WHERE run = ?1))sql");
+  seq.bind(1, run);
+  seq.step();
+  const int64_t next = seq.col_is_null(0) ? 1 : seq.col_int(0) + 1;
+  Stmt ev(db,
+          "INSERT INTO events (run, step, seq, wall_time_s, kind, level, message, data) "
+          "VALUES (?1, ?2, ?3, ?4, 'error', 'error', ?5, ?6)");
+  ev.bind(1, run).bind(2, std::max<int64_t>(0, step)).bind(3, next).bind(4, wall);
+  ev.bind(5, message).bind(6, data).run();
+  if (final) {
+    Stmt upd(db, "UPDATE runs SET status = 'failed', error = ?2, end_time = ?3 WHERE id = ?1");
+    upd.bind(1, run).bind(2, message).bind(3, now).run();
+  }
+  tx.commit();
+  return true;
 }
 
 void HistoryStore::remove_run(int64_t run) {

@@ -17,6 +17,7 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
     a.emplace_back("--hostfile");
     a.push_back(spec.hostfile);
   }
+  a.insert(a.end(), spec.wrapper.begin(), spec.wrapper.end());
   a.push_back(spec.baton);
   a.emplace_back("train");
   a.push_back(spec.config);

@@ -15,7 +15,9 @@ RunSession::RunSession(RunSpec request, Telemetry& telemetry)
 
   root_ = req_.runs_root.empty() ? default_runs_root() : req_.runs_root;
   std::optional<RunDir> found;
-  if (chief() && req_.resume && req_.checkpoint_dir.empty()) {
+  // A given run id names the run to continue; otherwise the newest of
+  // this config's runs with a checkpoint.
+  if (chief() && req_.resume && req_.checkpoint_dir.empty() && req_.run_id.empty()) {
     found = find_resumable_run(root_, cfg.name);
     resume_missing_ = !found;
   }
@@ -37,6 +39,7 @@ RunSession::RunSession(RunSpec request, Telemetry& telemetry)
   opt.run_id = run_id_;
   opt.resume = req_.resume;
   opt.stop = req_.stop;
+  opt.progress = req_.progress;
   opt.checkpoint_dir = checkpoint_dir_;
   // Building the trainer validates the model and data against the plugins.
   trainer_ = std::make_unique<Trainer>(cfg, registry_, telemetry_, opt);

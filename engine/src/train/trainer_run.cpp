@@ -145,6 +145,7 @@ void Trainer::resume(RunState& s) {
                        std::to_string(s.step) + ", " + std::to_string(steps_per_epoch_) +
                        " steps per epoch here): are they running the same config?");
   }
+  if (opt_.progress != nullptr) opt_.progress->store(s.step, std::memory_order_relaxed);
   log(LogLevel::kInfo, "resumed from step " + std::to_string(s.step) + " (epoch " +
                            std::to_string(s.epoch) + ", batch " + std::to_string(s.skip) + ")");
 }
@@ -324,6 +325,7 @@ bool Trainer::train_step(RunState& s) {
   s.samples_total += counted_rows;
   ++s.step;
   ++s.step_in_epoch;
+  if (opt_.progress != nullptr) opt_.progress->store(s.step, std::memory_order_relaxed);
 
   RunState::Window& w = s.win;
   w.steps++;

@@ -18,6 +18,9 @@ struct MpirunSpec {
   // ranks outnumber them.
   int available_slots = 0;
   std::string baton;         // the baton executable the ranks run
+  // Run before baton on every rank (a profiler, a wrapper script): the
+  // ranks run `wrapper... baton train ...`.
+  std::vector<std::string> wrapper;
   std::string config;        // the run config file every rank reads
   std::string events = "-";  // --events for the ranks ("" = none)
   bool quiet = true;         // --quiet: no progress bar on the ranks
@@ -31,7 +34,7 @@ struct MpirunSpec {
 
 // mpirun's arguments (without the program itself): -n N [--oversubscribe]
 // (when ranks > slots) [--tag-output]
-// [--hostfile F] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
+// [--hostfile F] [WRAPPER...] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
 // [--db P] [train_args...].
 std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
 

@@ -36,6 +36,9 @@ struct TrainOptions {
   // Set by another thread to stop at the next step boundary (the run ends
   // "interrupted", after a final checkpoint).
   const std::atomic<bool>* stop = nullptr;
+  // When set, holds the number of steps done (stored after every step, and
+  // at a resume): what a heartbeat reports as this process's progress.
+  std::atomic<int64_t>* progress = nullptr;
 };
 
 struct TrainSummary {

@@ -1,0 +1,190 @@
+#include "launch_command.h"
+
+#include <baton/cluster/cluster_spec.h>
+#include <baton/core/child_process.h>
+#include <baton/core/error.h>
+#include <baton/history/store.h>
+#include <baton/launch/launcher.h>
+#include <baton/launch/stop_signals.h>
+#include <baton/train/run_config.h>
+#include <baton/train/run_dir.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "cli_checks.h"
+#include "cli_paths.h"
+
+namespace baton::cli {
+
+void add_launch_command(CLI::App& app, LaunchArgs& a) {
+  CLI::App* l = app.add_subcommand(
+      "launch",
+      "Run a config as an mpirun job that restarts from its newest checkpoint when a rank "
+      "dies or hangs");
+  l->add_option("config", a.config, "Run config file (JSON)")->required();
+  l->add_option("--np", a.np, "Ranks (default: the hostfile's slots, or 1)")
+      ->check(CLI::PositiveNumber);
+  l->add_option("--hostfile", a.hostfile, "OpenMPI hostfile: the hosts and their slots");
+  l->add_option("--max-restarts", a.max_restarts,
+                "Restarts after a failure before the run is failed (default 3)")
+      ->check(CLI::NonNegativeNumber);
+  l->add_option("--heartbeat", a.heartbeat_s, "Seconds between the ranks' heartbeats (default 1)")
+      ->check(CLI::PositiveNumber);
+  l->add_option("--heartbeat-timeout", a.heartbeat_timeout_s,
+                "A rank silent this many seconds is hung: restart (default 30)")
+      ->check(CLI::PositiveNumber);
+  l->add_option("--progress-timeout", a.progress_timeout_s,
+                "No rank finishing a step for this many seconds (all still beating) is a stuck "
+                "collective: restart (default 600)")
+      ->check(CLI::PositiveNumber);
+  l->add_option("--events", a.events,
+                "Write the chief's telemetry and the launcher's restart events as JSON lines to "
+                "PATH ('-' for stdout)");
+  l->add_option("--db", a.db,
+                "History database (default: $XDG_DATA_HOME/baton/runs.db); the run's attempts and "
+                "restarts are recorded there");
+  l->add_option("--runs-dir", a.runs_dir, "Where run directories go");
+  l->add_option("--plugin-dir", a.plugin_dir, "Load model/dataset plugins from DIR");
+  l->add_option("--run-id", a.run_id, "The run's id (default: a new one from the config's name)");
+  l->add_flag("--resume", a.resume,
+              "Continue a run (--run-id, else the newest of this config's) from its newest "
+              "checkpoint");
+  l->add_option("--seed", a.seed, "Override the config's seed")
+      ->check(integer_in(0, std::numeric_limits<long long>::max()));
+  l->add_option("--set", a.overrides, "Override a config value: key.path=value (repeatable)")
+      ->take_all();
+  l->add_option("--rank-wrapper", a.rank_wrapper,
+                "A program every rank runs baton under (a profiler, a fault injector); "
+                "repeatable, in order")
+      ->take_all();
+  l->add_flag("-q,--quiet", a.quiet, "Print only restarts and the outcome");
+}
+
+namespace {
+
+std::string absolute(const std::string& path) {
+  return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+}
+
+}  // namespace
+
+int run_launch(const LaunchArgs& a, const std::string& exe_path) {
+  // Everything checked before a rank starts: each error names its flag or
+  // file (exit 2).
+  if (!std::filesystem::is_regular_file(a.config)) {
+    throw InputError("launch: " + a.config + ": no such config file");
+  }
+  std::vector<std::string> overrides = a.overrides;
+  if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
+  const RunConfig cfg = load_run_config(a.config, overrides);
+  if (!a.events.empty() && a.events != "-") check_output_file("--events", a.events);
+  if (!a.runs_dir.empty()) check_writable_dir("--runs-dir", a.runs_dir, 400);
+  if (!a.plugin_dir.empty()) check_existing_dir("--plugin-dir", a.plugin_dir);
+  int slots = 0;
+  if (!a.hostfile.empty()) slots = total_slots(read_hostfile(a.hostfile));
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty()) throw InputError("launch: mpirun is not on PATH (install openmpi-bin)");
+  for (const auto& w : a.rank_wrapper) {
+    if (w.empty()) throw InputError("--rank-wrapper: an empty program");
+  }
+
+  LaunchSpec spec;
+  spec.mpirun = mpirun;
+  for (const auto& [k, v] : mpirun_environment()) spec.mpirun_env.push_back(k + "=" + v);
+  spec.job.ranks = a.np > 0 ? a.np : std::max(1, slots);
+  spec.job.hostfile = absolute(a.hostfile);
+  spec.job.available_slots = slots;
+  spec.job.baton = exe_path;
+  spec.job.config = absolute(a.config);
+  spec.job.runs_dir = absolute(a.runs_dir);
+  spec.job.history_db = absolute(a.db);
+  spec.job.wrapper = a.rank_wrapper;
+  for (const auto& o : overrides) spec.job.train_args.insert(spec.job.train_args.end(), {"--set", o});
+  if (!a.plugin_dir.empty()) {
+    spec.job.train_args.insert(spec.job.train_args.end(), {"--plugin-dir", absolute(a.plugin_dir)});
+  }
+  std::string run_id = a.run_id;
+  if (run_id.empty() && a.resume) {
+    const auto found = find_resumable_run(a.runs_dir.empty() ? default_runs_root() : a.runs_dir,
+                                          cfg.name);
+    if (!found) throw InputError("--resume: no earlier run of \"" + cfg.name + "\" with a checkpoint");
+    run_id = found->id;
+  }
+  spec.run_id = run_id.empty() ? make_run_id(cfg.name) : run_id;
+  spec.resume = a.resume;
+  spec.max_restarts = a.max_restarts;
+  spec.heartbeat_s = a.heartbeat_s;
+  spec.heartbeat_timeout_s = a.heartbeat_timeout_s;
+  spec.progress_timeout_s = a.progress_timeout_s;
+
+  // Streamed as the lines come (a reader follows the file while it grows).
+  std::FILE* events = nullptr;
+  if (a.events == "-") {
+    events = stdout;
+  } else if (!a.events.empty()) {
+    events = std::fopen(a.events.c_str(), "w");
+    if (events == nullptr) throw InputError("--events " + a.events + ": cannot be written");
+  }
+  const std::string db_path = a.db.empty() ? default_history_db_path() : a.db;
+  std::FILE* human = a.events == "-" ? stderr : stdout;
+
+  LaunchObserver obs;
+  obs.on_event = [&](const std::string& line) {
+    if (events != nullptr) {
+      std::fprintf(events, "%s\n", line.c_str());
+      std::fflush(events);
+    }
+  };
+  obs.on_output = [&](int rank, const std::string& line) {
+    if (rank < 0) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    } else {
+      std::fprintf(stderr, "[rank %d] %s\n", rank, line.c_str());
+    }
+  };
+  obs.on_restart = [&](const Restart& r) {
+    const bool last = r.attempt > spec.max_restarts;
+    std::fprintf(human, "baton launch: attempt %d failed: %s%s\n", r.attempt, r.cause.c_str(),
+                 last ? "" : "; restarting from the newest checkpoint");
+    std::fflush(human);
+    // The run's history keeps the cause (the next attempt's chief records
+    // its resume).
+    try {
+      std::error_code ec;
+      if (std::filesystem::exists(db_path, ec)) {
+        HistoryStore store(db_path, HistoryStore::Open::kExisting);
+        const nlohmann::json data = {{"source", "launcher"}, {"attempt", r.attempt},
+                                     {"rank", r.rank},       {"host", r.host},
+                                     {"step", r.step},       {"restarting", !last}};
+        store.record_attempt_failure(spec.run_id, r.step,
+                                     "attempt " + std::to_string(r.attempt) + ": " + r.cause,
+                                     data.dump(), last);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "baton launch: warning: could not record the failure in %s: %s\n",
+                   db_path.c_str(), e.what());
+    }
+  };
+
+  const StopSignals signals;
+  if (!a.quiet) {
+    std::fprintf(human, "baton launch: run %s, %d rank%s, up to %d restart%s\n",
+                 spec.run_id.c_str(), spec.job.ranks, spec.job.ranks == 1 ? "" : "s",
+                 spec.max_restarts, spec.max_restarts == 1 ? "" : "s");
+  }
+  const LaunchOutcome out = launch(spec, obs, signals.flag());
+  if (events != nullptr && events != stdout && std::fclose(events) != 0) {
+    throw RuntimeError("--events " + a.events + ": the write failed");
+  }
+  std::fprintf(human, "\n== %s: %s after %d attempt%s (%zu restart%s) ==\n", spec.run_id.c_str(),
+               out.status.c_str(), out.attempts, out.attempts == 1 ? "" : "s",
+               out.restarts.size(), out.restarts.size() == 1 ? "" : "s");
+  if (!out.reason.empty()) std::fprintf(human, "reason          %s\n", out.reason.c_str());
+  std::fprintf(human, "history         %s\n", db_path.c_str());
+  return out.exit_code;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,113 @@
+#include <baton/core/error.h>
+#include <baton/core/running_child.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+
+#include "spawn.h"
+
+namespace baton {
+
+RunningChild::RunningChild(const std::string& program, const std::vector<std::string>& args,
+                           const std::vector<std::string>& extra_env) {
+  const Spawned s = spawn_child(program, args, extra_env, true);
+  pid_ = s.pid;
+  fds_[0] = s.out_fd;
+  fds_[1] = s.err_fd;
+}
+
+RunningChild::~RunningChild() {
+  if (!status_) {
+    ::kill(-pid_, SIGKILL);
+    int st = 0;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close_fds();
+}
+
+void RunningChild::close_fds() {
+  for (int& fd : fds_) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+}
+
+bool RunningChild::read(double timeout_s, Lines& lines) {
+  if (fds_[0] < 0 && fds_[1] < 0) return false;
+  pollfd p[2] = {{fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+  const int ready = ::poll(p, 2, static_cast<int>(timeout_s * 1000.0));
+  if (ready < 0 && errno != EINTR) {
+    throw RuntimeError(std::string("poll: ") + std::strerror(errno));
+  }
+  char buf[65536];
+  for (int k = 0; k < 2 && ready > 0; ++k) {
+    if (fds_[k] < 0 || p[k].revents == 0) continue;
+    const ssize_t n = ::read(fds_[k], buf, sizeof(buf));
+    std::vector<std::string>& sink = k == 0 ? lines.out : lines.err;
+    if (n > 0) {
+      std::string& part = partial_[k];
+      part.append(buf, static_cast<size_t>(n));
+      size_t start = 0;
+      for (size_t nl = part.find('\n'); nl != std::string::npos; nl = part.find('\n', start)) {
+        sink.push_back(part.substr(start, nl - start));
+        start = nl + 1;
+      }
+      part.erase(0, start);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      if (!partial_[k].empty()) sink.push_back(std::move(partial_[k]));
+      partial_[k].clear();
+      ::close(fds_[k]);
+      fds_[k] = -1;
+    }
+  }
+  return fds_[0] >= 0 || fds_[1] >= 0;
+}
+
+std::optional<int> RunningChild::exit_status() {
+  if (status_) return status_;
+  int st = 0;
+  const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) status_ = st;
+  return status_;
+}
+
+void RunningChild::signal_group(int sig) {
+  if (!status_) ::kill(-pid_, sig);
+}
+
+int RunningChild::terminate(double grace_s, Lines* lines) {
+  if (exit_status()) {
+    // The leader is gone; what it left in its group (orphaned ranks) goes too.
+    ::kill(-pid_, SIGKILL);
+    return *status_;
+  }
+  ::kill(-pid_, SIGTERM);
+  // A stopped process takes SIGTERM only once continued.
+  ::kill(-pid_, SIGCONT);
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  Lines ignored;
+  while (!exit_status() && Clock::now() < deadline) {
+    if (!read(0.05, lines != nullptr ? *lines : ignored)) {
+      // Both streams closed but not yet exited: wait a moment for it.
+      ::poll(nullptr, 0, 20);
+    }
+  }
+  ::kill(-pid_, SIGKILL);
+  if (!status_) {
+    int st = 0;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    status_ = st;
+  }
+  return *status_;
+}
+
+}  // namespace baton

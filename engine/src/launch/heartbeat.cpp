@@ -1,0 +1,60 @@
+#include <baton/launch/heartbeat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+namespace baton {
+
+Heartbeat::Heartbeat(double interval_s, int rank, const std::atomic<int64_t>& progress,
+                     std::FILE* out)
+    : interval_s_(interval_s), rank_(rank), progress_(progress), out_(out), pid_(::getpid()) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  host_ = host;
+  thread_ = std::thread([this] { beat_until_stopped(); });
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::string Heartbeat::line() const {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return nlohmann::json{{"v", 1},
+                        {"type", "heartbeat"},
+                        {"rank", rank_},
+                        {"pid", pid_},
+                        {"host", host_},
+                        {"step", progress_.load(std::memory_order_relaxed)},
+                        {"time", now}}
+             .dump() +
+         "\n";
+}
+
+void Heartbeat::beat_until_stopped() {
+  const auto interval = std::chrono::duration<double>(interval_s_);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    const std::string text = line();
+    std::fwrite(text.data(), 1, text.size(), out_);
+    std::fflush(out_);
+    cv_.wait_for(lock, interval, [this] { return stopping_; });
+  }
+}
+
+int rank_from_environment() {
+  for (const char* key : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(key); v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return 0;
+}
+
+}  // namespace baton
