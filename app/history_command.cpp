@@ -202,8 +202,8 @@ struct AttemptLine {
 std::vector<AttemptLine> attempt_lines(const HistoryStore& store, int64_t run) {
   std::vector<AttemptLine> out;
   for (const auto& e : store.events(run)) {
-    const bool launcher = e.kind == "error" && e.data.is_object() &&
-                          e.data.value("source", "") == "launcher";
+    const bool launcher =
+        e.kind == "error" && e.data.is_object() && e.data.value("source", "") == "launcher";
     if (e.kind == "restart" || launcher) out.push_back({e.step, e.message});
   }
   return out;

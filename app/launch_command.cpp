@@ -102,15 +102,17 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   spec.job.runs_dir = absolute(a.runs_dir);
   spec.job.history_db = absolute(a.db);
   spec.job.wrapper = a.rank_wrapper;
-  for (const auto& o : overrides) spec.job.train_args.insert(spec.job.train_args.end(), {"--set", o});
+  for (const auto& o : overrides)
+    spec.job.train_args.insert(spec.job.train_args.end(), {"--set", o});
   if (!a.plugin_dir.empty()) {
     spec.job.train_args.insert(spec.job.train_args.end(), {"--plugin-dir", absolute(a.plugin_dir)});
   }
   std::string run_id = a.run_id;
   if (run_id.empty() && a.resume) {
-    const auto found = find_resumable_run(a.runs_dir.empty() ? default_runs_root() : a.runs_dir,
-                                          cfg.name);
-    if (!found) throw InputError("--resume: no earlier run of \"" + cfg.name + "\" with a checkpoint");
+    const auto found =
+        find_resumable_run(a.runs_dir.empty() ? default_runs_root() : a.runs_dir, cfg.name);
+    if (!found)
+      throw InputError("--resume: no earlier run of \"" + cfg.name + "\" with a checkpoint");
     run_id = found->id;
   }
   spec.run_id = run_id.empty() ? make_run_id(cfg.name) : run_id;
@@ -180,8 +182,8 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     throw RuntimeError("--events " + a.events + ": the write failed");
   }
   std::fprintf(human, "\n== %s: %s after %d attempt%s (%zu restart%s) ==\n", spec.run_id.c_str(),
-               out.status.c_str(), out.attempts, out.attempts == 1 ? "" : "s",
-               out.restarts.size(), out.restarts.size() == 1 ? "" : "s");
+               out.status.c_str(), out.attempts, out.attempts == 1 ? "" : "s", out.restarts.size(),
+               out.restarts.size() == 1 ? "" : "s");
   if (!out.reason.empty()) std::fprintf(human, "reason          %s\n", out.reason.c_str());
   std::fprintf(human, "history         %s\n", db_path.c_str());
   return out.exit_code;

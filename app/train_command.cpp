@@ -61,9 +61,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   train->add_option("--run-id", a.run_id,
                     "The run's id (letters, digits, '.', '_', '-'); with --resume, continue "
                     "that run from its newest valid checkpoint");
-  train->add_option("--heartbeat", a.heartbeat_s,
-                    "Write a heartbeat JSON line to stdout every SECONDS, also while waiting in "
-                    "a collective (what `baton launch` watches)")
+  train
+      ->add_option("--heartbeat", a.heartbeat_s,
+                   "Write a heartbeat JSON line to stdout every SECONDS, also while waiting in "
+                   "a collective (what `baton launch` watches)")
       ->check(CLI::PositiveNumber);
 }
 
@@ -146,7 +147,8 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   std::atomic<int64_t> progress{-1};
   std::unique_ptr<Heartbeat> heartbeat;
   if (a.heartbeat_s > 0) {
-    heartbeat = std::make_unique<Heartbeat>(a.heartbeat_s, rank_from_environment(), progress, stdout);
+    heartbeat =
+        std::make_unique<Heartbeat>(a.heartbeat_s, rank_from_environment(), progress, stdout);
   }
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));

@@ -286,7 +286,7 @@ BATON_EXPORT int baton_nccl_allreduce(BatonNcclComm* c, const float* send, float
   if (int rc = to_nccl_op(op, &nop); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(nccl().AllReduce(send, recv, static_cast<size_t>(count), ncclFloat, nop, c->comm,
-                               stream_of(c, stream)),
+                                  stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
 }
@@ -298,8 +298,8 @@ BATON_EXPORT int baton_nccl_reduce_scatter(BatonNcclComm* c, const float* send, 
   ncclRedOp_t nop;
   if (int rc = to_nccl_op(op, &nop); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
-  BATON_NCCL_TRY(nccl().ReduceScatter(send, recv, static_cast<size_t>(count), ncclFloat, nop, c->comm,
-                                   stream_of(c, stream)),
+  BATON_NCCL_TRY(nccl().ReduceScatter(send, recv, static_cast<size_t>(count), ncclFloat, nop,
+                                      c->comm, stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
 }
@@ -310,7 +310,7 @@ BATON_EXPORT int baton_nccl_allgather(BatonNcclComm* c, const float* send, float
   if (int rc = check_count(count, "allgather"); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(nccl().AllGather(send, recv, static_cast<size_t>(count), ncclFloat, c->comm,
-                               stream_of(c, stream)),
+                                  stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
 }
@@ -321,7 +321,7 @@ BATON_EXPORT int baton_nccl_broadcast(BatonNcclComm* c, const float* send, float
   if (int rc = check_count(count, "broadcast"); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(nccl().Broadcast(send, recv, static_cast<size_t>(count), ncclFloat, root, c->comm,
-                               stream_of(c, stream)),
+                                  stream_of(c, stream)),
                  c->comm);
   return BATON_NCCL_OK;
 }

@@ -1,7 +1,5 @@
 #include <baton/core/child_process.h>
 #include <baton/core/error.h>
-
-#include "spawn.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -16,6 +14,8 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+
+#include "spawn.h"
 
 extern char** environ;
 

@@ -87,12 +87,12 @@ int RunningChild::terminate(double grace_s, Lines* lines) {
     ::kill(-pid_, SIGKILL);
     return *status_;
   }
+  // A stopped process stays stopped (it is not continued: it may be the
+  // hung one); SIGKILL ends it after the grace period.
   ::kill(-pid_, SIGTERM);
-  // A stopped process takes SIGTERM only once continued.
-  ::kill(-pid_, SIGCONT);
   using Clock = std::chrono::steady_clock;
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(grace_s));
   Lines ignored;
   while (!exit_status() && Clock::now() < deadline) {
     if (!read(0.05, lines != nullptr ? *lines : ignored)) {

@@ -28,12 +28,9 @@ Heartbeat::~Heartbeat() {
 std::string Heartbeat::line() const {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return nlohmann::json{{"v", 1},
-                        {"type", "heartbeat"},
-                        {"rank", rank_},
-                        {"pid", pid_},
-                        {"host", host_},
-                        {"step", progress_.load(std::memory_order_relaxed)},
+  return nlohmann::json{{"v", 1},        {"type", "heartbeat"},
+                        {"rank", rank_}, {"pid", pid_},
+                        {"host", host_}, {"step", progress_.load(std::memory_order_relaxed)},
                         {"time", now}}
              .dump() +
          "\n";

@@ -2,7 +2,9 @@
 #include <baton/core/running_child.h>
 #include <baton/launch/launcher.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <map>
@@ -11,23 +13,37 @@
 
 namespace baton {
 
-int tagged_rank(const std::string& line, std::string* text, bool* is_stderr) {
-  // "[job,rank]<stdout>:" or "<stderr>:".
-  if (line.size() < 4 || line[0] != '[') return -1;
-  const size_t comma = line.find(',');
-  const size_t close = line.find(']');
-  if (comma == std::string::npos || close == std::string::npos || comma > close) return -1;
-  int rank = -1;
-  try {
-    rank = std::stoi(line.substr(comma + 1, close - comma - 1));
-  } catch (const std::exception&) {
-    return -1;
+std::string& TaggedLines::partial(int rank, bool err) {
+  for (auto& [key, text] : partial_) {
+    if (key.first == rank && key.second == err) return text;
   }
-  const size_t colon = line.find(">:", close);
-  if (colon == std::string::npos) return -1;
-  if (is_stderr != nullptr) *is_stderr = line.compare(close + 1, 8, "<stderr>") == 0;
-  if (text != nullptr) *text = line.substr(colon + 2);
-  return rank;
+  partial_.push_back({{rank, err}, {}});
+  return partial_.back().second;
+}
+
+void TaggedLines::feed(const std::string& line, std::vector<Line>& out) {
+  // The tags on the line, in order: "[job,rank]<stdout>:" or "<stderr>:".
+  static const std::regex tag(R"(\[\d+,(\d+)\]<(stdout|stderr)>:)");
+  auto it = std::sregex_iterator(line.begin(), line.end(), tag);
+  const auto end = std::sregex_iterator();
+  if (it == end || it->position() != 0) {
+    out.push_back({-1, false, line});
+    return;
+  }
+  while (it != end) {
+    const std::smatch m = *it;
+    const int rank = std::stoi(m[1]);
+    const bool err = m[2] == "stderr";
+    const size_t from = static_cast<size_t>(m.position() + m.length());
+    ++it;
+    const size_t to = it == end ? line.size() : static_cast<size_t>(it->position());
+    std::string& part = partial(rank, err);
+    part.append(line, from, to - from);
+    if (it == end) {
+      out.push_back({rank, err, std::move(part)});
+      part.clear();
+    }
+  }
 }
 
 namespace {
@@ -39,8 +55,7 @@ double seconds_since(Clock::time_point t0) {
 }
 
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // One attempt's view of its job.
@@ -55,6 +70,7 @@ struct Attempt {
   std::string mpirun_host;
   std::string stalled;  // the launcher's own finding (hang, stall)
   int stalled_rank = -1;
+  double detected_unix_s = 0;
 
   int64_t furthest_step() const {
     int64_t s = -1;
@@ -66,7 +82,11 @@ struct Attempt {
 class Supervisor {
  public:
   Supervisor(const LaunchSpec& spec, const LaunchObserver& obs, const std::atomic<bool>* stop)
-      : spec_(spec), obs_(obs), stop_(stop) {}
+      : spec_(spec), obs_(obs), stop_(stop) {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    local_host_ = host;
+  }
 
   LaunchOutcome run() {
     LaunchOutcome out;
@@ -102,6 +122,7 @@ class Supervisor {
             {"rank", r.rank},
             {"host", r.host},
             {"step", r.step},
+            {"detected", r.detected_unix_s},
             {"restarts_left", std::max(0, spec_.max_restarts - attempt)}});
       if (!again) {
         out.status = "failed";
@@ -143,10 +164,14 @@ class Supervisor {
     return args;
   }
 
-  void take_line(const std::string& line, Attempt& a, double now) {
-    std::string text;
-    bool err = false;
-    const int rank = tagged_rank(line, &text, &err);
+  void take_output_line(const std::string& line, Attempt& a, double now) {
+    std::vector<TaggedLines::Line> lines;
+    tagged_.feed(line, lines);
+    for (const auto& l : lines) take_line(l.rank, l.is_stderr, l.text, a, now);
+  }
+
+  void take_line(int rank, bool err, const std::string& text, Attempt& a, double now) {
+    const std::string& line = text;
     if (rank < 0) {
       take_mpirun_line(line, a);
       if (obs_.on_output) obs_.on_output(-1, line);
@@ -168,6 +193,8 @@ class Supervisor {
         if (obs_.on_event) obs_.on_event(text);
         return;
       }
+      // The other ranks' copies of their events: the chief's are the run's.
+      if (js.is_object() && js.contains("type")) return;
     }
     take_rank_message(rank, text, a);
     if (obs_.on_output) obs_.on_output(rank, text);
@@ -205,6 +232,7 @@ class Supervisor {
   // Runs one attempt to its end (or until the launcher ends it); returns
   // mpirun's wait status.
   int run_attempt(int attempt, Attempt& a) {
+    tagged_ = TaggedLines();
     RunningChild child(spec_.mpirun, arguments(attempt), spec_.mpirun_env);
     const auto t0 = Clock::now();
     double last_progress = 0;
@@ -212,8 +240,8 @@ class Supervisor {
     bool stop_sent = false;
     RunningChild::Lines lines;
     const auto drain = [&](double now) {
-      for (const auto& l : lines.out) take_line(l, a, now);
-      for (const auto& l : lines.err) take_line(l, a, now);
+      for (const auto& l : lines.out) take_output_line(l, a, now);
+      for (const auto& l : lines.err) take_output_line(l, a, now);
       lines.out.clear();
       lines.err.clear();
     };
@@ -222,6 +250,7 @@ class Supervisor {
       const double now = seconds_since(t0);
       drain(now);
       if (const auto st = child.exit_status()) {
+        a.detected_unix_s = unix_now();
         // What is still in the pipes (mpirun's report comes last).
         const auto until = Clock::now() + std::chrono::seconds(2);
         while (child.read(0.1, lines) && Clock::now() < until) drain(seconds_since(t0));
@@ -235,21 +264,38 @@ class Supervisor {
         stop_sent = true;
       }
       if (stop_sent) continue;
+      if (!a.mpirun_said.empty()) {
+        // A rank died: the others wait for it in a collective and will not
+        // end by themselves, and mpirun waits for them.
+        a.detected_unix_s = unix_now();
+        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
+        drain(seconds_since(t0));
+        return status;
+      }
       if (a.furthest_step() > furthest) {
         furthest = a.furthest_step();
         last_progress = now;
       }
+      if (const std::string dead = find_dead(a); !dead.empty()) {
+        a.stalled = dead;
+        a.detected_unix_s = unix_now();
+        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
+        drain(seconds_since(t0));
+        return status;
+      }
       if (const std::string hung = find_hang(a, now); !hung.empty()) {
         a.stalled = hung;
-        const int status = child.terminate(spec_.grace_s, &lines);
+        a.detected_unix_s = unix_now();
+        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
         drain(seconds_since(t0));
         return status;
       }
       if (furthest >= 0 && now - last_progress > spec_.progress_timeout_s) {
-        a.stalled = "no rank finished a step for " + seconds_text(now - last_progress) +
-                    " (step " + std::to_string(furthest) +
+        a.stalled = "no rank finished a step for " + seconds_text(now - last_progress) + " (step " +
+                    std::to_string(furthest) +
                     "; every rank still beating: a collective that does not complete?)";
-        const int status = child.terminate(spec_.grace_s, &lines);
+        a.detected_unix_s = unix_now();
+        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
         drain(seconds_since(t0));
         return status;
       }
@@ -260,6 +306,20 @@ class Supervisor {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.1f s", s);
     return buf;
+  }
+
+  // A rank on this host whose process is gone (seen before mpirun, which
+  // reports a death only once it has ended the others).
+  std::string find_dead(Attempt& a) const {
+    for (const auto& [r, st] : a.ranks) {
+      if (st.pid <= 0 || st.host != local_host_) continue;
+      if (::kill(static_cast<pid_t>(st.pid), 0) != 0 && errno == ESRCH) {
+        a.stalled_rank = r;
+        return "rank " + std::to_string(r) + " (pid " + std::to_string(st.pid) + " on " + st.host +
+               ") exited at step " + std::to_string(st.step);
+      }
+    }
+    return {};
   }
 
   std::string find_hang(Attempt& a, double now) {
@@ -284,13 +344,15 @@ class Supervisor {
     Restart r;
     r.attempt = attempt;
     r.step = a.furthest_step();
-    if (!a.stalled.empty()) {
-      r.cause = a.stalled;
-      r.rank = a.stalled_rank;
-    } else if (!a.mpirun_said.empty()) {
+    r.detected_unix_s = a.detected_unix_s;
+    // A death mpirun saw explains a silence that followed it.
+    if (!a.mpirun_said.empty()) {
       r.cause = a.mpirun_said;
       r.rank = a.mpirun_rank;
       r.host = a.mpirun_host;
+    } else if (!a.stalled.empty()) {
+      r.cause = a.stalled;
+      r.rank = a.stalled_rank;
     } else if (!a.rank_error.empty()) {
       r.rank = a.rank_error_rank;
       r.cause = "rank " + std::to_string(r.rank) + " failed: " + a.rank_error;
@@ -317,6 +379,8 @@ class Supervisor {
   const LaunchSpec& spec_;
   const LaunchObserver& obs_;
   const std::atomic<bool>* stop_;
+  std::string local_host_;
+  TaggedLines tagged_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <baton/core/error.h>
 #include <baton/discovery/discovery.h>
 #include <baton/history/store.h>
+#include <baton/launch/launcher.h>
 #include <baton/launch/mpirun_command.h>
 #include <baton/launch/run_session.h>
 #include <baton/launch/stop_signals.h>
@@ -335,3 +336,26 @@ TEST(StopSignals, ASignalSetsTheFlagAndTheOldHandlerComesBack) {
 
 }  // namespace
 }  // namespace baton
+
+// mpirun --tag-output tags chunks, not lines: a long line comes out with a
+// tag in its middle, and another rank's chunk may sit in between.
+TEST(TaggedLines, ReassemblesLinesSplitIntoChunks) {
+  baton::TaggedLines t;
+  std::vector<baton::TaggedLines::Line> out;
+  t.feed("[1,0]<stdout>:{\"a\":[1,1]<stdout>:{\"beat\":1}", out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rank, 1);
+  EXPECT_EQ(out[0].text, "{\"beat\":1}");
+  t.feed("[1,0]<stdout>:12[1,0]<stdout>:3}", out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].rank, 0);
+  EXPECT_FALSE(out[1].is_stderr);
+  EXPECT_EQ(out[1].text, "{\"a\":123}");
+  t.feed("[1,1]<stderr>:baton: failed (rank 1): boom", out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[2].is_stderr);
+  EXPECT_EQ(out[2].text, "baton: failed (rank 1): boom");
+  t.feed("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9", out);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[3].rank, -1);
+}

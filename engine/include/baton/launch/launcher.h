@@ -14,7 +14,8 @@
 //   - no rank finishing a step for progress_timeout_s while they all beat
 //     (a collective that never completes).
 // Then the job is stopped (SIGTERM to mpirun's process group, SIGKILL after
-// grace_s), the restart recorded with its cause, rank and host, and the
+// grace_s, or after 1 s for a hang: the others wait on the hung rank and
+// cannot stop cleanly), the restart recorded with its cause, rank and host, and the
 // next attempt resumes the same run id from its newest valid checkpoint (the
 // resume checks that every rank agrees on the step). Every failure counts
 // against max_restarts, however soon it follows the last. A rank's input
@@ -36,15 +37,15 @@ struct LaunchSpec {
   // history_db, wrapper and train_args. The launcher sets tag_output,
   // events ("-"), quiet, and adds --run-id, --heartbeat and --resume.
   MpirunSpec job;
-  std::string mpirun;  // mpirun's path
+  std::string mpirun;                   // mpirun's path
   std::vector<std::string> mpirun_env;  // "KEY=value" for mpirun (mpirun_environment())
   std::string run_id;                   // the run, the same in every attempt (required)
   bool resume = false;                  // the first attempt resumes too
   int max_restarts = 3;
-  double heartbeat_s = 1.0;             // the ranks' heartbeat interval
-  double heartbeat_timeout_s = 30.0;    // no beat from a rank for this long: hung
-  double progress_timeout_s = 600.0;    // no step done on any rank for this long: stuck
-  double grace_s = 5.0;                 // between SIGTERM and SIGKILL
+  double heartbeat_s = 1.0;           // the ranks' heartbeat interval
+  double heartbeat_timeout_s = 30.0;  // no beat from a rank for this long: hung
+  double progress_timeout_s = 600.0;  // no step done on any rank for this long: stuck
+  double grace_s = 5.0;               // between SIGTERM and SIGKILL
 };
 
 // What a rank was last heard saying.
@@ -57,11 +58,12 @@ struct RankState {
 };
 
 struct Restart {
-  int attempt = 0;      // the attempt that failed (1 = the first)
-  std::string cause;    // a sentence: what happened, to which rank, where
-  int rank = -1;        // -1 when no one rank is to blame
+  int attempt = 0;    // the attempt that failed (1 = the first)
+  std::string cause;  // a sentence: what happened, to which rank, where
+  int rank = -1;      // -1 when no one rank is to blame
   std::string host;
-  int64_t step = -1;    // the furthest step any rank had reached
+  int64_t step = -1;           // the furthest step any rank had reached
+  double detected_unix_s = 0;  // when the launcher saw it (before stopping the job)
 };
 
 struct LaunchOutcome {
@@ -69,7 +71,7 @@ struct LaunchOutcome {
   std::string reason;  // why it failed
   int attempts = 0;
   std::vector<Restart> restarts;
-  int exit_code = 0;   // 0 completed, 130 interrupted, 1 failed, 2 a rank's input error
+  int exit_code = 0;  // 0 completed, 130 interrupted, 1 failed, 2 a rank's input error
 };
 
 struct LaunchObserver {
@@ -88,8 +90,27 @@ struct LaunchObserver {
 LaunchOutcome launch(const LaunchSpec& spec, const LaunchObserver& observer,
                      const std::atomic<bool>* stop);
 
-// The rank of an mpirun --tag-output line ("[1,3]<stdout>:text" -> 3, its
-// text and whether it came from stderr); -1 for an untagged line.
-int tagged_rank(const std::string& line, std::string* text, bool* is_stderr);
+// Reassembles the ranks' lines from mpirun --tag-output's output. mpirun
+// tags each chunk it reads from a rank, not each line: a long line read in
+// two chunks comes out with a second tag in its middle, and another rank's
+// chunk may come in between ("[1,0]<stdout>:{\"a\":[1,1]<stdout>:beat\n
+// [1,0]<stdout>:1}\n"). The newline that ends an output line ends the last
+// chunk on it; every chunk before it on that line is a partial line of
+// its rank, kept until that rank's line ends.
+class TaggedLines {
+ public:
+  struct Line {
+    int rank;  // -1: mpirun's own (untagged) line
+    bool is_stderr;
+    std::string text;
+  };
+  // One line of mpirun's output (without its '\n'); appends the ranks'
+  // lines it completes.
+  void feed(const std::string& output_line, std::vector<Line>& out);
+
+ private:
+  std::vector<std::pair<std::pair<int, bool>, std::string>> partial_;
+  std::string& partial(int rank, bool err);
+};
 
 }  // namespace baton

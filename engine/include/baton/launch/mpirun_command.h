@@ -17,7 +17,7 @@ struct MpirunSpec {
   // for this host's physical cores. --oversubscribe is passed only when the
   // ranks outnumber them.
   int available_slots = 0;
-  std::string baton;         // the baton executable the ranks run
+  std::string baton;  // the baton executable the ranks run
   // Run before baton on every rank (a profiler, a wrapper script): the
   // ranks run `wrapper... baton train ...`.
   std::vector<std::string> wrapper;

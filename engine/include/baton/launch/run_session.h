@@ -46,7 +46,7 @@ struct RunSpec {
   std::string history_db;      // "" = default_history_db_path()
   // Merged into the topology recorded with the run ("launcher", "cluster").
   nlohmann::json topology = nlohmann::json::object();
-  const std::atomic<bool>* stop = nullptr;  // set to stop at the next step
+  const std::atomic<bool>* stop = nullptr;   // set to stop at the next step
   std::atomic<int64_t>* progress = nullptr;  // steps done (TrainOptions::progress)
   // Called (on the history's writer thread) when the history database
   // fails during the run; the session also emits it as an error log event.

@@ -1,0 +1,280 @@
+// `baton launch` end to end under mpirun (--oversubscribe), 2 ranks of a
+// deterministic multi_worker_mirrored run checkpointing every 25 steps:
+//  - SIGKILL of a random rank at a random moment: the run restarts from its
+//    newest checkpoint and ends with parameters bit-identical to the
+//    uninterrupted run's (20 trials);
+//  - SIGSTOP of a rank: found by its missing heartbeats within the timeout
+//    + 2 s, and the run completes (5 trials);
+//  - a rank that dies in every attempt: --max-restarts 2 gives exactly 3
+//    attempts, then "failed" with the reason in the history, exit 1;
+//  - bad input: exit 2 and no rank started.
+// The faults come from a rank wrapper script (--rank-wrapper), the way a
+// user would wrap ranks in a profiler. Each trial prints its seed; set
+// BATON_LAUNCH_SEED to replay one.
+#include <baton/core/child_process.h>
+#include <baton/history/store.h>
+#include <baton/train/checkpoint.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace baton {
+namespace {
+
+const char* kConfig = R"({
+  "name": "launch-test", "seed": 3, "threads": 1,
+  "model": {"type": "mlp", "layers": [64, 256, 256, 10], "activation": "relu"},
+  "data": {"train": {"type": "csv", "path": ")" BATON_SOURCE_DIR
+                      R"(/resources/datasets/digits.csv.gz", "label": -1},
+           "standardize": true, "shuffle_buffer": 512},
+  "loss": "softmax_cross_entropy",
+  "optimizer": {"type": "adam", "lr": 0.002},
+  "train": {"steps": 6000, "global_batch_size": 64, "log_every_steps": 500},
+  "strategy": {"type": "multi_worker_mirrored"},
+  "checkpoint": {"every_steps": 25, "every_epoch": false, "keep": 2}
+})";
+
+// FAULT_RANK gets FAULT_SIGNAL FAULT_DELAY s after it starts, in the first
+// attempt only (FAULT_MARK is made once, atomically, with mkdir), or in
+// every attempt with FAULT_ALWAYS=1; the moment goes to FAULT_MARK.time.
+const char* kWrapper = R"(#!/bin/bash
+if [ "$OMPI_COMM_WORLD_RANK" = "$FAULT_RANK" ] &&
+   { [ "${FAULT_ALWAYS:-0}" = 1 ] || mkdir "$FAULT_MARK" 2>/dev/null; }; then
+  me=$$
+  ( sleep "$FAULT_DELAY"; date +%s.%N > "$FAULT_MARK.time"; kill -"$FAULT_SIGNAL" "$me" ) &
+fi
+exec "$@"
+)";
+
+class LaunchRestarts : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (find_on_path("mpirun").empty()) GTEST_SKIP() << "mpirun is not on PATH";
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    work_ = fs::path(BATON_TEST_WORK_DIR) / info->name();
+    fs::remove_all(work_);
+    fs::create_directories(work_);
+    config_ = (work_ / "config.json").string();
+    std::ofstream(config_) << kConfig;
+    wrapper_ = (work_ / "fault.sh").string();
+    std::ofstream(wrapper_) << kWrapper;
+    fs::permissions(wrapper_, fs::perms::owner_all);
+  }
+
+  struct Launched {
+    ChildResult result;
+    std::vector<nlohmann::json> events;  // the launcher's --events lines
+    int exit_code() const { return WIFEXITED(result.status) ? WEXITSTATUS(result.status) : -1; }
+    std::vector<nlohmann::json> of_type(const std::string& type) const {
+      std::vector<nlohmann::json> out;
+      for (const auto& e : events) {
+        if (e.value("type", "") == type) out.push_back(e);
+      }
+      return out;
+    }
+  };
+
+  Launched launch(const std::string& run_id, std::vector<std::string> fault_env,
+                  std::vector<std::string> extra = {}) {
+    const std::string events = (work_ / (run_id + ".events.jsonl")).string();
+    std::vector<std::string> args = {"baton",  "launch",
+                                     config_,  "--np",
+                                     "2",      "--runs-dir",
+                                     runs(),   "--db",
+                                     db(),     "--events",
+                                     events,   "--run-id",
+                                     run_id,   "--rank-wrapper",
+                                     wrapper_, "--heartbeat",
+                                     "0.2",    "--heartbeat-timeout",
+                                     "2",      "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    fault_env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+    fault_env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+    fault_env.push_back("FAULT_MARK=" + (work_ / (run_id + ".mark")).string());
+    Launched l;
+    l.result = run_child(BATON_BINARY, args, fault_env, 300);
+    std::ifstream in(events);
+    for (std::string line; std::getline(in, line);) {
+      l.events.push_back(nlohmann::json::parse(line, nullptr, false));
+    }
+    return l;
+  }
+
+  // The newest checkpoint's tensors of a run.
+  std::vector<std::pair<std::string, Tensor>> final_tensors(const std::string& run_id) {
+    CheckpointManager m((fs::path(runs()) / run_id / "checkpoints").string(), 2);
+    auto data = m.load_latest();
+    if (!data) return {};
+    EXPECT_EQ(data->step, 6000) << run_id;
+    return std::move(data->tensors);
+  }
+
+  double fault_time(const std::string& run_id) {
+    std::ifstream in(work_ / (run_id + ".mark.time"));
+    double t = 0;
+    in >> t;
+    return t;
+  }
+
+  std::string runs() const { return (work_ / "runs").string(); }
+  std::string db() const { return (work_ / "history.db").string(); }
+
+  static uint64_t seed() {
+    if (const char* s = std::getenv("BATON_LAUNCH_SEED")) return std::strtoull(s, nullptr, 10);
+    return static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+
+  fs::path work_;
+  std::string config_, wrapper_;
+};
+
+bool bit_identical(const std::vector<std::pair<std::string, Tensor>>& a,
+                   const std::vector<std::pair<std::string, Tensor>>& b, std::string* why) {
+  if (a.size() != b.size()) {
+    *why = std::to_string(a.size()) + " tensors against " + std::to_string(b.size());
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first || a[i].second.numel() != b[i].second.numel() ||
+        std::memcmp(a[i].second.data(), b[i].second.data(),
+                    static_cast<size_t>(a[i].second.numel()) * sizeof(float)) != 0) {
+      *why = "tensor " + a[i].first + " differs";
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun) {
+  const Launched ref = launch("ref", {"FAULT_RANK=-1"});
+  ASSERT_EQ(ref.exit_code(), 0) << ref.result.err;
+  const auto want = final_tensors("ref");
+  ASSERT_FALSE(want.empty());
+  const uint64_t s0 = seed();
+  std::printf("seed %llu (BATON_LAUNCH_SEED replays it)\n", static_cast<unsigned long long>(s0));
+  std::mt19937_64 rng(s0);
+  int restarted = 0;
+  std::vector<double> recovery_s;  // a rank's death to the resumed run's start
+  for (int trial = 0; trial < 20; ++trial) {
+    const int rank = static_cast<int>(rng() % 2);
+    const double delay = 0.6 + static_cast<double>(rng() % 1000) / 1000.0 * 1.4;
+    const std::string id = "kill" + std::to_string(trial);
+    char d[16];
+    std::snprintf(d, sizeof(d), "%.3f", delay);
+    const Launched l = launch(id, {"FAULT_RANK=" + std::to_string(rank), "FAULT_SIGNAL=KILL",
+                                   std::string("FAULT_DELAY=") + d});
+    ASSERT_EQ(l.exit_code(), 0) << "trial " << trial << " (rank " << rank << ", " << d
+                                << " s): " << excerpt(l.result.err);
+    const auto restarts = l.of_type("restart");
+    restarted += restarts.empty() ? 0 : 1;
+    for (const auto& r : restarts) EXPECT_EQ(r.value("rank", -2), rank) << r.dump();
+    // The next attempt resumed from a checkpoint, not from the start (which
+    // would end bit-identical too).
+    const auto starts = l.of_type("run_start");
+    ASSERT_EQ(starts.size(), restarts.size() + 1) << "trial " << trial;
+    if (!restarts.empty() && restarts[0].value("step", int64_t{0}) >= 50) {
+      EXPECT_GT(starts[1].value("start_step", int64_t{0}), 0) << starts[1].dump();
+      recovery_s.push_back(starts[1].value("time", 0.0) - fault_time(id));
+    }
+    std::string why;
+    EXPECT_TRUE(bit_identical(final_tensors(id), want, &why))
+        << "trial " << trial << " (rank " << rank << ", " << d << " s): " << why;
+  }
+  // Most kills land inside the run (a few may come after its end).
+  EXPECT_GE(restarted, 15) << "only " << restarted << " of 20 trials were interrupted";
+  double sum = 0, worst = 0;
+  for (double t : recovery_s) sum += t, worst = std::max(worst, t);
+  if (!recovery_s.empty()) {
+    std::printf("death to resumed start (measured): mean %.2f s, worst %.2f s over %zu restarts\n",
+                sum / static_cast<double>(recovery_s.size()), worst, recovery_s.size());
+  }
+}
+
+TEST_F(LaunchRestarts, AStoppedRankIsFoundByItsMissingHeartbeats) {
+  const uint64_t s0 = seed();
+  std::printf("seed %llu (BATON_LAUNCH_SEED replays it)\n", static_cast<unsigned long long>(s0));
+  std::mt19937_64 rng(s0);
+  for (int trial = 0; trial < 5; ++trial) {
+    const int rank = static_cast<int>(rng() % 2);
+    const std::string id = "stop" + std::to_string(trial);
+    const Launched l =
+        launch(id, {"FAULT_RANK=" + std::to_string(rank), "FAULT_SIGNAL=STOP", "FAULT_DELAY=0.8"});
+    ASSERT_EQ(l.exit_code(), 0) << "trial " << trial << ": " << excerpt(l.result.err);
+    const auto restarts = l.of_type("restart");
+    ASSERT_EQ(restarts.size(), 1u) << "trial " << trial;
+    const auto& r = restarts[0];
+    EXPECT_EQ(r.value("rank", -2), rank) << r.dump();
+    EXPECT_NE(r.value("cause", "").find("no heartbeat"), std::string::npos) << r.dump();
+    // Within the timeout (2 s) + 2 s of the stop.
+    const double took = r.value("detected", 0.0) - fault_time(id);
+    EXPECT_GT(took, 1.5) << r.dump();
+    EXPECT_LT(took, 4.0) << r.dump();
+    std::string why;
+    EXPECT_FALSE(final_tensors(id).empty()) << "trial " << trial;
+  }
+}
+
+TEST_F(LaunchRestarts, ARankThatAlwaysDiesSpendsTheRestartsAndFails) {
+  // Dying at once each time: a quick failure counts as much as a slow one.
+  const Launched l =
+      launch("doomed", {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=0.3", "FAULT_ALWAYS=1"},
+             {"--max-restarts", "2"});
+  EXPECT_EQ(l.exit_code(), 1) << l.result.err;
+  EXPECT_EQ(l.of_type("restart").size(), 2u);
+  EXPECT_EQ(l.of_type("launch_failure").size(), 1u);
+  const auto end = l.of_type("launch_end");
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(end[0].value("status", ""), "failed");
+  EXPECT_EQ(end[0].value("attempts", 0), 3);
+  EXPECT_NE(l.result.out.find("failed after 3 attempts"), std::string::npos) << l.result.out;
+  // The history says so, with the reason.
+  HistoryStore store(db(), HistoryStore::Open::kExisting);
+  const RunRecord run = store.run(store.resolve("doomed"));
+  EXPECT_EQ(run.status, "failed");
+  EXPECT_NE(run.error.find("attempt 3"), std::string::npos) << run.error;
+  EXPECT_NE(run.error.find("rank 1"), std::string::npos) << run.error;
+}
+
+TEST_F(LaunchRestarts, BadInputIsExitTwoBeforeAnyRankStarts) {
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "baton");
+    return run_child(BATON_BINARY, args, {}, 60);
+  };
+  const auto code = [](const ChildResult& r) {
+    return WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1;
+  };
+  const ChildResult unknown = run({"launch", config_, "--np", "2", "--bogus"});
+  EXPECT_EQ(code(unknown), 2) << unknown.err;
+  EXPECT_NE(unknown.err.find("--bogus"), std::string::npos) << unknown.err;
+  const ChildResult negative = run({"launch", config_, "--max-restarts", "-1"});
+  EXPECT_EQ(code(negative), 2) << negative.err;
+  EXPECT_NE(negative.err.find("--max-restarts"), std::string::npos) << negative.err;
+  const std::string empty_hosts = (work_ / "hosts").string();
+  std::ofstream(empty_hosts) << "# no hosts\n";
+  const ChildResult hosts = run({"launch", config_, "--hostfile", empty_hosts});
+  EXPECT_EQ(code(hosts), 2) << hosts.err;
+  EXPECT_NE(hosts.err.find(empty_hosts), std::string::npos) << hosts.err;
+  const ChildResult key = run({"launch", config_, "--set", "train.stepz=3"});
+  EXPECT_EQ(code(key), 2) << key.err;
+  EXPECT_NE(key.err.find("stepz"), std::string::npos) << key.err;
+  // An error the ranks find (the data file): reported, not restarted.
+  const ChildResult data = run({"launch", config_, "--np", "2", "--runs-dir", runs(), "--db", db(),
+                                "--set", "data.train.path=/nonexistent/digits.csv"});
+  EXPECT_EQ(code(data), 2) << data.err;
+  EXPECT_NE(data.out.find("not restarted"), std::string::npos) << data.out;
+  EXPECT_EQ(data.out.find("restarting"), std::string::npos) << data.out;
+}
+
+}  // namespace
+}  // namespace baton
