@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   baton::cli::TrainArgs train;
   baton::cli::add_train_command(app, train);
+  baton::cli::LaunchArgs launch;
+  baton::cli::add_launch_command(app, launch);
   baton::cli::ProbeArgs probe;
   baton::cli::add_probe_command(app, probe);
   baton::cli::BenchArgs bench;
@@ -79,8 +81,6 @@ int main(int argc, char** argv) {
   baton::cli::add_history_command(app, history);
   baton::cli::SampleArgs sample;
   baton::cli::add_sample_command(app, sample);
-  baton::cli::LaunchArgs launch;
-  baton::cli::add_launch_command(app, launch);
 
   if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", unknown.c_str());

@@ -101,7 +101,7 @@ check negative-seed 2 "--seed: expected an integer from 0 to 9223372036854775807
   "$BATON" train "$EX" --runs-dir "$RUNS" --seed -5
 check huge-seed 2 "--seed: expected an integer from 0 to 9223372036854775807, got 99999999999999999999999" -- \
   "$BATON" train "$EX" --runs-dir "$RUNS" --seed 99999999999999999999999
-check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, probe, bench, history, sample\)' -- "$BATON" nosuch
+check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, launch, probe, bench, history, sample\)' -- "$BATON" nosuch
 check config-folder 2 "$WORK: is a folder; expected a JSON file" -- "$BATON" train "$WORK"
 # The flags' paths: exit 2 naming the flag, nothing trained.
 touch "$WORK/a-file"

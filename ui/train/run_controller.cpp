@@ -199,6 +199,8 @@ void LaunchedRun::start() {
   }
   proc_.setProcessEnvironment(env);
   stopping_ = false;
+  tagged_out_ = TaggedLines();
+  tagged_err_ = TaggedLines();
   last_status_.clear();
   last_error_.clear();
   proc_.start(program_, arguments());
@@ -240,31 +242,18 @@ void take_lines(QByteArray& buf, F&& fn) {
   }
 }
 
-// mpirun --tag-output's "[job,rank]<stdout>:" prefix: the rank (-1 when the
-// line has none) and where the text starts.
-int tagged_rank(const QByteArray& line, qsizetype* text_at) {
-  *text_at = 0;
-  if (!line.startsWith('[')) return -1;
-  const qsizetype comma = line.indexOf(',');
-  const qsizetype close = line.indexOf(']');
-  const qsizetype colon = line.indexOf(">:");
-  if (comma < 0 || close < comma || colon < close) return -1;
-  bool ok = false;
-  const int rank = line.mid(comma + 1, close - comma - 1).toInt(&ok);
-  if (!ok) return -1;
-  *text_at = colon + 2;
-  return rank;
-}
-
 }  // namespace
 
 void LaunchedRun::read_stdout() {
   out_buf_ += proc_.readAllStandardOutput();
-  take_lines(out_buf_, [this](QByteArray line) {
-    qsizetype at = 0;
-    const int rank = tagged_rank(line, &at);
-    line = line.mid(at).trimmed();
-    if (line.isEmpty()) return;
+  std::vector<TaggedLines::Line> lines;
+  take_lines(out_buf_, [this, &lines](const QByteArray& raw) {
+    tagged_out_.feed(raw.toStdString(), lines);
+  });
+  for (const TaggedLines::Line& tl : lines) {
+    const int rank = tl.rank;
+    const QByteArray line = QByteArray::fromStdString(tl.text).trimmed();
+    if (line.isEmpty()) continue;
     std::optional<Event> e;
     if (line.startsWith('{')) {
       const auto j =
@@ -279,7 +268,7 @@ void LaunchedRun::read_stdout() {
     if (!e) {
       Q_EMIT output(rank > 0 ? tr("rank %1: %2").arg(rank).arg(QString::fromUtf8(line))
                              : QString::fromUtf8(line));
-      return;
+      continue;
     }
     if (rank > 0) {
       // Another rank: its own step and link figures; the run's events
@@ -293,14 +282,14 @@ void LaunchedRun::read_stdout() {
         last_error_ = QString::fromStdString(end->error);
       }
       if (!std::holds_alternative<StepEvent>(*e) && !std::holds_alternative<LinkEvent>(*e)) {
-        return;
+        continue;
       }
     } else if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
       last_status_ = QString::fromStdString(end->status);
       if (!end->error.empty()) last_error_ = QString::fromStdString(end->error);
     }
     pending_.push_back(std::move(*e));
-  });
+  }
   // Delivered in batches every 30 ms, as an embedded run's are.
   if (!pending_.empty() && !flush_.isActive()) flush_.start();
 }
@@ -314,14 +303,16 @@ void LaunchedRun::flush_events() {
 
 void LaunchedRun::read_stderr() {
   err_buf_ += proc_.readAllStandardError();
-  take_lines(err_buf_, [this](const QByteArray& line) {
-    qsizetype at = 0;
-    const int rank = tagged_rank(line, &at);
-    const QString text = QString::fromUtf8(line.mid(at)).trimmed();
-    if (text.isEmpty()) return;
-    Q_EMIT output(rank > 0 ? tr("rank %1: %2").arg(rank).arg(text) : text);
-    if (last_error_.isEmpty() && text.contains(QLatin1String("error"))) last_error_ = text;
+  std::vector<TaggedLines::Line> lines;
+  take_lines(err_buf_, [this, &lines](const QByteArray& raw) {
+    tagged_err_.feed(raw.toStdString(), lines);
   });
+  for (const TaggedLines::Line& tl : lines) {
+    const QString text = QString::fromStdString(tl.text).trimmed();
+    if (text.isEmpty()) continue;
+    Q_EMIT output(tl.rank > 0 ? tr("rank %1: %2").arg(tl.rank).arg(text) : text);
+    if (last_error_.isEmpty() && text.contains(QLatin1String("error"))) last_error_ = text;
+  }
 }
 
 }  // namespace baton::ui

@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include <baton/launch/launcher.h>
+
 #include "common/event_queue.h"
 #include "common/studio_context.h"
 
@@ -109,6 +111,8 @@ class LaunchedRun final : public RunController {
   QString dir_;
   QProcess proc_;
   QByteArray out_buf_, err_buf_;
+  // mpirun tags chunks, not lines: the ranks' lines put back together.
+  TaggedLines tagged_out_, tagged_err_;
   std::vector<baton::Event> pending_;  // since the last batch
   QTimer flush_;                       // a batch every 30 ms
   QString last_status_, last_error_;
