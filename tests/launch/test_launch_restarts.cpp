@@ -12,12 +12,15 @@
 // user would wrap ranks in a profiler. Each trial prints its seed; set
 // BATON_LAUNCH_SEED to replay one.
 #include <baton/core/child_process.h>
+#include <baton/core/running_child.h>
 #include <baton/history/store.h>
 #include <baton/train/checkpoint.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -244,6 +248,77 @@ TEST_F(LaunchRestarts, ARankThatAlwaysDiesSpendsTheRestartsAndFails) {
   EXPECT_EQ(run.status, "failed");
   EXPECT_NE(run.error.find("attempt 3"), std::string::npos) << run.error;
   EXPECT_NE(run.error.find("rank 1"), std::string::npos) << run.error;
+}
+
+// Whether any process's command line contains `text` (the ranks of a run
+// carry its id in theirs).
+bool process_with(const std::string& text) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    if (cmd.find(text) != std::string::npos && cmd.find("baton") != std::string::npos &&
+        cmd.find("train") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The launcher itself killed: its job goes with it (nothing keeps training
+// unsupervised), and `baton launch --resume` continues the run.
+TEST_F(LaunchRestarts, AKilledLauncherTakesItsJobAlongAndResumeContinues) {
+  const Launched ref = launch("ref", {"FAULT_RANK=-1"});
+  ASSERT_EQ(ref.exit_code(), 0) << ref.result.err;
+  const std::string events = (work_ / "orphan.events.jsonl").string();
+  {
+    RunningChild launcher(BATON_BINARY,
+                          {"baton", "launch", config_, "--np", "2", "--runs-dir", runs(), "--db",
+                           db(), "--events", events, "--run-id", "orphan", "-q"},
+                          {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
+    // Until the run has a checkpoint past its start.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    bool checkpointed = false;
+    RunningChild::Lines ignored;
+    while (!checkpointed && std::chrono::steady_clock::now() < deadline) {
+      launcher.read(0.05, ignored);
+      std::ifstream in(events);
+      for (std::string line; std::getline(in, line);) {
+        const auto js = nlohmann::json::parse(line, nullptr, false);
+        if (js.is_object() && js.value("type", "") == "checkpoint" &&
+            js.value("step", int64_t{0}) >= 100) {
+          checkpointed = true;
+        }
+      }
+    }
+    ASSERT_TRUE(checkpointed) << "no checkpoint within 60 s";
+    ASSERT_TRUE(process_with("--run-id orphan"));
+    ::kill(launcher.pid(), SIGKILL);
+    ASSERT_TRUE(launcher.exit_status() || launcher.terminate(1.0) != 0);
+  }
+  // The ranks end with it (mpirun at once, the ranks when their output
+  // has nowhere to go).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (process_with("--run-id orphan") && std::chrono::steady_clock::now() < deadline) {
+    ::poll(nullptr, 0, 50);  // between looks at /proc
+  }
+  EXPECT_FALSE(process_with("--run-id orphan")) << "ranks outlived their launcher by 20 s";
+  {
+    // They did not train on to the end unsupervised.
+    CheckpointManager m((fs::path(runs()) / "orphan" / "checkpoints").string(), 2);
+    const auto left = m.load_latest();
+    ASSERT_TRUE(left.has_value());
+    EXPECT_LT(left->step, 6000);
+  }
+  const Launched resumed = launch("orphan", {"FAULT_RANK=-1"}, {"--resume"});
+  ASSERT_EQ(resumed.exit_code(), 0) << resumed.result.err;
+  const auto starts = resumed.of_type("run_start");
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_GE(starts[0].value("start_step", int64_t{0}), 100) << starts[0].dump();
+  std::string why;
+  EXPECT_TRUE(bit_identical(final_tensors("orphan"), final_tensors("ref"), &why)) << why;
 }
 
 TEST_F(LaunchRestarts, BadInputIsExitTwoBeforeAnyRankStarts) {

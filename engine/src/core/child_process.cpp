@@ -2,6 +2,7 @@
 #include <baton/core/error.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,6 +68,7 @@ Spawned spawn_child(const std::string& program, const std::vector<std::string>& 
     ::close(out_pipe[1]);
     throw RuntimeError(std::string("pipe: ") + std::strerror(e));
   }
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
@@ -74,7 +76,13 @@ Spawned spawn_child(const std::string& program, const std::vector<std::string>& 
     throw RuntimeError(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
-    if (own_group) ::setpgid(0, 0);
+    if (own_group) {
+      ::setpgid(0, 0);
+      // A supervised child ends with its supervisor (killed, it cannot
+      // stop the child itself), and one already gone is not waited for.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+    }
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     ::dup2(out_pipe[1], STDOUT_FILENO);

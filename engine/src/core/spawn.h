@@ -16,8 +16,9 @@ struct Spawned {
 
 // fork + execve of `program` with `args` and the environment plus
 // `extra_env`; stdin /dev/null. With own_group the child leads a new
-// process group (so the group can be signalled as one). RuntimeError when
-// it cannot be started.
+// process group (so the group can be signalled as one) and is killed when
+// the caller dies (PR_SET_PDEATHSIG). RuntimeError when it cannot be
+// started.
 Spawned spawn_child(const std::string& program, const std::vector<std::string>& args,
                     const std::vector<std::string>& extra_env, bool own_group);
 
