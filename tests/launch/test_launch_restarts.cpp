@@ -58,6 +58,13 @@ if [ "$OMPI_COMM_WORLD_RANK" = "$FAULT_RANK" ] &&
   me=$$
   ( sleep "$FAULT_DELAY"; date +%s.%N > "$FAULT_MARK.time"; kill -"$FAULT_SIGNAL" "$me" ) &
 fi
+# FAULT_TRUNCATE=DIR: after the fault, the chief's newest checkpoint in DIR
+# is cut short once (as a write the kill interrupted would leave it).
+if [ -n "${FAULT_TRUNCATE:-}" ] && [ "$OMPI_COMM_WORLD_RANK" = 0 ] && [ -d "$FAULT_MARK" ] &&
+   mkdir "$FAULT_MARK.cut" 2>/dev/null; then
+  newest=$(ls -1 "$FAULT_TRUNCATE"/ckpt-*.bin | sort -V | tail -1)
+  truncate -s 100 "$newest" && basename "$newest" > "$FAULT_MARK.cut/name"
+fi
 exec "$@"
 )";
 
@@ -203,6 +210,36 @@ TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun
     std::printf("death to resumed start (measured): mean %.2f s, worst %.2f s over %zu restarts\n",
                 sum / static_cast<double>(recovery_s.size()), worst, recovery_s.size());
   }
+}
+
+// A checkpoint the kill left unusable (cut short): the restart reports it,
+// takes the one before, and the run still ends bit-identical.
+TEST_F(LaunchRestarts, ACheckpointCutShortIsSkippedForThePreviousOne) {
+  const Launched ref = launch("ref", {"FAULT_RANK=-1"});
+  ASSERT_EQ(ref.exit_code(), 0) << ref.result.err;
+  const std::string dir = (fs::path(runs()) / "cut" / "checkpoints").string();
+  const Launched l = launch(
+      "cut", {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=1.0", "FAULT_TRUNCATE=" + dir});
+  ASSERT_EQ(l.exit_code(), 0) << excerpt(l.result.err);
+  ASSERT_EQ(l.of_type("restart").size(), 1u);
+  std::ifstream in(work_ / "cut.mark.cut" / "name");
+  std::string cut;
+  in >> cut;
+  ASSERT_FALSE(cut.empty()) << "no checkpoint was cut";
+  const int64_t cut_step = std::stoll(cut.substr(5));  // ckpt-<step>.bin
+  bool reported = false;
+  for (const auto& e : l.of_type("log")) {
+    const std::string m = e.value("message", "");
+    reported =
+        reported || (m.rfind("skipped checkpoint ", 0) == 0 && m.find(cut) != std::string::npos);
+  }
+  EXPECT_TRUE(reported) << "the cut checkpoint " << cut << " was not reported";
+  const auto starts = l.of_type("run_start");
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_LT(starts[1].value("start_step", int64_t{-1}), cut_step);
+  EXPECT_GT(starts[1].value("start_step", int64_t{-1}), 0);
+  std::string why;
+  EXPECT_TRUE(bit_identical(final_tensors("cut"), final_tensors("ref"), &why)) << why;
 }
 
 TEST_F(LaunchRestarts, AStoppedRankIsFoundByItsMissingHeartbeats) {
