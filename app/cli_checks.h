@@ -2,7 +2,10 @@
 // plain figures, a value past the range refused rather than saturated.
 #pragma once
 
+#include <baton/core/error.h>
+
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <charconv>
 #include <string>
 
@@ -22,6 +25,16 @@ inline CLI::Validator integer_in(long long lo, long long hi) {
         return "";
       },
       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+// A run id as a flag gives it: letters, digits, '.', '_' and '-' (it names a
+// folder and travels on command lines). InputError naming the flag.
+inline void check_run_id(const std::string& flag, const std::string& id) {
+  for (const char c : id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      throw InputError(flag + " \"" + id + "\": expected letters, digits, '.', '_' and '-' only");
+    }
+  }
 }
 
 }  // namespace baton::cli

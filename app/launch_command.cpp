@@ -87,6 +87,7 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   if (!a.hostfile.empty()) slots = total_slots(read_hostfile(a.hostfile));
   const std::string mpirun = find_on_path("mpirun");
   if (mpirun.empty()) throw InputError("launch: mpirun is not on PATH (install openmpi-bin)");
+  check_run_id("--run-id", a.run_id);
   for (const auto& w : a.rank_wrapper) {
     if (w.empty()) throw InputError("--rank-wrapper: an empty program");
   }

@@ -136,12 +136,7 @@ void check_flag_paths(const TrainArgs& a) {
 int train_in_process(const TrainArgs& a, const std::string& exe_path,
                      const std::atomic<bool>* stop) {
   check_flag_paths(a);
-  for (const char c : a.run_id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
-      throw InputError("--run-id \"" + a.run_id +
-                       "\": expected letters, digits, '.', '_' and '-' only");
-    }
-  }
+  check_run_id("--run-id", a.run_id);
   // From the start (loading data can take long): the supervisor hears this
   // process before the run has a step.
   std::atomic<int64_t> progress{-1};
