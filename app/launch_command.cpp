@@ -11,6 +11,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -24,7 +27,7 @@ void add_launch_command(CLI::App& app, LaunchArgs& a) {
       "launch",
       "Run a config as an mpirun job that restarts from its newest checkpoint when a rank "
       "dies or hangs");
-  l->add_option("config", a.config, "Run config file (JSON)")->required();
+  l->add_option("config", a.config, "Run config file (JSON; '-': standard input)")->required();
   l->add_option("--np", a.np, "Ranks (default: the hostfile's slots, or 1)")
       ->check(CLI::PositiveNumber);
   l->add_option("--hostfile", a.hostfile, "OpenMPI hostfile: the hosts and their slots");
@@ -74,12 +77,23 @@ std::string absolute(const std::string& path) {
 int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   // Everything checked before a rank starts: each error names its flag or
   // file (exit 2).
-  if (!std::filesystem::is_regular_file(a.config)) {
-    throw InputError("launch: " + a.config + ": no such config file");
-  }
   std::vector<std::string> overrides = a.overrides;
   if (a.seed >= 0) overrides.push_back("seed=" + std::to_string(a.seed));
-  const RunConfig cfg = load_run_config(a.config, overrides);
+  // The config goes to rank 0 on mpirun's standard input, its paths made
+  // absolute: a rank on another host needs no copy of the file.
+  std::string text, source = a.config == "-" ? "(standard input)" : a.config;
+  std::string base = std::filesystem::current_path().string();
+  if (a.config == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    if (!std::filesystem::is_regular_file(a.config)) {
+      throw InputError("launch: " + a.config + ": no such config file");
+    }
+    std::ifstream in(a.config);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    base = std::filesystem::absolute(a.config).parent_path().string();
+  }
+  const RunConfig cfg = load_run_config_text(text, source, overrides);
   if (!a.events.empty() && a.events != "-") check_output_file("--events", a.events);
   if (!a.runs_dir.empty()) check_writable_dir("--runs-dir", a.runs_dir, 400);
   if (!a.plugin_dir.empty()) check_existing_dir("--plugin-dir", a.plugin_dir);
@@ -99,7 +113,8 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   spec.job.hostfile = absolute(a.hostfile);
   spec.job.available_slots = slots;
   spec.job.baton = exe_path;
-  spec.job.config = absolute(a.config);
+  spec.job.config = "-";
+  spec.config_text = absolutize_paths(nlohmann::json::parse(text), base).dump() + "\n";
   spec.job.runs_dir = absolute(a.runs_dir);
   spec.job.history_db = absolute(a.db);
   spec.job.wrapper = a.rank_wrapper;

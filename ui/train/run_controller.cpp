@@ -100,9 +100,8 @@ LaunchedRun::LaunchedRun(const StudioContext& ctx, RunRequest request, int ranks
   connect(&proc_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
     if (e != QProcess::FailedToStart) return;
     Q_EMIT finished(QStringLiteral("failed"),
-                    tr("cannot start %1 (%2): install OpenMPI (openmpi-bin) to run "
-                       "multi-process strategies")
-                        .arg(program_, proc_.errorString()));
+                    tr("cannot start %1 (%2): the baton command line runs the launched jobs")
+                        .arg(program_.isEmpty() ? ctx_.baton_exe : program_, proc_.errorString()));
   });
   flush_.setSingleShot(true);
   flush_.setInterval(std::chrono::milliseconds(30));
@@ -116,13 +115,15 @@ LaunchedRun::LaunchedRun(const StudioContext& ctx, RunRequest request, int ranks
     err_buf_.clear();
     flush_.stop();
     flush_events();  // every event before the end
-    QString status = last_status_;
+    // The launcher's verdict over all attempts; the chief's last run_end
+    // when there was none (it could not start).
+    QString status = !launch_status_.isEmpty() ? launch_status_ : last_status_;
     QString error = last_error_;
     if (stopping_) {
       status = QStringLiteral("interrupted");
     } else if (how != QProcess::NormalExit || code != 0) {
       status = QStringLiteral("failed");
-      if (error.isEmpty()) error = tr("mpirun exited with code %1 (see the log)").arg(code);
+      if (error.isEmpty()) error = tr("baton launch exited with code %1 (see the log)").arg(code);
     } else if (status.isEmpty()) {
       status = QStringLiteral("completed");
     }
@@ -141,32 +142,22 @@ LaunchedRun::~LaunchedRun() {
 bool LaunchedRun::running() const { return proc_.state() != QProcess::NotRunning; }
 
 QStringList LaunchedRun::arguments() const {
-  // The engine builds the argument vector (launch/mpirun_command.h).
-  MpirunSpec spec;
-  spec.ranks = ranks_;
+  // `baton launch` supervises the mpirun job: it restarts it from its
+  // newest checkpoint when a rank dies or hangs (launch/launcher.h).
+  QStringList a{QStringLiteral("launch"), QStringLiteral("-"), QStringLiteral("--np"),
+                QString::number(ranks_)};
   if (!hostfile_.empty()) {
-    spec.hostfile = QDir(dir_).filePath(QStringLiteral("hostfile")).toStdString();
-    // The hostfile's slots decide whether mpirun needs --oversubscribe (the
-    // text comes from the engine's to_hostfile, so it parses).
-    try {
-      spec.available_slots = total_slots(parse_hostfile(hostfile_, "hostfile"));
-    } catch (const std::exception&) {
-      spec.available_slots = 0;
-    }
+    a << QStringLiteral("--hostfile") << QDir(dir_).filePath(QStringLiteral("hostfile"));
   }
-  spec.baton = ctx_.baton_exe.toStdString();
-  // The config travels on mpirun's standard input, which mpirun gives rank
-  // 0 alone; the chief passes its text to every rank, so ranks on other
-  // hosts need no copy of a file that is only on this one.
-  spec.config = "-";
-  spec.runs_dir = ctx_.runs_dir.toStdString();
+  // The config travels on the launcher's standard input, which it hands to
+  // rank 0 through mpirun's: no file in this host's /tmp that other hosts
+  // cannot read.
+  a << QStringLiteral("--runs-dir") << ctx_.runs_dir;
   // The chief records the run in the same history the studio shows.
-  spec.history_db = ctx_.history_db.toStdString();
-  // Each line's rank: the chief's events are the run's; the others' step
-  // and link events are their own series.
-  spec.tag_output = true;
-  QStringList a;
-  for (const std::string& arg : mpirun_arguments(spec)) a << QString::fromStdString(arg);
+  a << QStringLiteral("--db") << ctx_.history_db;
+  // Standard output: the chief's events, the other ranks' step and link
+  // figures, the launcher's restarts - JSON lines only.
+  a << QStringLiteral("--events") << QStringLiteral("-") << QStringLiteral("-q");
   return a;
 }
 
@@ -193,19 +184,14 @@ void LaunchedRun::start() {
     Q_EMIT finished(QStringLiteral("failed"), error);
     return;
   }
-  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-  for (const auto& [key, value] : mpirun_environment()) {
-    env.insert(QString::fromStdString(key), QString::fromStdString(value));
-  }
-  proc_.setProcessEnvironment(env);
   stopping_ = false;
-  tagged_out_ = TaggedLines();
-  tagged_err_ = TaggedLines();
+  restarts_ = 0;
+  launch_status_.clear();
   last_status_.clear();
   last_error_.clear();
-  proc_.start(program_, arguments());
+  proc_.start(program_.isEmpty() ? ctx_.baton_exe : program_, arguments());
   // The config, its paths made absolute (the ranks' working folder is not
-  // the config's), on mpirun's standard input.
+  // the config's), on the launcher's standard input.
   const QString base = QFileInfo(req_.config_path).absolutePath();
   const std::string text = absolutize_paths(req_.config, base.toStdString()).dump(2) + "\n";
   proc_.write(text.data(), static_cast<qint64>(text.size()));
@@ -219,9 +205,10 @@ void LaunchedRun::stop() {
     return;
   }
   stopping_ = true;
-  // mpirun passes SIGUSR1 on to every rank; `baton train` then stops all
-  // ranks at the same step, checkpoints and records the run as interrupted.
-  // If that takes too long, mpirun is terminated.
+  // The launcher passes SIGUSR1 on to mpirun, mpirun to every rank; `baton
+  // train` then stops all ranks at the same step, checkpoints and records
+  // the run as interrupted. If that takes too long, the launcher is
+  // terminated (and its job with it).
   ::kill(static_cast<pid_t>(proc_.processId()), SIGUSR1);
   QTimer::singleShot(std::chrono::seconds(60), this, [this] {
     if (proc_.state() != QProcess::NotRunning) proc_.terminate();
@@ -246,50 +233,48 @@ void take_lines(QByteArray& buf, F&& fn) {
 
 void LaunchedRun::read_stdout() {
   out_buf_ += proc_.readAllStandardOutput();
-  std::vector<TaggedLines::Line> lines;
-  take_lines(out_buf_, [this, &lines](const QByteArray& raw) {
-    tagged_out_.feed(raw.toStdString(), lines);
-  });
-  for (const TaggedLines::Line& tl : lines) {
-    const int rank = tl.rank;
-    const QByteArray line = QByteArray::fromStdString(tl.text).trimmed();
-    if (line.isEmpty()) continue;
+  take_lines(out_buf_, [this](const QByteArray& raw) {
+    const QByteArray line = raw.trimmed();
+    if (line.isEmpty()) return;
+    const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr,
+                                         /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      Q_EMIT output(QString::fromUtf8(line));
+      return;
+    }
+    const std::string type = j.value("type", "");
+    // The launcher's own: a failed attempt and what happens next, and the end.
+    if (type == "restart" || type == "launch_failure") {
+      Q_EMIT output(
+          tr("attempt %1 failed: %2%3")
+              .arg(j.value("attempt", 0))
+              .arg(QString::fromStdString(j.value("cause", "")))
+              .arg(type == "restart" ? tr("; restarting from the newest checkpoint") : QString()));
+      ++restarts_;
+      return;
+    }
+    if (type == "launch_end") {
+      launch_status_ = QString::fromStdString(j.value("status", ""));
+      const std::string reason = j.value("reason", "");
+      if (!reason.empty()) last_error_ = QString::fromStdString(reason);
+      return;
+    }
     std::optional<Event> e;
-    if (line.startsWith('{')) {
-      const auto j =
-          nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr,
-                                /*allow_exceptions=*/false);
-      try {
-        if (!j.is_discarded()) e = event_from_json(j);
-      } catch (const std::exception&) {
-        e.reset();
-      }
+    try {
+      e = event_from_json(j);
+    } catch (const std::exception&) {
+      e.reset();
     }
     if (!e) {
-      Q_EMIT output(rank > 0 ? tr("rank %1: %2").arg(rank).arg(QString::fromUtf8(line))
-                             : QString::fromUtf8(line));
-      continue;
+      Q_EMIT output(QString::fromUtf8(line));
+      return;
     }
-    if (rank > 0) {
-      // Another rank: its own step and link figures; the run's events
-      // (start, epochs, checkpoints, the end) are the chief's. Its warnings
-      // and errors reach the log, and a failure its error.
-      if (const auto* log = std::get_if<LogEvent>(&*e); log && log->level >= LogLevel::kWarning) {
-        Q_EMIT output(tr("rank %1: %2").arg(rank).arg(QString::fromStdString(log->message)));
-      }
-      if (const auto* end = std::get_if<RunEndEvent>(&*e);
-          end && !end->error.empty() && last_error_.isEmpty()) {
-        last_error_ = QString::fromStdString(end->error);
-      }
-      if (!std::holds_alternative<StepEvent>(*e) && !std::holds_alternative<LinkEvent>(*e)) {
-        continue;
-      }
-    } else if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
+    if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
       last_status_ = QString::fromStdString(end->status);
       if (!end->error.empty()) last_error_ = QString::fromStdString(end->error);
     }
     pending_.push_back(std::move(*e));
-  }
+  });
   // Delivered in batches every 30 ms, as an embedded run's are.
   if (!pending_.empty() && !flush_.isActive()) flush_.start();
 }
@@ -303,16 +288,13 @@ void LaunchedRun::flush_events() {
 
 void LaunchedRun::read_stderr() {
   err_buf_ += proc_.readAllStandardError();
-  std::vector<TaggedLines::Line> lines;
-  take_lines(err_buf_, [this, &lines](const QByteArray& raw) {
-    tagged_err_.feed(raw.toStdString(), lines);
-  });
-  for (const TaggedLines::Line& tl : lines) {
-    const QString text = QString::fromStdString(tl.text).trimmed();
-    if (text.isEmpty()) continue;
-    Q_EMIT output(tl.rank > 0 ? tr("rank %1: %2").arg(tl.rank).arg(text) : text);
+  // The launcher's messages and the ranks' ("[rank 1] ..."), as they come.
+  take_lines(err_buf_, [this](const QByteArray& raw) {
+    const QString text = QString::fromUtf8(raw).trimmed();
+    if (text.isEmpty()) return;
+    Q_EMIT output(text);
     if (last_error_.isEmpty() && text.contains(QLatin1String("error"))) last_error_ = text;
-  }
+  });
 }
 
 }  // namespace baton::ui

@@ -26,8 +26,6 @@
 #include <thread>
 #include <vector>
 
-#include <baton/launch/launcher.h>
-
 #include "common/event_queue.h"
 #include "common/studio_context.h"
 
@@ -90,11 +88,14 @@ class LaunchedRun final : public RunController {
   void start() override;
   void stop() override;
   bool running() const override;
-  // The mpirun argument list (tests check it).
+  // `baton launch`'s argument list (tests check it).
   QStringList arguments() const;
-  QString program() const { return program_; }
-  // The launcher to start instead of "mpirun" (tests: one that is missing).
+  QString program() const { return program_.isEmpty() ? ctx_.baton_exe : program_; }
+  // The program to start instead of the studio's baton (tests: one that is
+  // missing).
   void set_program(const QString& program) { program_ = program; }
+  // Failed attempts the launcher restarted from (or gave up after).
+  int restarts() const { return restarts_; }
 
  private:
   void read_stdout();
@@ -106,16 +107,16 @@ class LaunchedRun final : public RunController {
   RunRequest req_;
   int ranks_;
   std::string hostfile_;
-  QString program_ = QStringLiteral("mpirun");
+  QString program_;                     // "" = ctx_.baton_exe
   std::unique_ptr<QTemporaryDir> tmp_;  // the hostfile (mpirun reads it, here)
   QString dir_;
   QProcess proc_;
   QByteArray out_buf_, err_buf_;
-  // mpirun tags chunks, not lines: the ranks' lines put back together.
-  TaggedLines tagged_out_, tagged_err_;
   std::vector<baton::Event> pending_;  // since the last batch
   QTimer flush_;                       // a batch every 30 ms
   QString last_status_, last_error_;
+  QString launch_status_;  // launch_end's
+  int restarts_ = 0;
   bool stopping_ = false;
 };
 

@@ -39,7 +39,7 @@ std::string find_on_path(const std::string& name) {
 }
 
 Spawned spawn_child(const std::string& program, const std::vector<std::string>& args,
-                    const std::vector<std::string>& extra_env, bool own_group) {
+                    const std::vector<std::string>& extra_env, bool own_group, bool with_stdin) {
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls are made.
   std::vector<char*> argv;
@@ -68,14 +68,29 @@ Spawned spawn_child(const std::string& program, const std::vector<std::string>& 
     ::close(out_pipe[1]);
     throw RuntimeError(std::string("pipe: ") + std::strerror(e));
   }
+  int in_pipe[2] = {-1, -1};
+  if (with_stdin && ::pipe2(in_pipe, O_CLOEXEC) != 0) {
+    const int e = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    throw RuntimeError(std::string("pipe: ") + std::strerror(e));
+  }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], in_pipe[0], in_pipe[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
     throw RuntimeError(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
+    // The program starts with no signal blocked (a caller that takes its
+    // signals in a thread, as StopSignals does, blocks them; a blocked
+    // SIGTERM would survive exec) and SIGPIPE as the default.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
     if (own_group) {
       ::setpgid(0, 0);
       // A supervised child ends with its supervisor (killed, it cannot
@@ -83,8 +98,12 @@ Spawned spawn_child(const std::string& program, const std::vector<std::string>& 
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
     }
-    const int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    if (with_stdin) {
+      ::dup2(in_pipe[0], STDIN_FILENO);
+    } else {
+      const int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    }
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);
     ::execve(program.c_str(), argv.data(), envp.data());
@@ -96,7 +115,8 @@ Spawned spawn_child(const std::string& program, const std::vector<std::string>& 
   if (own_group) ::setpgid(pid, pid);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  return {pid, out_pipe[0], err_pipe[0]};
+  if (with_stdin) ::close(in_pipe[0]);
+  return {pid, out_pipe[0], err_pipe[0], in_pipe[1]};
 }
 
 ChildResult run_child(const std::string& program, const std::vector<std::string>& args,

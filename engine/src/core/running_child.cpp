@@ -1,6 +1,7 @@
 #include <baton/core/error.h>
 #include <baton/core/running_child.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,11 +15,37 @@
 namespace baton {
 
 RunningChild::RunningChild(const std::string& program, const std::vector<std::string>& args,
-                           const std::vector<std::string>& extra_env) {
-  const Spawned s = spawn_child(program, args, extra_env, true);
+                           const std::vector<std::string>& extra_env,
+                           std::optional<std::string> stdin_text) {
+  const Spawned s = spawn_child(program, args, extra_env, true, stdin_text.has_value());
   pid_ = s.pid;
   fds_[0] = s.out_fd;
   fds_[1] = s.err_fd;
+  if (stdin_text) {
+    // A thread, so a child that reads its input late cannot block the
+    // caller. A child that ends unread makes the write fail (EPIPE):
+    // SIGPIPE is blocked on this thread, and taken if it came.
+    writer_ = std::thread([fd = s.in_fd, text = std::move(*stdin_text)] {
+      sigset_t pipe_set;
+      sigemptyset(&pipe_set);
+      sigaddset(&pipe_set, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
+      size_t done = 0;
+      while (done < text.size()) {
+        const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+        if (w > 0) {
+          done += static_cast<size_t>(w);
+        } else if (w < 0 && errno == EINTR) {
+          continue;
+        } else {
+          break;
+        }
+      }
+      ::close(fd);
+      const timespec zero{0, 0};
+      sigtimedwait(&pipe_set, nullptr, &zero);
+    });
+  }
 }
 
 RunningChild::~RunningChild() {
@@ -28,6 +55,8 @@ RunningChild::~RunningChild() {
     while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
     }
   }
+  // After the child is gone: a write it never read has failed by now.
+  if (writer_.joinable()) writer_.join();
   close_fds();
 }
 

@@ -152,6 +152,7 @@ class Supervisor {
 
   std::vector<std::string> arguments(int attempt) const {
     MpirunSpec job = spec_.job;
+    if (!spec_.config_text.empty()) job.config = "-";
     job.tag_output = true;
     job.events = "-";
     job.quiet = true;
@@ -193,8 +194,13 @@ class Supervisor {
         if (obs_.on_event) obs_.on_event(text);
         return;
       }
-      // The other ranks' copies of their events: the chief's are the run's.
-      if (js.is_object() && js.contains("type")) return;
+      // The other ranks' events: their own step and link figures go on
+      // (each names its rank, or its link); the run's events are the chief's.
+      if (js.is_object() && js.contains("type")) {
+        const std::string type = js.value("type", "");
+        if ((type == "step" || type == "link") && obs_.on_event) obs_.on_event(text);
+        return;
+      }
     }
     take_rank_message(rank, text, a);
     if (obs_.on_output) obs_.on_output(rank, text);
@@ -233,7 +239,9 @@ class Supervisor {
   // mpirun's wait status.
   int run_attempt(int attempt, Attempt& a) {
     tagged_ = TaggedLines();
-    RunningChild child(spec_.mpirun, arguments(attempt), spec_.mpirun_env);
+    std::optional<std::string> input;
+    if (!spec_.config_text.empty()) input = spec_.config_text;
+    RunningChild child(spec_.mpirun, arguments(attempt), spec_.mpirun_env, input);
     const auto t0 = Clock::now();
     double last_progress = 0;
     int64_t furthest = -1;

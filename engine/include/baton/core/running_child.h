@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace baton {
@@ -16,9 +17,12 @@ namespace baton {
 class RunningChild {
  public:
   // Starts `program` (a path; args[0] is the name it sees) with `extra_env`
-  // ("KEY=value") added; stdin /dev/null. RuntimeError when it cannot start.
+  // ("KEY=value") added. Its stdin is `stdin_text` (written by a thread of
+  // this object's, then closed) or, without it, /dev/null. RuntimeError
+  // when it cannot start.
   RunningChild(const std::string& program, const std::vector<std::string>& args,
-               const std::vector<std::string>& extra_env);
+               const std::vector<std::string>& extra_env,
+               std::optional<std::string> stdin_text = std::nullopt);
   // Kills the group (SIGKILL) if it is still running, and reaps the child.
   ~RunningChild();
   RunningChild(const RunningChild&) = delete;
@@ -49,6 +53,7 @@ class RunningChild {
   int fds_[2] = {-1, -1};
   std::string partial_[2];
   std::optional<int> status_;
+  std::thread writer_;  // feeds stdin_text
 };
 
 }  // namespace baton

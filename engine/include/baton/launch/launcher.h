@@ -40,7 +40,11 @@ struct LaunchSpec {
   std::string mpirun;                   // mpirun's path
   std::vector<std::string> mpirun_env;  // "KEY=value" for mpirun (mpirun_environment())
   std::string run_id;                   // the run, the same in every attempt (required)
-  bool resume = false;                  // the first attempt resumes too
+  // The config's text (its paths absolute), given to mpirun's standard
+  // input, which mpirun hands to rank 0 wherever it runs: with it,
+  // job.config is "-" and no other host needs the file.
+  std::string config_text;
+  bool resume = false;  // the first attempt resumes too
   int max_restarts = 3;
   double heartbeat_s = 1.0;           // the ranks' heartbeat interval
   double heartbeat_timeout_s = 30.0;  // no beat from a rank for this long: hung
