@@ -102,6 +102,11 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   const std::string mpirun = find_on_path("mpirun");
   if (mpirun.empty()) throw InputError("launch: mpirun is not on PATH (install openmpi-bin)");
   check_run_id("--run-id", a.run_id);
+  if (a.heartbeat_timeout_s <= a.heartbeat_s || a.progress_timeout_s <= a.heartbeat_s) {
+    throw InputError(
+        "--heartbeat-timeout and --progress-timeout must be longer than --heartbeat (" +
+        std::to_string(a.heartbeat_s) + " s): a rank is heard only that often");
+  }
   for (const auto& w : a.rank_wrapper) {
     if (w.empty()) throw InputError("--rank-wrapper: an empty program");
   }

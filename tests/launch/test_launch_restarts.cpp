@@ -17,6 +17,7 @@
 #include <baton/train/checkpoint.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -358,6 +359,22 @@ TEST_F(LaunchRestarts, AKilledLauncherTakesItsJobAlongAndResumeContinues) {
   EXPECT_TRUE(bit_identical(final_tensors("orphan"), final_tensors("ref"), &why)) << why;
 }
 
+// Ranks that beat but make no progress: here stuck reading their data (a
+// FIFO nobody writes), as ranks stuck in a collective would be.
+TEST_F(LaunchRestarts, RanksThatBeatButNeverStepAreStuck) {
+  const std::string fifo = (work_ / "data.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Launched l = launch(
+      "stuck", {"FAULT_RANK=-1"},
+      {"--set", "data.train.path=" + fifo, "--progress-timeout", "3", "--max-restarts", "0"});
+  EXPECT_EQ(l.exit_code(), 1) << l.result.err;
+  const auto failures = l.of_type("launch_failure");
+  ASSERT_EQ(failures.size(), 1u);
+  const std::string cause = failures[0].value("cause", "");
+  EXPECT_NE(cause.find("no rank finished a step"), std::string::npos) << cause;
+  EXPECT_NE(cause.find("since the start"), std::string::npos) << cause;
+}
+
 TEST_F(LaunchRestarts, BadInputIsExitTwoBeforeAnyRankStarts) {
   const auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "baton");
@@ -369,6 +386,9 @@ TEST_F(LaunchRestarts, BadInputIsExitTwoBeforeAnyRankStarts) {
   const ChildResult unknown = run({"launch", config_, "--np", "2", "--bogus"});
   EXPECT_EQ(code(unknown), 2) << unknown.err;
   EXPECT_NE(unknown.err.find("--bogus"), std::string::npos) << unknown.err;
+  const ChildResult beat = run({"launch", config_, "--heartbeat", "5", "--heartbeat-timeout", "2"});
+  EXPECT_EQ(code(beat), 2) << beat.err;
+  EXPECT_NE(beat.err.find("--heartbeat-timeout"), std::string::npos) << beat.err;
   const ChildResult negative = run({"launch", config_, "--max-restarts", "-1"});
   EXPECT_EQ(code(negative), 2) << negative.err;
   EXPECT_NE(negative.err.find("--max-restarts"), std::string::npos) << negative.err;

@@ -253,6 +253,18 @@ class Supervisor {
       lines.out.clear();
       lines.err.clear();
     };
+    // The launcher's own finding (empty: mpirun's report): the job is ended
+    // now, quickly - the ranks left wait on the failed one and cannot stop
+    // cleanly.
+    const auto end_now = [&](std::string finding) {
+      if (!finding.empty()) a.stalled = std::move(finding);
+      a.detected_unix_s = unix_now();
+      const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
+      drain(seconds_since(t0));
+      kill_local_ranks(a);
+      return status;
+    };
+    Clock::time_point stop_sent_at;
     while (true) {
       const bool open = child.read(0.1, lines);
       const double now = seconds_since(t0);
@@ -270,42 +282,34 @@ class Supervisor {
         // mpirun passes SIGUSR1 on to every rank: they stop together.
         child.signal_group(SIGUSR1);
         stop_sent = true;
+        stop_sent_at = Clock::now();
       }
-      if (stop_sent) continue;
-      if (!a.mpirun_said.empty()) {
-        // A rank died: the others wait for it in a collective and will not
-        // end by themselves, and mpirun waits for them.
-        a.detected_unix_s = unix_now();
-        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
-        drain(seconds_since(t0));
-        return status;
+      if (stop_sent) {
+        // A job that cannot stop (a rank hung) is ended after a minute.
+        if (Clock::now() - stop_sent_at > std::chrono::seconds(60)) {
+          const int status = child.terminate(spec_.grace_s, &lines);
+          kill_local_ranks(a);
+          return status;
+        }
+        continue;
       }
+      // A rank died: the others wait for it in a collective and will not
+      // end by themselves, and mpirun waits for them.
+      if (!a.mpirun_said.empty()) return end_now({});
       if (a.furthest_step() > furthest) {
         furthest = a.furthest_step();
         last_progress = now;
       }
-      if (const std::string dead = find_dead(a); !dead.empty()) {
-        a.stalled = dead;
-        a.detected_unix_s = unix_now();
-        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
-        drain(seconds_since(t0));
-        return status;
-      }
-      if (const std::string hung = find_hang(a, now); !hung.empty()) {
-        a.stalled = hung;
-        a.detected_unix_s = unix_now();
-        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
-        drain(seconds_since(t0));
-        return status;
-      }
-      if (furthest >= 0 && now - last_progress > spec_.progress_timeout_s) {
-        a.stalled = "no rank finished a step for " + seconds_text(now - last_progress) + " (step " +
-                    std::to_string(furthest) +
-                    "; every rank still beating: a collective that does not complete?)";
-        a.detected_unix_s = unix_now();
-        const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
-        drain(seconds_since(t0));
-        return status;
+      if (std::string dead = find_dead(a); !dead.empty()) return end_now(std::move(dead));
+      if (std::string hung = find_hang(a, now); !hung.empty()) return end_now(std::move(hung));
+      if (now - last_progress > spec_.progress_timeout_s) {
+        // From the start too: a job stuck before its first step (a data
+        // read that never returns) is as stuck.
+        return end_now("no rank finished a step for " + seconds_text(now - last_progress) +
+                       (furthest < 0 ? std::string(" since the start")
+                                     : " after step " + std::to_string(furthest)) +
+                       " (every rank still sending heartbeats: a collective or a read that "
+                       "does not complete?)");
       }
     }
   }
@@ -314,6 +318,14 @@ class Supervisor {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.1f s", s);
     return buf;
+  }
+
+  // mpirun starts each rank in a process group of its own: the ranks on
+  // this host that outlive a killed mpirun are ended by their pids.
+  void kill_local_ranks(const Attempt& a) const {
+    for (const auto& [r, st] : a.ranks) {
+      if (st.pid > 0 && st.host == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+    }
   }
 
   // A rank on this host whose process is gone (seen before mpirun, which
