@@ -146,7 +146,11 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
 }
 
 void Dashboard::clear() {
-  for (QCustomPlot* p : plots_) p->clearGraphs();
+  for (QCustomPlot* p : plots_) {
+    p->clearGraphs();
+    p->clearItems();
+  }
+  restarts_.clear();
   runs_.clear();
   samples_->clear();
   samples_->hide();
@@ -484,6 +488,55 @@ void Dashboard::set_x_axis(XAxis mode) {
   x_mode_ = mode;
   apply_axis_labels();
   rebuild();
+  place_restart_markers();
+}
+
+void Dashboard::mark_restart(const QString& id, int64_t step, double rel_s, const QString& cause) {
+  RestartMarker m;
+  m.run = id;
+  m.step = static_cast<double>(std::max<int64_t>(0, step));
+  m.rel = std::max(0.0, rel_s);
+  QPen pen(QColor(200, 40, 40));
+  pen.setStyle(Qt::DashLine);
+  for (QCustomPlot* p : plots_) {
+    auto* line = new QCPItemStraightLine(p);
+    line->setPen(pen);
+    line->setSelectable(false);
+    m.lines.push_back(line);
+  }
+  QCustomPlot* loss = plot(Plot::kLoss);
+  m.label = new QCPItemText(loss);
+  m.label->setText(tr("restart: %1").arg(cause.left(60)));
+  m.label->setColor(QColor(200, 40, 40));
+  m.label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  m.label->setClipToAxisRect(true);
+  restarts_.push_back(std::move(m));
+  place_restart_markers();
+}
+
+void Dashboard::place_restart_markers() {
+  for (RestartMarker& m : restarts_) {
+    const double x = restart_x(m);
+    for (QCPItemStraightLine* line : m.lines) {
+      line->point1->setCoords(x, 0);
+      line->point2->setCoords(x, 1);
+    }
+    m.label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    m.label->position->setCoords(x, 0.02);
+  }
+  mark_dirty();
+}
+
+double Dashboard::restart_x(const RestartMarker& m) const {
+  if (x_mode_ == XAxis::kStep) return m.step;
+  if (x_mode_ == XAxis::kRelative) return m.rel;
+  return m.rel + start_unix_s(m.run);
+}
+
+int Dashboard::restart_marker_count() const { return static_cast<int>(restarts_.size()); }
+
+double Dashboard::restart_marker_x(int i) const {
+  return restarts_.at(static_cast<size_t>(i)).lines.front()->point1->coords().x();
 }
 
 void Dashboard::apply_axis_labels() {

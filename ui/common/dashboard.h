@@ -26,6 +26,8 @@
 
 class QCustomPlot;
 class QCPGraph;
+class QCPItemStraightLine;
+class QCPItemText;
 class QComboBox;
 class QSlider;
 class QCheckBox;
@@ -62,6 +64,15 @@ class Dashboard : public QWidget {
   void set_log_loss(bool on);
 
   QCustomPlot* plot(Plot p) const { return plots_[static_cast<int>(p)]; }
+  // A failed attempt of run `id` that the launcher restarted from (or gave
+  // up after): a dashed vertical line on every plot at the step the job
+  // had reached, `rel_s` seconds into the run (for the time axes), with
+  // the cause as its tooltip-like label on the loss plot.
+  void mark_restart(const QString& id, int64_t step, double rel_s, const QString& cause);
+  // The markers of every run (tests).
+  int restart_marker_count() const;
+  // Where marker `i` stands on the current x axis (tests).
+  double restart_marker_x(int i) const;
   // Text language-model runs generated (sample events), newest last;
   // hidden until a sample arrives.
   QPlainTextEdit* samples_panel() const { return samples_; }
@@ -131,6 +142,16 @@ class Dashboard : public QWidget {
   void replot(int priority);
   void mark_dirty();
   void apply_axis_labels();
+  // Puts the restart markers where the current x axis has them.
+  void place_restart_markers();
+  struct RestartMarker {
+    QString run;
+    double step = 0, rel = 0;
+    std::vector<QCPItemStraightLine*> lines;  // one per plot
+    QCPItemText* label = nullptr;             // on the loss plot
+  };
+  std::vector<RestartMarker> restarts_;
+  double restart_x(const RestartMarker& m) const;
 
   std::vector<QCustomPlot*> plots_;
   std::map<QString, Run> runs_;

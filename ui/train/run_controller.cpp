@@ -251,6 +251,9 @@ void LaunchedRun::read_stdout() {
               .arg(QString::fromStdString(j.value("cause", "")))
               .arg(type == "restart" ? tr("; restarting from the newest checkpoint") : QString()));
       ++restarts_;
+      Q_EMIT restarted(QString::fromStdString(j.value("run", "")), j.value("step", qint64{0}),
+                       j.value("detected", j.value("time", 0.0)),
+                       QString::fromStdString(j.value("cause", "")));
       return;
     }
     if (type == "launch_end") {

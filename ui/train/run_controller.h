@@ -46,6 +46,9 @@ class RunController : public QObject {
   void output(const QString& line);
   // status: completed | interrupted | failed; error: why it failed.
   void finished(const QString& status, const QString& error);
+  // A failed attempt of run `run` (launched runs): the step its job had
+  // reached, when the launcher saw it (Unix seconds), and why.
+  void restarted(const QString& run, qint64 step, double unix_s, const QString& cause);
 };
 
 // The run config to train and where its relative paths resolve.

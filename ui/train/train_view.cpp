@@ -170,6 +170,12 @@ void TrainView::start() {
   connect(run_.get(), &RunController::events, this, &TrainView::on_events);
   connect(run_.get(), &RunController::output, this, &TrainView::log_line);
   connect(run_.get(), &RunController::finished, this, &TrainView::on_finished);
+  connect(run_.get(), &RunController::restarted, this,
+          [this](const QString& run, qint64 step, double unix_s, const QString& cause) {
+            // Pending events first: the marker lands after the points before it.
+            dashboard_->mark_restart(run, step, unix_s - dashboard_->start_unix_s(run), cause);
+            set_status(tr("Restarting from the newest checkpoint: %1").arg(cause));
+          });
   dashboard_->clear();
   total_steps_ = start_step_ = 0;
   progress_->setValue(0);

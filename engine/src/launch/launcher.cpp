@@ -189,6 +189,11 @@ class Supervisor {
         st.last_beat_s = now;
         return;
       }
+      // A step event says how far its rank got, sooner than its next beat.
+      if (js.is_object() && js.value("type", "") == "step" && a.ranks.count(rank) != 0) {
+        RankState& st = a.ranks[rank];
+        st.step = std::max(st.step, js.value("step", int64_t{-1}));
+      }
       if (js.is_object() && rank == 0) {
         if (js.value("type", "") == "run_end") a.chief_status = js.value("status", "");
         if (obs_.on_event) obs_.on_event(text);

@@ -4,6 +4,7 @@
 // point.
 #include <qcustomplot.h>
 
+#include <QDir>
 #include <QFile>
 #include <QPlainTextEdit>
 #include <QTemporaryDir>
@@ -208,6 +209,41 @@ class DashboardTest : public QObject {
     d.clear();
     QVERIFY(d.samples_panel()->isHidden());
     QCOMPARE(d.sample_count(), 0);
+  }
+
+  // A restart the launcher reported: a marker on every plot at the step the
+  // job had reached, moved with the x axis, gone with clear().
+  void restarts_are_marked_on_every_plot() {
+    Dashboard d;
+    d.begin_run(QStringLiteral("r1"), QStringLiteral("demo"), 1000.0);
+    for (int i = 1; i <= 200; ++i) {
+      StepEvent e;
+      e.run = "r1";
+      e.step = i;
+      e.loss = 2.0 / std::sqrt(static_cast<double>(i));
+      e.accuracy = 0.5;
+      e.samples_per_s = 1000;
+      e.wall_time_s = 0.05 * i;
+      d.add_event(e);
+    }
+    d.mark_restart(QStringLiteral("r1"), 120, 7.5, QStringLiteral("rank 1 was killed"));
+    // For a look: the marker drawn (the build's ui test output folder).
+    d.resize(1200, 800);
+    d.replot_now();
+    QDir().mkpath(QStringLiteral(BATON_UI_TEST_OUTPUT "/screenshots"));
+    QVERIFY(d.grab().save(QStringLiteral(BATON_UI_TEST_OUTPUT "/screenshots/restart.png")));
+    QCOMPARE(d.restart_marker_count(), 1);
+    QCOMPARE(d.restart_marker_x(0), 120.0);
+    for (int p = 0; p < static_cast<int>(Dashboard::Plot::kCount); ++p) {
+      QCOMPARE(d.plot(static_cast<Dashboard::Plot>(p))->itemCount(), p == 0 ? 2 : 1);
+    }
+    d.set_x_axis(Dashboard::XAxis::kRelative);
+    QCOMPARE(d.restart_marker_x(0), 7.5);
+    d.set_x_axis(Dashboard::XAxis::kWall);
+    QCOMPARE(d.restart_marker_x(0), 1007.5);
+    d.clear();
+    QCOMPARE(d.restart_marker_count(), 0);
+    QCOMPARE(d.plot(Dashboard::Plot::kLoss)->itemCount(), 0);
   }
 
   void a_burst_costs_one_replot() {

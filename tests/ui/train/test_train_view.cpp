@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QtTest>
+#include <csignal>
 #include <map>
 #include <set>
 
@@ -180,6 +181,68 @@ class TrainViewTest : public QObject {
     const auto runs = store.list_runs();
     QCOMPARE(runs.size(), size_t{1});
     QCOMPARE(runs[0].status, std::string("interrupted"));
+  }
+
+  // A rank killed mid-run: the launcher restarts the job from its newest
+  // checkpoint, the controller says so (restarted, with the cause) and the
+  // run completes.
+  void a_launched_run_whose_rank_dies_is_restarted() {
+    QTemporaryDir dir;
+    const StudioContext ctx = test_context(dir);
+    nlohmann::json cfg = baton::read_json_file(BATON_SOURCE_DIR "/resources/examples/digits.json");
+    cfg["train"].erase("epochs");
+    cfg["train"]["steps"] = 60000;
+    cfg["strategy"] = {{"type", "multi_worker_mirrored"}};
+    cfg["checkpoint"] = {{"every_steps", 200}, {"every_epoch", false}};
+    LaunchedRun run(
+        ctx,
+        RunRequest{cfg, QStringLiteral(BATON_SOURCE_DIR "/resources/examples/digits.json"), {}}, 2,
+        "");
+    int64_t killed_at = -1;
+    int run_starts = 0;
+    QObject::connect(&run, &RunController::events, [&](const std::vector<Event>& batch) {
+      for (const Event& e : batch) {
+        run_starts += std::holds_alternative<RunStartEvent>(e) ? 1 : 0;
+        const auto* s = std::get_if<StepEvent>(&e);
+        if (s == nullptr || killed_at >= 0 || s->step < 1000) continue;
+        // Rank 1's process: the one `baton train` whose heartbeat says so
+        // is not known here; its command line is, and rank 1 is the
+        // younger of the two.
+        pid_t newest = 0;
+        for (const QString& name : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+          bool ok = false;
+          const pid_t pid = static_cast<pid_t>(name.toInt(&ok));
+          if (!ok) continue;
+          QFile f(QStringLiteral("/proc/%1/cmdline").arg(pid));
+          if (!f.open(QIODevice::ReadOnly)) continue;
+          const QByteArray cmd = f.readAll();
+          if (cmd.startsWith(ctx.baton_exe.toUtf8()) && cmd.contains("train") &&
+              cmd.contains(ctx.runs_dir.toUtf8()) && pid > newest) {
+            newest = pid;
+          }
+        }
+        if (newest > 0) {
+          ::kill(newest, SIGKILL);
+          killed_at = s->step;
+        }
+      }
+    });
+    QStringList log;
+    QObject::connect(&run, &RunController::output, [&](const QString& line) { log << line; });
+    QSignalSpy restarted(&run, &RunController::restarted);
+    QSignalSpy finished(&run, &RunController::finished);
+    run.start();
+    QVERIFY(finished.wait(180000));
+    QVERIFY(killed_at >= 1000);
+    QVERIFY2(restarted.count() == 1, qPrintable(log.join(QLatin1Char('\n')).right(3000)));
+    QCOMPARE(finished.at(0).at(0).toString(), QStringLiteral("completed"));
+    QCOMPARE(restarted.count(), 1);
+    QCOMPARE(run.restarts(), 1);
+    QVERIFY2(restarted.at(0).at(3).toString().contains(QLatin1String("rank")),
+             qPrintable(restarted.at(0).at(3).toString()));
+    QVERIFY(restarted.at(0).at(1).toLongLong() >= killed_at);
+    // Two attempts, each with its start (the second resumed).
+    QCOMPARE(run_starts, 2);
   }
 
   void a_missing_launcher_is_a_message() {
