@@ -4,6 +4,7 @@
 #include <baton/core/error.h>
 #include <baton/discovery/discovery.h>
 #include <baton/history/store.h>
+#include <baton/launch/heartbeat.h>
 #include <baton/launch/launcher.h>
 #include <baton/launch/mpirun_command.h>
 #include <baton/launch/run_session.h>
@@ -358,4 +359,51 @@ TEST(TaggedLines, ReassemblesLinesSplitIntoChunks) {
   t.feed("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9", out);
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[3].rank, -1);
+}
+
+// The heartbeat: whole JSON lines from its own thread while the caller
+// moves the progress counter on; each names the rank, the pid, the host
+// and a step that never goes back.
+TEST(Heartbeat, BeatsWholeLinesWithTheProgress) {
+  char path[] = "/tmp/baton-heartbeat-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::FILE* out = ::fdopen(fd, "w");
+  ASSERT_NE(out, nullptr);
+  // Lines in the file so far, read through a handle of the test's own.
+  const auto lines_in = [&] {
+    std::FILE* in = std::fopen(path, "r");
+    int lines = 0;
+    for (int c; in != nullptr && (c = std::fgetc(in)) != EOF;) lines += c == '\n' ? 1 : 0;
+    if (in != nullptr) std::fclose(in);
+    return lines;
+  };
+  std::atomic<int64_t> progress{-1};
+  {
+    baton::Heartbeat beat(0.005, 3, progress, out);
+    // Until three lines have come (the caller keeps stepping meanwhile).
+    for (int64_t step = 0; lines_in() < 3; ++step) {
+      progress.store(step, std::memory_order_relaxed);
+      std::this_thread::yield();
+    }
+  }
+  std::fclose(out);
+  std::FILE* in = std::fopen(path, "r");
+  ASSERT_NE(in, nullptr);
+  char buf[512];
+  int64_t last = -2;
+  int n = 0;
+  while (std::fgets(buf, sizeof(buf), in) != nullptr) {
+    const auto js = nlohmann::json::parse(buf);
+    EXPECT_EQ(js.at("type"), "heartbeat");
+    EXPECT_EQ(js.at("rank"), 3);
+    EXPECT_EQ(js.at("pid").get<long>(), static_cast<long>(::getpid()));
+    EXPECT_FALSE(js.at("host").get<std::string>().empty());
+    EXPECT_GE(js.at("step").get<int64_t>(), last);
+    last = js.at("step").get<int64_t>();
+    ++n;
+  }
+  EXPECT_GE(n, 3);
+  std::fclose(in);
+  std::remove(path);
 }
