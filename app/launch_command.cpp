@@ -63,7 +63,7 @@ void add_launch_command(CLI::App& app, LaunchArgs& a) {
                 "A program every rank runs baton under (a profiler, a fault injector); "
                 "repeatable, in order")
       ->take_all();
-  l->add_flag("-q,--quiet", a.quiet, "Print only restarts and the outcome");
+  l->add_flag("-q,--quiet", a.quiet, "Print only restarts and the outcome (not a line per epoch)");
 }
 
 namespace {
@@ -159,6 +159,21 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     if (events != nullptr) {
       std::fprintf(events, "%s\n", line.c_str());
       std::fflush(events);
+    }
+    if (a.quiet) return;
+    // Progress: a line per epoch of the chief's, and the run's end.
+    const auto js = nlohmann::json::parse(line, nullptr, false);
+    if (!js.is_object()) return;
+    const std::string type = js.value("type", "");
+    if (type == "epoch") {
+      std::fprintf(human, "epoch %lld  step %lld  train loss %.4f", js.value("epoch", 0LL),
+                   js.value("step", 0LL), js.value("train_loss", 0.0));
+      if (js.contains("val_loss"))
+        std::fprintf(human, "  val loss %.4f", js.value("val_loss", 0.0));
+      std::fprintf(human, "\n");
+    } else if (type == "run_end") {
+      std::fprintf(human, "attempt ended: %s at step %lld\n", js.value("status", "").c_str(),
+                   js.value("step", 0LL));
     }
   };
   obs.on_output = [&](int rank, const std::string& line) {
