@@ -27,6 +27,21 @@ inline CLI::Validator integer_in(long long lo, long long hi) {
       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
+// A number of seconds above 0 and at most a day (a finite decimal number).
+inline CLI::Validator positive_seconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        const char* end = text.data() + text.size();
+        const auto [p, ec] = std::from_chars(text.data(), end, v);
+        if (ec != std::errc() || p != end || !(v > 0) || v > 86400) {
+          return "expected seconds, a number above 0 and at most 86400, got \"" + text + "\"";
+        }
+        return "";
+      },
+      "SECONDS > 0");
+}
+
 // A run id as a flag gives it: letters, digits, '.', '_' and '-' (it names a
 // folder and travels on command lines). InputError naming the flag.
 inline void check_run_id(const std::string& flag, const std::string& id) {

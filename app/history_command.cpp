@@ -193,8 +193,8 @@ int list(const HistoryArgs& a, const std::string& path) {
 }
 
 // A run's attempts: each resume (a "restart" event) starts one; a
-// supervisor's failure records ("error" events from baton launch) say why
-// the one before ended.
+// supervisor's records (baton launch's "error" events for a failure,
+// "info" ones for an elastic rescale) say why the one before ended.
 struct AttemptLine {
   int64_t step;
   std::string text;
@@ -202,8 +202,8 @@ struct AttemptLine {
 std::vector<AttemptLine> attempt_lines(const HistoryStore& store, int64_t run) {
   std::vector<AttemptLine> out;
   for (const auto& e : store.events(run)) {
-    const bool launcher =
-        e.kind == "error" && e.data.is_object() && e.data.value("source", "") == "launcher";
+    const bool launcher = (e.kind == "error" || e.kind == "log") && e.data.is_object() &&
+                          e.data.value("source", "") == "launcher";
     if (e.kind == "restart" || launcher) out.push_back({e.step, e.message});
   }
   return out;

@@ -4,6 +4,7 @@
 #include <baton/core/child_process.h>
 #include <baton/core/error.h>
 #include <baton/history/store.h>
+#include <baton/launch/host_pool.h>
 #include <baton/launch/launcher.h>
 #include <baton/launch/stop_signals.h>
 #include <baton/train/run_config.h>
@@ -29,20 +30,42 @@ void add_launch_command(CLI::App& app, LaunchArgs& a) {
       "dies or hangs");
   l->add_option("config", a.config, "Run config file (JSON; '-': standard input)")->required();
   l->add_option("--np", a.np, "Ranks (default: the hostfile's slots, or 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1 << 20));
   l->add_option("--hostfile", a.hostfile, "OpenMPI hostfile: the hosts and their slots");
   l->add_option("--max-restarts", a.max_restarts,
                 "Restarts after a failure before the run is failed (default 3)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, 1 << 20));
   l->add_option("--heartbeat", a.heartbeat_s, "Seconds between the ranks' heartbeats (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_seconds());
   l->add_option("--heartbeat-timeout", a.heartbeat_timeout_s,
                 "A rank silent this many seconds is hung: restart (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_seconds());
   l->add_option("--progress-timeout", a.progress_timeout_s,
                 "No rank finishing a step for this many seconds (all still beating) is a stuck "
                 "collective: restart (default 600)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_seconds());
+  l->add_option("--min-workers", a.min_workers,
+                "Elastic: start (and go on) with at least this many workers, waiting for hosts "
+                "while there are fewer slots (default 1)")
+      ->check(integer_in(1, 1 << 20));
+  l->add_option("--max-workers", a.max_workers,
+                "Elastic: at most this many workers; more hosts joining while the job has fewer "
+                "make it continue with more (default: every slot)")
+      ->check(integer_in(1, 1 << 20));
+  l->add_option("--host-discovery", a.host_discovery,
+                "Elastic: a command (run by /bin/sh) that prints the usable hosts, one "
+                "\"host:slots\" per line; read at the start and every --discovery-interval");
+  l->add_option("--discovery-interval", a.discovery_interval_s,
+                "Elastic: seconds between readings of the host list (default 2)")
+      ->check(positive_seconds());
+  l->add_option("--host-cooldown", a.host_cooldown_s,
+                "Elastic: a host whose rank failed is left out this many seconds, doubled for "
+                "each of its earlier failures (default 10)")
+      ->check(positive_seconds());
+  l->add_option("--start-timeout", a.start_timeout_s,
+                "Elastic: how long to wait for --min-workers slots before the run fails "
+                "(default 600)")
+      ->check(positive_seconds());
   l->add_option("--events", a.events,
                 "Write the chief's telemetry and the launcher's restart events as JSON lines to "
                 "PATH ('-' for stdout)");
@@ -63,6 +86,9 @@ void add_launch_command(CLI::App& app, LaunchArgs& a) {
                 "A program every rank runs baton under (a profiler, a fault injector); "
                 "repeatable, in order")
       ->take_all();
+  l->add_option("--sample-log", a.sample_log,
+                "Passed on to the ranks (baton train --sample-log): each step's sample indices "
+                "in files in DIR");
   l->add_flag("-q,--quiet", a.quiet, "Print only restarts and the outcome (not a line per epoch)");
 }
 
@@ -98,7 +124,33 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   if (!a.runs_dir.empty()) check_writable_dir("--runs-dir", a.runs_dir, 400);
   if (!a.plugin_dir.empty()) check_existing_dir("--plugin-dir", a.plugin_dir);
   int slots = 0;
-  if (!a.hostfile.empty()) slots = total_slots(read_hostfile(a.hostfile));
+  std::vector<HostfileEntry> hosts;
+  if (!a.hostfile.empty()) {
+    hosts = read_hostfile(a.hostfile);
+    slots = total_slots(hosts);
+  }
+  const bool elastic = a.min_workers > 0 || a.max_workers > 0 || !a.host_discovery.empty();
+  if (elastic) {
+    if (a.np > 0) {
+      throw InputError(
+          "--np fixes the worker count; with --min-workers, --max-workers or "
+          "--host-discovery the count follows the hosts (leave --np out)");
+    }
+    if (!a.host_discovery.empty() && !a.hostfile.empty()) {
+      throw InputError("--host-discovery and --hostfile both list the hosts: give one of them");
+    }
+    if (a.host_discovery.empty() && a.hostfile.empty()) {
+      throw InputError(
+          "--min-workers/--max-workers need the hosts: --host-discovery CMD or --hostfile FILE");
+    }
+    if (a.min_workers > 0 && a.max_workers > 0 && a.min_workers > a.max_workers) {
+      throw InputError("--min-workers " + std::to_string(a.min_workers) +
+                       " is above --max-workers " + std::to_string(a.max_workers));
+    }
+    // The command's first reading is checked here: a command that fails or
+    // prints garbage is the user's to fix before anything starts.
+    if (!a.host_discovery.empty()) hosts = discover_hosts(a.host_discovery, 10.0);
+  }
   const std::string mpirun = find_on_path("mpirun");
   if (mpirun.empty()) throw InputError("launch: mpirun is not on PATH (install openmpi-bin)");
   check_run_id("--run-id", a.run_id);
@@ -128,6 +180,10 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   if (!a.plugin_dir.empty()) {
     spec.job.train_args.insert(spec.job.train_args.end(), {"--plugin-dir", absolute(a.plugin_dir)});
   }
+  if (!a.sample_log.empty()) {
+    check_writable_dir("--sample-log", a.sample_log, 64);
+    spec.job.train_args.insert(spec.job.train_args.end(), {"--sample-log", absolute(a.sample_log)});
+  }
   std::string run_id = a.run_id;
   if (run_id.empty() && a.resume) {
     const auto found =
@@ -142,6 +198,18 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   spec.heartbeat_s = a.heartbeat_s;
   spec.heartbeat_timeout_s = a.heartbeat_timeout_s;
   spec.progress_timeout_s = a.progress_timeout_s;
+  if (elastic) {
+    ElasticSpec& el = spec.elastic;
+    el.enabled = true;
+    el.discovery = a.host_discovery;
+    el.hosts = hosts;
+    el.min_workers = a.min_workers > 0 ? a.min_workers : 1;
+    if (a.max_workers > 0) el.max_workers = a.max_workers;
+    el.discovery_interval_s = a.discovery_interval_s;
+    el.cooldown_s = a.host_cooldown_s;
+    el.start_timeout_s = a.start_timeout_s;
+    spec.job.hostfile.clear();
+  }
 
   // Streamed as the lines come (a reader follows the file while it grows).
   std::FILE* events = nullptr;
@@ -197,9 +265,9 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
         const nlohmann::json data = {{"source", "launcher"}, {"attempt", r.attempt},
                                      {"rank", r.rank},       {"host", r.host},
                                      {"step", r.step},       {"restarting", !last}};
-        store.record_attempt_failure(spec.run_id, r.step,
-                                     "attempt " + std::to_string(r.attempt) + ": " + r.cause,
-                                     data.dump(), last);
+        store.record_launcher_event(spec.run_id, r.step, "error",
+                                    "attempt " + std::to_string(r.attempt) + ": " + r.cause,
+                                    data.dump(), last);
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "baton launch: warning: could not record the failure in %s: %s\n",
@@ -207,19 +275,56 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     }
   };
 
+  obs.on_rescale = [&](const Rescale& r) {
+    std::fprintf(
+        human, "baton launch: attempt %d stopped at step %lld: %s; going on with %d worker%s\n",
+        r.attempt, static_cast<long long>(r.step), r.cause.c_str(), r.to, r.to == 1 ? "" : "s");
+    std::fflush(human);
+    try {
+      std::error_code ec;
+      if (std::filesystem::exists(db_path, ec)) {
+        HistoryStore store(db_path, HistoryStore::Open::kExisting);
+        const nlohmann::json data = {{"source", "launcher"}, {"attempt", r.attempt},
+                                     {"from", r.from},       {"to", r.to},
+                                     {"step", r.step},       {"rescale", true}};
+        store.record_launcher_event(spec.run_id, r.step, "info",
+                                    "attempt " + std::to_string(r.attempt) + ": " + r.cause + ": " +
+                                        std::to_string(r.from) + " -> " + std::to_string(r.to) +
+                                        " workers",
+                                    data.dump(), false);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "baton launch: warning: could not record the rescale in %s: %s\n",
+                   db_path.c_str(), e.what());
+    }
+  };
+
   const StopSignals signals;
   if (!a.quiet) {
-    std::fprintf(human, "baton launch: run %s, %d rank%s, up to %d restart%s\n",
-                 spec.run_id.c_str(), spec.job.ranks, spec.job.ranks == 1 ? "" : "s",
-                 spec.max_restarts, spec.max_restarts == 1 ? "" : "s");
+    if (elastic) {
+      std::fprintf(human, "baton launch: run %s, %d to %s workers on %s, up to %d restart%s\n",
+                   spec.run_id.c_str(), spec.elastic.min_workers,
+                   a.max_workers > 0 ? std::to_string(a.max_workers).c_str() : "every slot's",
+                   describe_hosts(hosts).c_str(), spec.max_restarts,
+                   spec.max_restarts == 1 ? "" : "s");
+    } else {
+      std::fprintf(human, "baton launch: run %s, %d rank%s, up to %d restart%s\n",
+                   spec.run_id.c_str(), spec.job.ranks, spec.job.ranks == 1 ? "" : "s",
+                   spec.max_restarts, spec.max_restarts == 1 ? "" : "s");
+    }
   }
   const LaunchOutcome out = launch(spec, obs, signals.flag());
   if (events != nullptr && events != stdout && std::fclose(events) != 0) {
     throw RuntimeError("--events " + a.events + ": the write failed");
   }
-  std::fprintf(human, "\n== %s: %s after %d attempt%s (%zu restart%s) ==\n", spec.run_id.c_str(),
+  std::fprintf(human, "\n== %s: %s after %d attempt%s (%zu restart%s", spec.run_id.c_str(),
                out.status.c_str(), out.attempts, out.attempts == 1 ? "" : "s", out.restarts.size(),
                out.restarts.size() == 1 ? "" : "s");
+  if (elastic) {
+    std::fprintf(human, ", %zu rescale%s", out.rescales.size(),
+                 out.rescales.size() == 1 ? "" : "s");
+  }
+  std::fprintf(human, ") ==\n");
   if (!out.reason.empty()) std::fprintf(human, "reason          %s\n", out.reason.c_str());
   std::fprintf(human, "history         %s\n", db_path.c_str());
   return out.exit_code;

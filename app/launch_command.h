@@ -28,6 +28,14 @@ struct LaunchArgs {
   std::vector<std::string> overrides;
   std::vector<std::string> rank_wrapper;
   bool quiet = false;
+  std::string sample_log;
+  // Elastic (any of these given): the worker count follows the hosts.
+  int min_workers = 0;  // 0: not given
+  int max_workers = 0;
+  std::string host_discovery;
+  double discovery_interval_s = 2.0;
+  double host_cooldown_s = 10.0;
+  double start_timeout_s = 600.0;
 };
 
 void add_launch_command(CLI::App& app, LaunchArgs& args);

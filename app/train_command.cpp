@@ -65,7 +65,11 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       ->add_option("--heartbeat", a.heartbeat_s,
                    "Write a heartbeat JSON line to stdout every SECONDS, also while waiting in "
                    "a collective (what `baton launch` watches)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_seconds());
+  train->add_option("--sample-log", a.sample_log,
+                    "Write the dataset indices every replica trains on at each step to files "
+                    "in DIR (one per process): for checking that restarts and rescales skip and "
+                    "repeat no sample");
 }
 
 namespace {
@@ -127,6 +131,7 @@ void check_flag_paths(const TrainArgs& a) {
   // its files go under --runs-dir; checkpoint files under --checkpoint-dir.
   if (!a.runs_dir.empty()) check_writable_dir("--runs-dir", a.runs_dir, 400);
   if (!a.checkpoint_dir.empty()) check_writable_dir("--checkpoint-dir", a.checkpoint_dir, 64);
+  if (!a.sample_log.empty()) check_writable_dir("--sample-log", a.sample_log, 64);
   std::error_code ec;
   if (!a.db.empty() && std::filesystem::is_directory(a.db, ec)) {
     throw InputError("--db " + a.db + ": is a folder; expected a history database file");
@@ -158,6 +163,7 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   req.resume = a.resume;
   req.run_id = a.run_id;
   req.progress = &progress;
+  req.sample_log_dir = a.sample_log;
   req.record_history = !a.no_db;
   req.history_db = a.db;
   req.stop = stop;

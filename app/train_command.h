@@ -18,10 +18,11 @@ struct TrainArgs {
   long long seed = -1;
   std::vector<std::string> overrides;
   bool quiet = false;
-  std::string db;      // history database (default: default_history_db_path())
-  bool no_db = false;  // do not record the run in the history
-  std::string run_id;  // "" = a new id (or, with --resume, the newest resumable run's)
+  std::string db;          // history database (default: default_history_db_path())
+  bool no_db = false;      // do not record the run in the history
+  std::string run_id;      // "" = a new id (or, with --resume, the newest resumable run's)
   double heartbeat_s = 0;  // > 0: a heartbeat line on stdout this often (baton launch)
+  std::string sample_log;  // a folder: each step's sample indices (train/sample_log.h)
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

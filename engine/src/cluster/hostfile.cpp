@@ -103,6 +103,62 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
   return entries;
 }
 
+std::vector<HostfileEntry> parse_host_slots(const std::string& text, const std::string& source) {
+  std::vector<HostfileEntry> entries;
+  std::map<std::string, size_t> line_of;
+  size_t line_no = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string_view line = std::string_view(text).substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::vector<std::string_view> words = split_words(line);
+    if (words.empty()) continue;
+    const std::string at = source + ":" + std::to_string(line_no) + ": ";
+    if (words.size() > 1) {
+      throw InputError(at + "expected one \"host:slots\" per line, got \"" + std::string(line) +
+                       "\"");
+    }
+    const std::string_view word = words[0];
+    HostfileEntry e;
+    // A bracketed IPv6 address keeps its colons: "[fe80::1]:4".
+    size_t colon = std::string_view::npos;
+    if (word.front() == '[') {
+      const size_t close = word.find(']');
+      if (close == std::string_view::npos) throw InputError(at + "an unclosed \"[\" in the host");
+      e.host = std::string(word.substr(1, close - 1));
+      if (close + 1 < word.size()) {
+        if (word[close + 1] != ':') throw InputError(at + "expected \":slots\" after \"]\"");
+        colon = close + 1;
+      }
+    } else {
+      colon = word.rfind(':');
+      e.host = std::string(word.substr(0, colon));
+    }
+    if (colon != std::string_view::npos) {
+      if (std::string why = positive_int(word.substr(colon + 1), e.slots); !why.empty()) {
+        throw InputError(at + "slots: " + why);
+      }
+    }
+    if (std::string problem = host_problem(e.host); !problem.empty()) {
+      throw InputError(at + problem);
+    }
+    const auto [it, fresh] = line_of.emplace(canonical_host(e.host), line_no);
+    if (!fresh) {
+      throw InputError(at + "host \"" + e.host + "\" is already listed on line " +
+                       std::to_string(it->second));
+    }
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
 std::vector<HostfileEntry> read_hostfile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {

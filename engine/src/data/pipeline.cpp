@@ -79,6 +79,7 @@ Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
   for (auto& b : slots_) {
     b.x = Tensor({opt_.shard_batch, f});
     b.labels.assign(opt_.shard_batch * data_->labels_per_sample(), 0);
+    b.samples.reserve(static_cast<size_t>(opt_.shard_batch));
     if (tw > 0) b.targets = Tensor({opt_.shard_batch, tw});
   }
   order_.reserve(base_indices_.size());
@@ -208,6 +209,8 @@ void Pipeline::fill(Batch& b, int64_t epoch, int64_t index) {
   b.epoch = epoch;
   b.index = index;
   b.rows = rows;
+  b.samples.clear();  // then within its capacity: no allocation
+  if (rows > 0) b.samples.assign(order_.begin() + start, order_.begin() + start + rows);
   b.x.set_rows(rows);
   if (!b.targets.empty() || data_->target_width() > 0) b.targets.set_rows(rows);
   const int64_t f = data_->features();

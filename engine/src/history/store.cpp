@@ -455,9 +455,9 @@ void HistoryStore::set_note(int64_t run, const std::string& text) {
   tx.commit();
 }
 
-bool HistoryStore::record_attempt_failure(const std::string& uid, int64_t step,
-                                          const std::string& message, const std::string& data,
-                                          bool final) {
+bool HistoryStore::record_launcher_event(const std::string& uid, int64_t step,
+                                         const std::string& level, const std::string& message,
+                                         const std::string& data, bool final) {
   const Db& db = impl_->db;
   Transaction tx(db);
   Stmt find(db, "SELECT id, start_time FROM runs WHERE uid = ?1 AND status != 'deleting'");
@@ -478,9 +478,11 @@ bool HistoryStore::record_attempt_failure(const std::string& uid, int64_t step,
   const int64_t next = seq.col_is_null(0) ? 1 : seq.col_int(0) + 1;
   Stmt ev(db,
           "INSERT INTO events (run, step, seq, wall_time_s, kind, level, message, data) "
-          "VALUES (?1, ?2, ?3, ?4, 'error', 'error', ?5, ?6)");
+          "VALUES (?1, ?2, ?3, ?4, ?7, ?8, ?5, ?6)");
   ev.bind(1, run).bind(2, std::max<int64_t>(0, step)).bind(3, next).bind(4, wall);
-  ev.bind(5, message).bind(6, data).run();
+  const bool error = level == "error";
+  ev.bind(5, message).bind(6, data).bind(7, error ? "error" : "log");
+  ev.bind(8, error ? "error" : "info").run();
   if (final) {
     Stmt upd(db, "UPDATE runs SET status = 'failed', error = ?2, end_time = ?3 WHERE id = ?1");
     upd.bind(1, run).bind(2, message).bind(3, now).run();

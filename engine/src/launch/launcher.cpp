@@ -1,15 +1,21 @@
 #include <baton/core/error.h>
 #include <baton/core/running_child.h>
+#include <baton/launch/host_pool.h>
 #include <baton/launch/launcher.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
+#include <thread>
 
 namespace baton {
 
@@ -58,11 +64,52 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A file for one attempt's hostfile, removed with it.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/baton-hosts-XXXXXX";
+    const int fd = ::mkstemp(pattern.data());
+    if (fd < 0) {
+      throw RuntimeError("launch: cannot make a hostfile in " + pattern + ": " +
+                         std::strerror(errno));
+    }
+    path_ = pattern;
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fd);
+        ::unlink(path_.c_str());
+        throw RuntimeError("launch: cannot write the hostfile " + path_);
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  }
+  ~TempFile() { ::unlink(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // One attempt's view of its job.
 struct Attempt {
-  std::map<int, RankState> ranks;
-  std::string chief_status;  // the chief's run_end status, when it came
-  std::string rank_error;    // the first "baton: failed/error (rank R): ..." line
+  int np = 0;                            // its ranks
+  std::vector<HostfileEntry> placement;  // elastic: the hosts it runs on, in rank order
+  std::map<int, RankState> ranks;        // host: where the launcher placed it (elastic)
+  std::map<int, std::string> node;       // the host each rank says it runs on
+  std::string chief_status;              // the chief's run_end status, when it came
+  int64_t chief_step = -1;               // and the step it ended at
+  std::string rescale;                   // why the launcher stopped it to change its worker count
+  int rescale_to = 0;
+  std::string rank_error;  // the first "baton: failed/error (rank R): ..." line
   int rank_error_rank = -1;
   bool input_error = false;  // a rank's "baton: error" (exit 2)
   std::string mpirun_said;   // mpirun's report of who died
@@ -82,7 +129,12 @@ struct Attempt {
 class Supervisor {
  public:
   Supervisor(const LaunchSpec& spec, const LaunchObserver& obs, const std::atomic<bool>* stop)
-      : spec_(spec), obs_(obs), stop_(stop) {
+      : spec_(spec),
+        obs_(obs),
+        stop_(stop),
+        pool_(spec.elastic.cooldown_s),
+        hosts_(spec.elastic.hosts),
+        t_start_(Clock::now()) {
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
     local_host_ = host;
@@ -93,28 +145,70 @@ class Supervisor {
     for (int attempt = 1;; ++attempt) {
       out.attempts = attempt;
       Attempt a;
-      const int status = run_attempt(attempt, a);
-      if (a.chief_status == "completed" && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      std::optional<TempFile> hostfile;
+      if (spec_.elastic.enabled) {
+        if (!wait_for_hosts(attempt, a, out)) {
+          out.attempts = attempt - 1;
+          break;
+        }
+        hostfile.emplace(to_hostfile(a.placement));
+      } else {
+        a.np = spec_.job.ranks;
+      }
+      nlohmann::json hosts = nlohmann::json::array();
+      for (const auto& h : a.placement) hosts.push_back({{"host", h.host}, {"ranks", h.slots}});
+      emit({{"type", "attempt_start"},
+            {"run", spec_.run_id},
+            {"attempt", attempt},
+            {"workers", a.np},
+            {"hosts", hosts}});
+      const int status = run_attempt(attempt, a, hostfile ? hostfile->path() : std::string());
+      const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (a.chief_status == "completed" && exited_ok) {
         out.status = "completed";
         out.exit_code = 0;
+        emit_ranks(attempt, a, "done");
         break;
       }
       if (stop_requested()) {
         out.status = "interrupted";
         out.exit_code = 130;
         out.reason = "stopped on request";
+        emit_ranks(attempt, a, "stopped");
         break;
+      }
+      if (!a.rescale.empty() && a.chief_status == "interrupted") {
+        // Stopped together at a checkpoint for the new worker count: not a
+        // failure (mpirun reports the ranks' exit code 130 as an error).
+        const Rescale rs{attempt, a.np, a.rescale_to, a.rescale, a.chief_step};
+        out.rescales.push_back(rs);
+        emit_ranks(attempt, a, "restarting");
+        if (obs_.on_rescale) obs_.on_rescale(rs);
+        emit({{"type", "rescale"},
+              {"run", spec_.run_id},
+              {"attempt", attempt},
+              {"from", rs.from},
+              {"to", rs.to},
+              {"cause", rs.cause},
+              {"step", rs.step}});
+        continue;
       }
       Restart r = diagnose(attempt, a, status);
       if (a.input_error) {
         out.status = "failed";
         out.exit_code = 2;
         out.reason = r.cause + " (an input error: not restarted)";
+        emit_ranks(attempt, a, "stopped");
         break;
       }
       out.restarts.push_back(r);
+      const int failures = static_cast<int>(out.restarts.size());
+      const bool again = failures <= spec_.max_restarts;
+      // The host whose rank failed sits out a while (it may be failing).
+      if (spec_.elastic.enabled && !r.host.empty()) pool_.failed(r.host, elapsed());
+      emit_ranks(attempt, a, again ? "restarting" : "stopped", r.rank,
+                 a.stalled.find("heartbeat") != std::string::npos ? "hung" : "dead");
       if (obs_.on_restart) obs_.on_restart(r);
-      const bool again = attempt <= spec_.max_restarts;
       emit({{"type", again ? "restart" : "launch_failure"},
             {"run", spec_.run_id},
             {"attempt", attempt},
@@ -123,7 +217,7 @@ class Supervisor {
             {"host", r.host},
             {"step", r.step},
             {"detected", r.detected_unix_s},
-            {"restarts_left", std::max(0, spec_.max_restarts - attempt)}});
+            {"restarts_left", std::max(0, spec_.max_restarts - failures)}});
       if (!again) {
         out.status = "failed";
         out.exit_code = 1;
@@ -137,6 +231,7 @@ class Supervisor {
           {"status", out.status},
           {"attempts", out.attempts},
           {"restarts", static_cast<int>(out.restarts.size())},
+          {"rescales", static_cast<int>(out.rescales.size())},
           {"reason", out.reason}});
     return out;
   }
@@ -150,8 +245,151 @@ class Supervisor {
     if (obs_.on_event) obs_.on_event(js.dump());
   }
 
-  std::vector<std::string> arguments(int attempt) const {
+  double elapsed() const { return seconds_since(t_start_); }
+
+  // The hosts listed now: the discovery command's output (the last good
+  // one when it fails: a flaky script does not end a running job), or the
+  // fixed list.
+  const std::vector<HostfileEntry>& current_hosts() {
+    if (spec_.elastic.discovery.empty()) return hosts_;
+    try {
+      hosts_ = discover_hosts(spec_.elastic.discovery, spec_.elastic.discovery_timeout_s);
+      discovery_warning_.clear();
+    } catch (const std::exception& e) {
+      if (discovery_warning_ != e.what() && obs_.on_output) {
+        obs_.on_output(-1, "baton launch: warning: " + std::string(e.what()) +
+                               "; keeping the last host list (" + describe_hosts(hosts_) + ")");
+      }
+      discovery_warning_ = e.what();
+    }
+    return hosts_;
+  }
+
+  std::string cooling_text() const {
+    std::string s;
+    for (const auto& [host, left] : pool_.cooling(elapsed())) {
+      s += (s.empty() ? "" : ", ") + host + " (" + seconds_text(left) + " left)";
+    }
+    return s;
+  }
+
+  // Places the attempt's workers on the usable hosts, waiting up to
+  // start_timeout_s for min_workers slots. False (and `out` says why) when
+  // they do not come, or on a stop request.
+  bool wait_for_hosts(int attempt, Attempt& a, LaunchOutcome& out) {
+    const ElasticSpec& el = spec_.elastic;
+    const auto t0 = Clock::now();
+    bool said = false;
+    const std::vector<HostfileEntry>* hosts = attempt == 1 ? &hosts_ : &current_hosts();
+    auto last_poll = Clock::now();
+    while (true) {
+      const auto usable = pool_.usable(*hosts, elapsed());
+      const int slots = usable.empty() ? 0 : total_slots(usable);
+      if (slots >= el.min_workers) {
+        a.np = std::min(el.max_workers, slots);
+        a.placement = place_workers(usable, a.np);
+        return true;
+      }
+      const std::string cooling = cooling_text();
+      const std::string situation = std::to_string(slots) + " usable slot" +
+                                    (slots == 1 ? "" : "s") + " (hosts: " + describe_hosts(*hosts) +
+                                    (cooling.empty() ? "" : "; left out: " + cooling) +
+                                    "), --min-workers is " + std::to_string(el.min_workers);
+      if (!said) {
+        said = true;
+        if (obs_.on_output) obs_.on_output(-1, "baton launch: waiting for hosts: " + situation);
+        emit({{"type", "waiting_for_hosts"},
+              {"run", spec_.run_id},
+              {"attempt", attempt},
+              {"slots", slots},
+              {"min_workers", el.min_workers}});
+      }
+      if (stop_requested()) {
+        out.status = "interrupted";
+        out.exit_code = 130;
+        out.reason = "stopped on request while waiting for hosts";
+        return false;
+      }
+      if (seconds_since(t0) > el.start_timeout_s) {
+        out.status = "failed";
+        out.exit_code = 1;
+        out.reason =
+            "no hosts for the job within " + seconds_text(el.start_timeout_s) + ": " + situation;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (seconds_since(last_poll) >= el.discovery_interval_s) {
+        last_poll = Clock::now();
+        hosts = &current_hosts();
+      }
+    }
+  }
+
+  // Why the running attempt should stop for another worker count ("": it
+  // should not), and the count.
+  std::string rescale_needed(const Attempt& a, const std::vector<HostfileEntry>& listed,
+                             int& to) const {
+    const auto usable = pool_.usable(listed, elapsed());
+    const int slots = usable.empty() ? 0 : total_slots(usable);
+    to = std::min(spec_.elastic.max_workers, slots);
+    for (const auto& placed : a.placement) {
+      const auto it = std::find_if(usable.begin(), usable.end(),
+                                   [&](const HostfileEntry& h) { return h.host == placed.host; });
+      if (it == usable.end()) return "host " + placed.host + " left the host list";
+      if (it->slots < placed.slots) {
+        return "host " + placed.host + " has " + std::to_string(it->slots) + " slot" +
+               (it->slots == 1 ? "" : "s") + " now (the job had " + std::to_string(placed.slots) +
+               " rank" + (placed.slots == 1 ? "" : "s") + " there)";
+      }
+    }
+    if (to > a.np) {
+      return "hosts joined: " + std::to_string(slots) + " usable slots (" + describe_hosts(usable) +
+             ")";
+    }
+    return {};
+  }
+
+  // Every rank's state as a "ranks" event; `others` for every rank at the
+  // attempt's end ("" while it runs: from its heartbeats), `blamed` the
+  // rank that failed and its state.
+  void emit_ranks(int attempt, const Attempt& a, const std::string& others, int blamed = -1,
+                  const std::string& blamed_state = {}) {
+    const double now = seconds_since(attempt_t0_);
+    nlohmann::json list = nlohmann::json::array();
+    for (int r = 0; r < a.np; ++r) {
+      const auto it = a.ranks.find(r);
+      std::string state = others;
+      if (r == blamed) {
+        state = blamed_state;
+      } else if (state.empty()) {
+        if (it == a.ranks.end() || it->second.last_beat_s < 0) {
+          state = "starting";
+        } else {
+          state = now - it->second.last_beat_s > 3 * spec_.heartbeat_s ? "late" : "running";
+        }
+      }
+      nlohmann::json j = {{"rank", r}, {"state", state}};
+      std::string host = host_of_rank(a.placement, r);
+      if (it != a.ranks.end()) {
+        if (host.empty()) host = it->second.host;
+        j["pid"] = it->second.pid;
+        j["step"] = it->second.step;
+        if (it->second.last_beat_s >= 0) j["beat_age_s"] = now - it->second.last_beat_s;
+      }
+      j["host"] = host;
+      list.push_back(std::move(j));
+    }
+    emit({{"type", "ranks"}, {"run", spec_.run_id}, {"attempt", attempt}, {"ranks", list}});
+  }
+
+  std::vector<std::string> arguments(int attempt, const Attempt& a,
+                                     const std::string& hostfile) const {
     MpirunSpec job = spec_.job;
+    if (spec_.elastic.enabled) {
+      job.ranks = a.np;
+      job.hostfile = hostfile;
+      job.available_slots = a.np;
+    }
     if (!spec_.config_text.empty()) job.config = "-";
     job.tag_output = true;
     job.events = "-";
@@ -184,7 +422,8 @@ class Supervisor {
         RankState& st = a.ranks[rank];
         st.rank = rank;
         st.pid = js.value("pid", 0L);
-        st.host = js.value("host", "");
+        a.node[rank] = js.value("host", "");
+        st.host = spec_.elastic.enabled ? host_of_rank(a.placement, rank) : a.node[rank];
         st.step = std::max(st.step, js.value("step", int64_t{-1}));
         st.last_beat_s = now;
         return;
@@ -195,7 +434,10 @@ class Supervisor {
         st.step = std::max(st.step, js.value("step", int64_t{-1}));
       }
       if (js.is_object() && rank == 0) {
-        if (js.value("type", "") == "run_end") a.chief_status = js.value("status", "");
+        if (js.value("type", "") == "run_end") {
+          a.chief_status = js.value("status", "");
+          a.chief_step = js.value("step", int64_t{-1});
+        }
         if (obs_.on_event) obs_.on_event(text);
         return;
       }
@@ -242,15 +484,18 @@ class Supervisor {
 
   // Runs one attempt to its end (or until the launcher ends it); returns
   // mpirun's wait status.
-  int run_attempt(int attempt, Attempt& a) {
+  int run_attempt(int attempt, Attempt& a, const std::string& hostfile) {
     tagged_ = TaggedLines();
     std::optional<std::string> input;
     if (!spec_.config_text.empty()) input = spec_.config_text;
-    RunningChild child(spec_.mpirun, arguments(attempt), spec_.mpirun_env, input);
+    RunningChild child(spec_.mpirun, arguments(attempt, a, hostfile), spec_.mpirun_env, input);
     const auto t0 = Clock::now();
+    attempt_t0_ = t0;
+    double last_ranks = 0, last_discovery = 0;
     double last_progress = 0;
     int64_t furthest = -1;
     bool stop_sent = false;
+    Clock::time_point stop_sent_at;
     RunningChild::Lines lines;
     const auto drain = [&](double now) {
       for (const auto& l : lines.out) take_output_line(l, a, now);
@@ -269,7 +514,6 @@ class Supervisor {
       kill_local_ranks(a);
       return status;
     };
-    Clock::time_point stop_sent_at;
     while (true) {
       const bool open = child.read(0.1, lines);
       const double now = seconds_since(t0);
@@ -283,6 +527,30 @@ class Supervisor {
         return child.terminate(0);  // its group's leftovers go too
       }
       if (!open) continue;  // streams closed: the exit comes next
+      if (now - last_ranks >= 1.0) {
+        last_ranks = now;
+        emit_ranks(attempt, a, {});
+      }
+      if (spec_.elastic.enabled && !stop_sent && a.rescale.empty() &&
+          now - last_discovery >= spec_.elastic.discovery_interval_s) {
+        last_discovery = now;
+        int to = 0;
+        std::string why = rescale_needed(a, current_hosts(), to);
+        if (!why.empty()) {
+          // Every rank stops at the same step, with a checkpoint; the next
+          // attempt continues from it with `to` workers.
+          a.rescale = std::move(why);
+          a.rescale_to = to;
+          if (obs_.on_output) {
+            obs_.on_output(-1, "baton launch: " + a.rescale +
+                                   ": stopping at a checkpoint to go on with " +
+                                   std::to_string(to) + " worker" + (to == 1 ? "" : "s"));
+          }
+          child.signal_group(SIGUSR1);
+          stop_sent = true;
+          stop_sent_at = Clock::now();
+        }
+      }
       if (stop_requested() && !stop_sent) {
         // mpirun passes SIGUSR1 on to every rank: they stop together.
         child.signal_group(SIGUSR1);
@@ -329,7 +597,7 @@ class Supervisor {
   // this host that outlive a killed mpirun are ended by their pids.
   void kill_local_ranks(const Attempt& a) const {
     for (const auto& [r, st] : a.ranks) {
-      if (st.pid > 0 && st.host == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+      if (st.pid > 0 && a.node.at(r) == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
     }
   }
 
@@ -337,7 +605,7 @@ class Supervisor {
   // reports a death only once it has ended the others).
   std::string find_dead(Attempt& a) const {
     for (const auto& [r, st] : a.ranks) {
-      if (st.pid <= 0 || st.host != local_host_) continue;
+      if (st.pid <= 0 || a.node.at(r) != local_host_) continue;
       if (::kill(static_cast<pid_t>(st.pid), 0) != 0 && errno == ESRCH) {
         a.stalled_rank = r;
         return "rank " + std::to_string(r) + " (pid " + std::to_string(st.pid) + " on " + st.host +
@@ -348,7 +616,7 @@ class Supervisor {
   }
 
   std::string find_hang(Attempt& a, double now) {
-    for (int r = 0; r < spec_.job.ranks; ++r) {
+    for (int r = 0; r < a.np; ++r) {
       const auto it = a.ranks.find(r);
       const double last = it == a.ranks.end() ? 0.0 : it->second.last_beat_s;
       if (now - last <= spec_.heartbeat_timeout_s) continue;
@@ -390,6 +658,7 @@ class Supervisor {
                                               : "signal " + std::to_string(WTERMSIG(status))) +
                 ") before the run completed";
     }
+    if (r.rank >= 0 && spec_.elastic.enabled) r.host = host_of_rank(a.placement, r.rank);
     if (r.rank >= 0 && r.host.empty()) {
       if (const auto it = a.ranks.find(r.rank); it != a.ranks.end()) r.host = it->second.host;
     }
@@ -406,6 +675,10 @@ class Supervisor {
   const std::atomic<bool>* stop_;
   std::string local_host_;
   TaggedLines tagged_;
+  HostPool pool_;
+  std::vector<HostfileEntry> hosts_;  // the last good host list (elastic)
+  std::string discovery_warning_;     // the last discovery failure said
+  Clock::time_point t_start_, attempt_t0_;
 };
 
 }  // namespace
@@ -413,7 +686,13 @@ class Supervisor {
 LaunchOutcome launch(const LaunchSpec& spec, const LaunchObserver& observer,
                      const std::atomic<bool>* stop) {
   if (spec.run_id.empty()) throw RuntimeError("launch: no run id");
-  if (spec.job.ranks < 1) throw InputError("launch: --np must be at least 1");
+  if (!spec.elastic.enabled && spec.job.ranks < 1) {
+    throw InputError("launch: --np must be at least 1");
+  }
+  if (spec.elastic.enabled &&
+      (spec.elastic.min_workers < 1 || spec.elastic.min_workers > spec.elastic.max_workers)) {
+    throw InputError("launch: --min-workers must be at least 1 and at most --max-workers");
+  }
   return Supervisor(spec, observer, stop).run();
 }
 

@@ -58,6 +58,11 @@ TrainSummary Trainer::run() {
   s.run_t0 = Clock::now();
   resume(s);
   s.sum.start_step = s.step;
+  if (!opt_.sample_log_dir.empty()) {
+    sample_log_ =
+        std::make_unique<SampleLog>(opt_.sample_log_dir, s.step, strategy_->first_replica(),
+                                    strategy_->local_replicas(), strategy_->num_replicas());
+  }
   if (strategy_->serves()) return serve(s);
 
   emit_run_start(s);
@@ -267,6 +272,12 @@ bool Trainer::train_step(RunState& s) {
                          "'s data ended at batch " + std::to_string(s.step_in_epoch) +
                          " of epoch " + std::to_string(s.epoch) + " while others had more");
     }
+  }
+  if (sample_log_) {
+    for (int r = 0; r < s.nrep; ++r) {
+      sample_log_->write(s.step, strategy_->first_replica() + r, *s.batches[r]);
+    }
+    sample_log_->flush();
   }
   const auto t1 = Clock::now();
   const int64_t global_rows = s.batches[0]->global_rows;

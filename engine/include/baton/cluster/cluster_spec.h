@@ -120,6 +120,12 @@ struct HostfileEntry {
 // positive integer, max_slots below slots, a host listed twice, a malformed
 // host; and `source` alone for a file without hosts.
 std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& source);
+// Reads a host-discovery command's output (as Horovod's discovery scripts
+// print it): per line `host:slots`, or `host` for one slot; a bracketed
+// IPv6 address keeps its colons (`[fe80::1]:4`); `#` starts a comment and
+// blank lines are skipped. No hosts at all is an empty list (every host
+// may be gone for a while). Errors name `source:line`.
+std::vector<HostfileEntry> parse_host_slots(const std::string& text, const std::string& source);
 // Reads the file at `path` (InputError when it cannot be opened).
 std::vector<HostfileEntry> read_hostfile(const std::string& path);
 

@@ -84,7 +84,8 @@ struct Batch {
   int64_t global_rows = 0;      // rows of the whole global batch (all shards)
   int64_t first_row = 0;        // where this shard's rows start in the global batch
   int64_t epoch = 0;
-  int64_t index = 0;  // batch index within the epoch
+  int64_t index = 0;             // batch index within the epoch
+  std::vector<int64_t> samples;  // the dataset's index of each row (rows of them)
 };
 
 class Pipeline {

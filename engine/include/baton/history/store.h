@@ -164,12 +164,13 @@ class HistoryStore {
 
   void add_tag(int64_t run, const std::string& tag);
   void set_note(int64_t run, const std::string& text);
-  // A supervisor's record of a failed attempt (`baton launch`): an error
-  // event at `step` with `message` and `data` (JSON) on the run with uid
-  // `uid`; with `final`, the run also ends "failed" with message as its
-  // error. False when no run has that uid (its chief never started it).
-  bool record_attempt_failure(const std::string& uid, int64_t step, const std::string& message,
-                              const std::string& data, bool final);
+  // A supervisor's record of an attempt's end (`baton launch`): an event
+  // at `level`: "error" (kind error: a failed attempt) or "info" (kind
+  // log: an elastic rescale) at `step` with `message` and `data` (JSON) on the run
+  // with uid `uid`; with `final`, the run also ends "failed" with message
+  // as its error. False when no run has that uid (its chief never started it).
+  bool record_launcher_event(const std::string& uid, int64_t step, const std::string& level,
+                             const std::string& message, const std::string& data, bool final);
   // Deletes the run and everything recorded for it, in small transactions
   // (the run is hidden at once; a writer of another run waits milliseconds).
   // A run still recording is refused (InputError naming its process).

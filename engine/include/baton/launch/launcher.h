@@ -22,6 +22,7 @@
 // error (exit 2: a bad config) is not restarted: it would fail again.
 #pragma once
 
+#include <baton/cluster/cluster_spec.h>
 #include <baton/launch/mpirun_command.h>
 
 #include <atomic>
@@ -31,6 +32,32 @@
 #include <vector>
 
 namespace baton {
+
+// An elastic job (torchrun's --nnodes=MIN:MAX, Horovod Elastic): the
+// worker count follows the hosts. Each attempt runs as many workers as the
+// usable hosts have slots, up to max_workers, and waits (up to
+// start_timeout_s) while there are fewer than min_workers. During an
+// attempt the host list is read again every discovery_interval_s: when a
+// host the job runs on leaves it, or hosts join while the job has fewer
+// than max_workers, the ranks are stopped together at a step with a
+// checkpoint and the job starts again with the new count from there (a
+// rescale: not a failure, it does not count against max_restarts). A
+// host whose rank failed is left out for cooldown_s, doubled for each of
+// its earlier failures (HostPool). The data follows: every strategy's
+// global batch stays what the config says, each worker's share changes,
+// and the checkpoint's position in the epoch is where the new workers
+// continue, so within an epoch no sample is skipped or seen twice.
+struct ElasticSpec {
+  bool enabled = false;
+  std::string discovery;             // the host-discovery command; "" = `hosts` is fixed
+  std::vector<HostfileEntry> hosts;  // the hosts at the start (the hostfile's, or discovered)
+  int min_workers = 1;
+  int max_workers = 1 << 30;
+  double discovery_interval_s = 2.0;
+  double discovery_timeout_s = 10.0;
+  double cooldown_s = 10.0;
+  double start_timeout_s = 600.0;
+};
 
 struct LaunchSpec {
   // The ranks' command: ranks, hostfile, baton, config, runs_dir,
@@ -50,6 +77,7 @@ struct LaunchSpec {
   double heartbeat_timeout_s = 30.0;  // no beat from a rank for this long: hung
   double progress_timeout_s = 600.0;  // no step done on any rank for this long: stuck
   double grace_s = 5.0;               // between SIGTERM and SIGKILL
+  ElasticSpec elastic;                // enabled: job.ranks and job.hostfile are the launcher's
 };
 
 // What a rank was last heard saying.
@@ -70,22 +98,36 @@ struct Restart {
   double detected_unix_s = 0;  // when the launcher saw it (before stopping the job)
 };
 
+// An elastic job's change of worker count between two attempts.
+struct Rescale {
+  int attempt = 0;  // the attempt that was stopped for it
+  int from = 0, to = 0;
+  std::string cause;  // which hosts left or joined
+  int64_t step = -1;  // the step the attempt stopped at
+};
+
 struct LaunchOutcome {
   std::string status;  // completed | interrupted | failed
   std::string reason;  // why it failed
   int attempts = 0;
   std::vector<Restart> restarts;
+  std::vector<Rescale> rescales;
   int exit_code = 0;  // 0 completed, 130 interrupted, 1 failed, 2 a rank's input error
 };
 
 struct LaunchObserver {
   // The chief's event lines (JSON, as `baton train --events` writes them)
-  // and the launcher's own: {"type":"restart", ...} and {"type":"launch_end", ...}.
+  // and the launcher's own: {"type":"attempt_start", ...} (its workers and
+  // hosts), {"type":"ranks", ...} (every rank's host, pid, state and step,
+  // about once a second), {"type":"restart", ...}, {"type":"rescale", ...}
+  // and {"type":"launch_end", ...}.
   std::function<void(const std::string&)> on_event;
   // Every other line a rank or mpirun prints (rank -1: mpirun's own).
   std::function<void(int rank, const std::string&)> on_output;
   // After each failure, before the next attempt starts.
   std::function<void(const Restart&)> on_restart;
+  // After an elastic job's attempt stopped to change its worker count.
+  std::function<void(const Rescale&)> on_rescale;
 };
 
 // Runs the job to its end; a stop request (set by another thread: Ctrl-C)

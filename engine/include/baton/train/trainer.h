@@ -19,6 +19,7 @@
 #include <baton/train/checkpoint.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
+#include <baton/train/sample_log.h>
 
 #include <atomic>
 #include <exception>
@@ -39,6 +40,11 @@ struct TrainOptions {
   // When set, holds the number of steps done (stored after every step, and
   // at a resume): what a heartbeat reports as this process's progress.
   std::atomic<int64_t>* progress = nullptr;
+  // When set, every process writes the dataset indices each of its
+  // replicas trains on at every step to a file of its own in this folder
+  // (train/sample_log.h): what shows that no sample of an epoch was
+  // skipped or seen twice across restarts and worker counts.
+  std::string sample_log_dir;
 };
 
 struct TrainSummary {
@@ -187,6 +193,7 @@ class Trainer {
   std::unique_ptr<CheckpointManager> checkpoints_;
   // train.sample_every_steps: generation from replica 0's model (chief).
   std::unique_ptr<GptDecoder> sampler_;
+  std::unique_ptr<SampleLog> sample_log_;  // TrainOptions::sample_log_dir
   void emit_sample(int64_t step);
   std::string model_description_;
   std::string overlap_note_;  // logged at the start when overlap was turned off

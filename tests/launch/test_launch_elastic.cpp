@@ -1,0 +1,319 @@
+// `baton launch` elastic, end to end under mpirun: the hosts come from a
+// discovery command the test rewrites while the job runs. The "hosts" are
+// names (hostA, hostB, hostC) that OpenMPI reaches through an rsh agent
+// that runs the command here, so mpirun treats them as separate nodes
+// (TCP between them), the way the multi-host test bed's namespaces are
+// reached. Checked:
+//  - 3 -> 2 -> 3 workers (a host removed from the list, then returned):
+//    the job stops at a checkpoint each time and goes on with the new
+//    count, no restart is spent, the run completes, and the sample logs
+//    show every sample of every epoch read exactly once;
+//  - a host whose rank was killed sits out its cooldown (the next attempt
+//    runs without it) and joins again when the cooldown ends;
+//  - too few hosts for --min-workers within --start-timeout: failed, exit 1;
+//  - bad elastic input: exit 2 naming the flag or the command's line.
+#include <baton/core/child_process.h>
+#include <baton/core/running_child.h>
+#include <baton/train/sample_log.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace baton {
+namespace {
+
+// 1797 digits, a global batch of 60: 29 batches an epoch (the last of 57).
+const char* kConfig = R"({
+  "name": "elastic-test", "seed": 5, "threads": 1,
+  "model": {"type": "mlp", "layers": [64, 64, 10], "activation": "relu"},
+  "data": {"train": {"type": "csv", "path": ")" BATON_SOURCE_DIR
+                      R"(/resources/datasets/digits.csv.gz", "label": -1},
+           "standardize": true, "shuffle_buffer": 512},
+  "loss": "softmax_cross_entropy",
+  "optimizer": {"type": "adam", "lr": 0.002},
+  "train": {"steps": 1500, "global_batch_size": 60, "log_every_steps": 10},
+  "strategy": {"type": "multi_worker_mirrored"},
+  "checkpoint": {"every_steps": 100, "every_epoch": false, "keep": 2}
+})";
+
+// OpenMPI's rsh agent: "agent HOST COMMAND..." runs COMMAND here.
+const char* kAgent = R"(#!/bin/sh
+shift
+exec /bin/sh -c "$*"
+)";
+
+// FAULT_RANK is killed FAULT_DELAY s after it starts, in the first attempt only.
+const char* kWrapper = R"(#!/bin/bash
+if [ "$OMPI_COMM_WORLD_RANK" = "${FAULT_RANK:--1}" ] && mkdir "$FAULT_MARK" 2>/dev/null; then
+  me=$$
+  ( sleep "$FAULT_DELAY"; kill -KILL "$me" ) &
+fi
+exec "$@"
+)";
+
+class LaunchElastic : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (find_on_path("mpirun").empty()) GTEST_SKIP() << "mpirun is not on PATH";
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    work_ = fs::path(BATON_TEST_WORK_DIR) / info->name();
+    fs::remove_all(work_);
+    fs::create_directories(work_);
+    config_ = path("config.json");
+    std::ofstream(config_) << kConfig;
+    for (const auto& [name, text] : {std::pair{"agent.sh", kAgent}, {"fault.sh", kWrapper}}) {
+      std::ofstream(path(name)) << text;
+      fs::permissions(path(name), fs::perms::owner_all);
+    }
+    set_hosts("hostA:1\nhostB:1\nhostC:1\n");
+  }
+
+  std::string path(const std::string& name) const { return (work_ / name).string(); }
+
+  // Replaces the discovery command's list at once (a reader sees the old
+  // file or the new one).
+  void set_hosts(const std::string& text) {
+    std::ofstream(path("hosts.new")) << text;
+    fs::rename(path("hosts.new"), path("hosts"));
+  }
+
+  std::vector<std::string> env() const {
+    return {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+            "OMPI_MCA_plm_rsh_agent=" + path("agent.sh"),
+            // The agent's daemons all run here: each talks to mpirun directly.
+            "OMPI_MCA_routed=direct", "FAULT_MARK=" + path("fault.mark")};
+  }
+
+  std::vector<std::string> args(std::vector<std::string> extra) const {
+    std::vector<std::string> a = {"baton",
+                                  "launch",
+                                  config_,
+                                  "--host-discovery",
+                                  "cat " + path("hosts"),
+                                  "--discovery-interval",
+                                  "0.3",
+                                  "--runs-dir",
+                                  path("runs"),
+                                  "--db",
+                                  path("history.db"),
+                                  "--run-id",
+                                  "elastic",
+                                  "--heartbeat",
+                                  "0.2",
+                                  "--heartbeat-timeout",
+                                  "10",
+                                  "--sample-log",
+                                  path("samples"),
+                                  "--events",
+                                  "-",
+                                  "-q"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.insert(a.end(), {"--rank-wrapper", path("fault.sh")});  // takes what follows: last
+    return a;
+  }
+
+  // Runs the launcher to its end; `on_event` sees each event line as it
+  // comes (and may change the hosts). The events, in order.
+  std::vector<nlohmann::json> launch(std::vector<std::string> extra,
+                                     const std::function<void(const nlohmann::json&)>& on_event,
+                                     std::vector<std::string> more_env = {}) {
+    auto e = env();
+    e.insert(e.end(), more_env.begin(), more_env.end());
+    RunningChild launcher(BATON_BINARY, args(std::move(extra)), e);
+    std::vector<nlohmann::json> events;
+    RunningChild::Lines lines;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    while (std::chrono::steady_clock::now() < deadline && launcher.read(0.1, lines)) {
+      for (const auto& l : lines.out) {
+        auto js = nlohmann::json::parse(l, nullptr, false);
+        if (!js.is_object()) continue;
+        if (on_event) on_event(js);
+        events.push_back(std::move(js));
+      }
+      for (const auto& l : lines.err) stderr_ += l + "\n";
+      lines.out.clear();
+      lines.err.clear();
+    }
+    const int status = launcher.exit_status() ? *launcher.exit_status() : launcher.terminate(2.0);
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return events;
+  }
+
+  static std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& events,
+                                             const std::string& type) {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : events) {
+      if (e.value("type", "") == type) out.push_back(e);
+    }
+    return out;
+  }
+
+  // Every step of the run read by the attempt that ran it last; each full
+  // epoch's samples are 0..n-1, each once.
+  void expect_each_sample_once_per_epoch(int64_t steps) {
+    const auto log = read_sample_logs(path("samples"));
+    ASSERT_EQ(static_cast<int64_t>(log.size()), steps) << "steps in the sample logs";
+    std::map<int64_t, std::vector<int64_t>> per_epoch;
+    for (const auto& [step, st] : log) {
+      auto& v = per_epoch[st.epoch];
+      v.insert(v.end(), st.samples.begin(), st.samples.end());
+    }
+    const int64_t n = 1797, batches = 30;  // 29 full batches and one of 57
+    int checked = 0;
+    for (auto& [epoch, v] : per_epoch) {
+      if (epoch == per_epoch.rbegin()->first) continue;  // the last may be cut by train.steps
+      std::vector<int> seen(n, 0);
+      for (const int64_t i : v) {
+        ASSERT_TRUE(i >= 0 && i < n) << "sample " << i << " in epoch " << epoch;
+        ++seen[static_cast<size_t>(i)];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(seen[static_cast<size_t>(i)], 1)
+            << "sample " << i << " was read " << seen[static_cast<size_t>(i)] << " times in epoch "
+            << epoch;
+      }
+      ++checked;
+    }
+    EXPECT_EQ(checked, static_cast<int>((steps + batches - 1) / batches) - 1);
+  }
+
+  fs::path work_;
+  std::string config_;
+  std::string stderr_;
+  int exit_code_ = -1;
+};
+
+TEST_F(LaunchElastic, ThreeTwoThreeWorkersSeeEverySampleOfEachEpochOnce) {
+  int64_t removed_at = -1, rescaled_at = -1;
+  int phase = 0;  // 0: 3 workers; 1: host C removed; 2: back; 3: rescaled up
+  const auto events =
+      launch({"--min-workers", "2", "--max-workers", "3"}, [&](const nlohmann::json& e) {
+        const std::string type = e.value("type", "");
+        const int64_t step = e.value("step", int64_t{-1});
+        if (phase == 0 && type == "step" && step >= 150) {
+          set_hosts("hostA:1\nhostB:1\n");
+          removed_at = step;
+          phase = 1;
+        } else if (phase == 1 && type == "rescale") {
+          rescaled_at = step;
+          phase = 2;
+        } else if (phase == 2 && type == "step" && step >= rescaled_at + 150) {
+          set_hosts("hostA:1\nhostB:1\nhostC:1\n");
+          phase = 3;
+        }
+      });
+  ASSERT_EQ(exit_code_, 0) << stderr_;
+  EXPECT_EQ(phase, 3);
+  const auto rescales = of_type(events, "rescale");
+  ASSERT_EQ(rescales.size(), 2u) << stderr_;
+  EXPECT_EQ(rescales[0].value("from", 0), 3);
+  EXPECT_EQ(rescales[0].value("to", 0), 2);
+  EXPECT_NE(rescales[0].value("cause", "").find("hostC left"), std::string::npos);
+  EXPECT_GE(rescales[0].value("step", int64_t{0}), removed_at);
+  EXPECT_EQ(rescales[1].value("from", 0), 2);
+  EXPECT_EQ(rescales[1].value("to", 0), 3);
+  EXPECT_TRUE(of_type(events, "restart").empty()) << "a rescale is not a failure";
+  const auto starts = of_type(events, "attempt_start");
+  ASSERT_EQ(starts.size(), 3u);
+  EXPECT_EQ(starts[0].value("workers", 0), 3);
+  EXPECT_EQ(starts[1].value("workers", 0), 2);
+  EXPECT_EQ(starts[2].value("workers", 0), 3);
+  for (const auto& h : starts[1]["hosts"]) EXPECT_NE(h.value("host", ""), "hostC");
+  // Each attempt resumed where the one before stopped.
+  const auto runs = of_type(events, "run_start");
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1].value("start_step", int64_t{-1}), rescales[0].value("step", int64_t{-2}));
+  EXPECT_EQ(runs[2].value("start_step", int64_t{-1}), rescales[1].value("step", int64_t{-2}));
+  const auto end = of_type(events, "launch_end");
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(end[0].value("status", ""), "completed");
+  EXPECT_EQ(end[0].value("rescales", 0), 2);
+  std::printf("rescaled at steps %lld (3 -> 2) and %lld (2 -> 3), %lld steps an epoch\n",
+              static_cast<long long>(rescales[0].value("step", int64_t{0})),
+              static_cast<long long>(rescales[1].value("step", int64_t{0})), 30LL);
+  expect_each_sample_once_per_epoch(1500);
+  // The steps each attempt ran, with its worker count.
+  const auto log = read_sample_logs(path("samples"));
+  EXPECT_EQ(log.at(0).replicas, 3);
+  EXPECT_EQ(log.at(rescales[0].value("step", int64_t{0})).replicas, 2);
+  EXPECT_EQ(log.at(1499).replicas, 3);
+}
+
+TEST_F(LaunchElastic, AHostWhoseRankDiedSitsOutItsCooldownThenRejoins) {
+  // Rank 2 runs on hostC; killed 1.5 s in, the next attempt runs on A and B
+  // until hostC's cooldown (4 s) ends, then the job grows back to 3.
+  const auto events = launch({"--min-workers", "2", "--host-cooldown", "4"}, nullptr,
+                             {"FAULT_RANK=2", "FAULT_DELAY=1.5"});
+  ASSERT_EQ(exit_code_, 0) << stderr_;
+  const auto restarts = of_type(events, "restart");
+  ASSERT_EQ(restarts.size(), 1u) << stderr_;
+  EXPECT_EQ(restarts[0].value("rank", -1), 2);
+  EXPECT_EQ(restarts[0].value("host", ""), "hostC");
+  const auto starts = of_type(events, "attempt_start");
+  ASSERT_GE(starts.size(), 3u);
+  EXPECT_EQ(starts[1].value("workers", 0), 2);
+  for (const auto& h : starts[1]["hosts"]) EXPECT_NE(h.value("host", ""), "hostC");
+  const auto rescales = of_type(events, "rescale");
+  ASSERT_EQ(rescales.size(), 1u);
+  EXPECT_EQ(rescales[0].value("to", 0), 3);
+  EXPECT_NE(rescales[0].value("cause", "").find("joined"), std::string::npos);
+  // Not before the cooldown ended.
+  EXPECT_GE(rescales[0].value("time", 0.0) - restarts[0].value("detected", 0.0), 4.0);
+  expect_each_sample_once_per_epoch(1500);
+}
+
+TEST_F(LaunchElastic, TooFewHostsWithinTheStartTimeoutFails) {
+  const auto events =
+      launch({"--min-workers", "4", "--start-timeout", "1", "--max-restarts", "0"}, nullptr);
+  EXPECT_EQ(exit_code_, 1) << stderr_;
+  const auto end = of_type(events, "launch_end");
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(end[0].value("status", ""), "failed");
+  EXPECT_EQ(end[0].value("attempts", -1), 0);
+  const std::string reason = end[0].value("reason", "");
+  EXPECT_NE(reason.find("3 usable slots"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("--min-workers is 4"), std::string::npos) << reason;
+  EXPECT_FALSE(fs::exists(path("samples"))) << "a rank started";
+}
+
+TEST_F(LaunchElastic, BadElasticInputIsExitTwoNamingWhatIsWrong) {
+  const auto run = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), {"baton", "launch", config_});
+    const ChildResult r = run_child(BATON_BINARY, a, env(), 60);
+    return std::pair{WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1, r.err};
+  };
+  const auto expect = [&](std::vector<std::string> a, const std::string& said) {
+    const auto [code, err] = run(a);
+    EXPECT_EQ(code, 2) << err;
+    EXPECT_NE(err.find(said), std::string::npos) << "wanted \"" << said << "\" in: " << err;
+  };
+  expect({"--host-discovery", "echo broken >&2; exit 4"}, "failed (exit 4): broken");
+  expect({"--host-discovery", "echo 'hostA:1'; echo 'hostB slots=2'"},
+         "output:2: expected one \"host:slots\"");
+  expect({"--host-discovery", "echo hostA:zero"}, "output:1: slots");
+  expect({"--host-discovery", "cat " + path("hosts"), "--min-workers", "3", "--max-workers", "2"},
+         "--min-workers 3 is above --max-workers 2");
+  expect({"--host-discovery", "cat " + path("hosts"), "--np", "2"}, "--np fixes the worker count");
+  expect({"--min-workers", "2"}, "need the hosts");
+  std::ofstream(path("nohosts")) << "# every host is gone\n";
+  expect({"--hostfile", path("nohosts"), "--min-workers", "1"}, path("nohosts") + ": no hosts");
+  std::ofstream(path("hostfile")) << "hostA slots=1\n";
+  expect({"--host-discovery", "cat " + path("hosts"), "--hostfile", path("hostfile")},
+         "give one of them");
+  expect({"--host-discovery", "cat " + path("hosts"), "--host-cooldown", "0"}, "--host-cooldown");
+  expect({"--host-discovery", "cat " + path("hosts"), "--elastic-bogus", "1"}, "--elastic-bogus");
+  EXPECT_FALSE(fs::exists(path("runs"))) << "a run started";
+}
+
+}  // namespace
+}  // namespace baton
