@@ -359,6 +359,15 @@ void Dashboard::add_events(const std::vector<Event>& events) {
   for (const Event& ev : events) {
     if (const auto* e = std::get_if<RunStartEvent>(&ev)) {
       Run& r = run_for(e->run);
+      // A later attempt of a run already shown (a replay's restarts): the
+      // boundary is marked where the last attempt's steps ended, unless
+      // the launcher marked it as it happened.
+      if (r.attempts > 0 && !r.marked_since_start) {
+        mark_attempt_end(QString::fromStdString(e->run), e->start_step, r.last_rel,
+                         tr("resumed from step %1").arg(e->start_step));
+      }
+      ++r.attempts;
+      r.marked_since_start = false;
       r.replicas = std::max(1, e->replicas);
       r.tokens_per_sample = e->tokens_per_sample;
       r.remote_updates = e->strategy == "parameter_server";
@@ -492,6 +501,12 @@ void Dashboard::set_x_axis(XAxis mode) {
 }
 
 void Dashboard::mark_restart(const QString& id, int64_t step, double rel_s, const QString& cause) {
+  mark_attempt_end(id, step, rel_s, tr("restart: %1").arg(cause.left(60)));
+}
+
+void Dashboard::mark_attempt_end(const QString& id, int64_t step, double rel_s,
+                                 const QString& label) {
+  run_for(id.toStdString()).marked_since_start = true;
   RestartMarker m;
   m.run = id;
   m.step = static_cast<double>(std::max<int64_t>(0, step));
@@ -506,7 +521,7 @@ void Dashboard::mark_restart(const QString& id, int64_t step, double rel_s, cons
   }
   QCustomPlot* loss = plot(Plot::kLoss);
   m.label = new QCPItemText(loss);
-  m.label->setText(tr("restart: %1").arg(cause.left(60)));
+  m.label->setText(label.left(80));
   m.label->setColor(QColor(200, 40, 40));
   m.label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
   m.label->setClipToAxisRect(true);

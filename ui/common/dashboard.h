@@ -69,6 +69,9 @@ class Dashboard : public QWidget {
   // had reached, `rel_s` seconds into the run (for the time axes), with
   // the cause as its tooltip-like label on the loss plot.
   void mark_restart(const QString& id, int64_t step, double rel_s, const QString& cause);
+  // The same marker for another end of an attempt (an elastic rescale):
+  // `label` is shown as given.
+  void mark_attempt_end(const QString& id, int64_t step, double rel_s, const QString& label);
   // The markers of every run (tests).
   int restart_marker_count() const;
   // Where marker `i` stands on the current x axis (tests).
@@ -120,6 +123,8 @@ class Dashboard : public QWidget {
     bool remote_updates = false;      // parameter_server: each worker reports its own rows
     std::map<int, double> rank_rate;  // every rank's latest own samples/s
     double last_rel = 0;              // wall time of the last step, for epoch events
+    int attempts = 0;                 // run_start events seen
+    bool marked_since_start = false;  // an attempt's end marked since the last one
     std::map<QString, Series> series;
   };
 

@@ -28,6 +28,7 @@
 
 #include "common/event_queue.h"
 #include "common/studio_context.h"
+#include "train/ranks_panel.h"
 
 namespace baton::ui {
 
@@ -49,6 +50,14 @@ class RunController : public QObject {
   // A failed attempt of run `run` (launched runs): the step its job had
   // reached, when the launcher saw it (Unix seconds), and why.
   void restarted(const QString& run, qint64 step, double unix_s, const QString& cause);
+  // An elastic job stopped at `step` to go on with `to` workers instead of `from`.
+  void rescaled(const QString& run, qint64 step, double unix_s, int from, int to,
+                const QString& cause);
+  // Every rank's state (launched runs, about once a second) for the Ranks
+  // panel; `workers`: the attempt's rank count.
+  void ranks(int attempt, int workers, const std::vector<baton::ui::RankRow>& rows);
+  // The launcher is waiting for hosts, or an attempt started on these hosts.
+  void ranks_note(const QString& note);
 };
 
 // The run config to train and where its relative paths resolve.

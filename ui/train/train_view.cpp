@@ -9,11 +9,13 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QVBoxLayout>
 #include <map>
 
 #include "cluster/topology_model.h"
 #include "common/dashboard.h"
+#include "train/ranks_panel.h"
 #include "train/run_controller.h"
 #include "train/run_form.h"
 
@@ -76,9 +78,15 @@ TrainView::TrainView(const StudioContext& ctx, TopologyModel& topology, QWidget*
   log_->setMaximumBlockCount(5000);
   log_->setPlaceholderText(tr("Run log"));
 
+  ranks_ = new RanksPanel;
+  ranks_->clear(tr("Ranks appear here for runs launched as processes (mpirun)."));
+  auto* bottom = new QTabWidget;
+  bottom->setObjectName(QStringLiteral("log_tabs"));
+  bottom->addTab(log_, tr("Log"));
+  bottom->addTab(ranks_, tr("Ranks"));
   auto* right = new QSplitter(Qt::Vertical);
   right->addWidget(dashboard_);
-  right->addWidget(log_);
+  right->addWidget(bottom);
   right->setStretchFactor(0, 4);
   right->setStretchFactor(1, 1);
   auto* split = new QSplitter(Qt::Horizontal);
@@ -176,6 +184,21 @@ void TrainView::start() {
             dashboard_->mark_restart(run, step, unix_s - dashboard_->start_unix_s(run), cause);
             set_status(tr("Restarting from the newest checkpoint: %1").arg(cause));
           });
+  connect(run_.get(), &RunController::rescaled, this,
+          [this](const QString& run, qint64 step, double unix_s, int from, int to,
+                 const QString& cause) {
+            dashboard_->mark_attempt_end(
+                run, step, unix_s - dashboard_->start_unix_s(run),
+                tr("%1 \u2192 %2 workers: %3").arg(from).arg(to).arg(cause));
+            set_status(tr("Going on with %1 worker(s): %2").arg(to).arg(cause));
+          });
+  connect(run_.get(), &RunController::ranks, ranks_, &RanksPanel::set_ranks);
+  connect(run_.get(), &RunController::ranks_note, ranks_, &RanksPanel::set_note);
+  if (topology_.multi_process()) {
+    ranks_->clear(tr("Starting %1 rank(s)...").arg(topology_.process_count()));
+  } else {
+    ranks_->clear(tr("This run trains in the studio's process (threads): it has no ranks."));
+  }
   dashboard_->clear();
   total_steps_ = start_step_ = 0;
   progress_->setValue(0);

@@ -24,6 +24,7 @@ namespace baton::ui {
 
 class Dashboard;
 class RunController;
+class RanksPanel;
 class RunForm;
 class TopologyModel;
 
@@ -39,6 +40,7 @@ class TrainView : public QWidget {
 
   RunForm& form() { return *form_; }
   Dashboard& dashboard() { return *dashboard_; }
+  RanksPanel& ranks() { return *ranks_; }
   bool running() const;
   QString status_text() const;
   QString current_run() const { return run_id_; }
@@ -72,6 +74,7 @@ class TrainView : public QWidget {
   RunForm* form_ = nullptr;
   Dashboard* dashboard_ = nullptr;
   QPlainTextEdit* log_ = nullptr;
+  RanksPanel* ranks_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel* status_ = nullptr;
   QPushButton* start_button_ = nullptr;

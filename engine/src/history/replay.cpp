@@ -228,7 +228,8 @@ struct HistoryReplay::Impl {
       const double wall = st.col_double(6);
       auto data = nlohmann::json::parse(st.col_text(5), nullptr, false);
       if (data.is_discarded()) data = nlohmann::json::object();
-      if (kind == "log") {
+      const bool launcher_error = kind == "error" && data.value("source", "") == "launcher";
+      if (kind == "log" || launcher_error) {  // the launcher's: why an attempt failed
         by_seq[st.col_int(0)] = {LogEvent{rec.uid, level_from(st.col_text(3)), st.col_text(4)},
                                  step, wall};
       } else if (kind == "checkpoint") {

@@ -107,7 +107,8 @@ struct Attempt {
   std::map<int, std::string> node;       // the host each rank says it runs on
   std::string chief_status;              // the chief's run_end status, when it came
   int64_t chief_step = -1;               // and the step it ended at
-  std::string rescale;                   // why the launcher stopped it to change its worker count
+  bool ranks_changed = false;  // a rank was heard for the first time since the last report
+  std::string rescale;         // why the launcher stopped it to change its worker count
   int rescale_to = 0;
   std::string rank_error;  // the first "baton: failed/error (rank R): ..." line
   int rank_error_rank = -1;
@@ -420,6 +421,7 @@ class Supervisor {
       nlohmann::json js = nlohmann::json::parse(text, nullptr, false);
       if (js.is_object() && js.value("type", "") == "heartbeat") {
         RankState& st = a.ranks[rank];
+        if (st.last_beat_s < 0) a.ranks_changed = true;  // heard for the first time
         st.rank = rank;
         st.pid = js.value("pid", 0L);
         a.node[rank] = js.value("host", "");
@@ -527,8 +529,9 @@ class Supervisor {
         return child.terminate(0);  // its group's leftovers go too
       }
       if (!open) continue;  // streams closed: the exit comes next
-      if (now - last_ranks >= 1.0) {
+      if (now - last_ranks >= 1.0 || a.ranks_changed) {
         last_ranks = now;
+        a.ranks_changed = false;
         emit_ranks(attempt, a, {});
       }
       if (spec_.elastic.enabled && !stop_sent && a.rescale.empty() &&

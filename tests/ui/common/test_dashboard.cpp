@@ -246,6 +246,48 @@ class DashboardTest : public QObject {
     QCOMPARE(d.plot(Dashboard::Plot::kLoss)->itemCount(), 0);
   }
 
+  // A replay's second run_start of a run (a restart recorded in the
+  // history) marks the boundary where the first attempt's steps ended; a
+  // restart the launcher already marked live is not marked twice.
+  void a_replayed_restart_is_marked_once() {
+    const auto steps = [](Dashboard& d, int from, int to) {
+      for (int i = from; i <= to; ++i) {
+        StepEvent e;
+        e.run = "r1";
+        e.step = i;
+        e.loss = 1.0;
+        e.samples_per_s = 100;
+        e.wall_time_s = 0.1 * i;
+        d.add_event(e);
+      }
+    };
+    RunStartEvent first;
+    first.run = "r1";
+    RunStartEvent resumed = first;
+    resumed.start_step = 100;
+    {
+      Dashboard d;
+      d.add_event(first);
+      steps(d, 1, 130);
+      d.add_event(resumed);
+      QCOMPARE(d.restart_marker_count(), 1);
+      QCOMPARE(d.restart_marker_x(0), 100.0);
+      d.set_x_axis(Dashboard::XAxis::kRelative);
+      QCOMPARE(d.restart_marker_x(0), 13.0);  // the last step's time before it
+    }
+    {
+      Dashboard d;
+      d.add_event(first);
+      steps(d, 1, 130);
+      d.mark_restart(QStringLiteral("r1"), 130, 13.0, QStringLiteral("rank 1 was killed"));
+      d.add_event(resumed);
+      steps(d, 100, 150);
+      QCOMPARE(d.restart_marker_count(), 1);
+      d.add_event(resumed);  // a second restart, not marked live
+      QCOMPARE(d.restart_marker_count(), 2);
+    }
+  }
+
   void a_burst_costs_one_replot() {
     Dashboard d;
     d.show();

@@ -8,6 +8,7 @@
 #include <QSet>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QtTest>
 
 #include "cluster/cluster_view.h"
@@ -18,6 +19,7 @@
 #include "common/main_window.h"
 #include "history/history_view.h"
 #include "history/run_table_model.h"
+#include "train/ranks_panel.h"
 #include "train/run_form.h"
 #include "train/train_view.h"
 #include "ui_test_support.h"
@@ -101,6 +103,39 @@ class ScreenshotTest : public QObject {
     const int replots = h.dashboard().replot_count();
     QTRY_VERIFY(h.dashboard().replot_count() > replots);
     save_view(w, QStringLiteral("history.png"));
+  }
+
+  // A run launched as 2 processes: the Ranks tab lists both, running, with
+  // their hosts and steps; Stop ends it.
+  void renders_a_launched_runs_ranks() {
+    QTemporaryDir dir;
+    MainWindow w(test_context(dir));
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.topology().set_strategy(QStringLiteral("multi_worker_mirrored"));
+    QVERIFY(w.topology().multi_process());
+    w.show_view(MainWindow::View::kTrain);
+    TrainView& t = w.train_view();
+    t.form().use_cluster_strategy();
+    t.form().epochs_spin()->setValue(2000);
+    QVERIFY2(t.form().valid(), qPrintable(t.form().first_error()));
+    auto* tabs = t.findChild<QTabWidget*>(QStringLiteral("log_tabs"));
+    QVERIFY(tabs != nullptr);
+    tabs->setCurrentIndex(1);
+    QSignalSpy finished(&t, &TrainView::run_finished);
+    t.start();
+    const int ranks = w.topology().process_count();
+    QTRY_VERIFY_WITH_TIMEOUT(t.ranks().row_count() == ranks &&
+                                 t.ranks().cell(ranks - 1, 2) == QLatin1String("running") &&
+                                 t.ranks().cell(0, 3).toLongLong() > 50,
+                             60000);
+    QVERIFY(!t.ranks().cell(0, 1).isEmpty());  // the host
+    save_view(w, QStringLiteral("ranks.png"));
+    t.stop();
+    QVERIFY(finished.wait(60000));
+    QCOMPARE(finished.at(0).at(1).toString(), QStringLiteral("interrupted"));
+    QTRY_VERIFY_WITH_TIMEOUT(t.ranks().cell(0, 2) == QLatin1String("stopped"), 10000);
   }
 };
 

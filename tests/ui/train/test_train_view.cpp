@@ -229,10 +229,39 @@ class TrainViewTest : public QObject {
     });
     QStringList log;
     QObject::connect(&run, &RunController::output, [&](const QString& line) { log << line; });
+    // What the Ranks panel is given: both ranks running with their steps,
+    // then the killed one dead and the other restarting, then running again.
+    std::vector<std::vector<RankRow>> snapshots;
+    QObject::connect(&run, &RunController::ranks, [&](int, int, const std::vector<RankRow>& rows) {
+      snapshots.push_back(rows);
+    });
     QSignalSpy restarted(&run, &RunController::restarted);
     QSignalSpy finished(&run, &RunController::finished);
     run.start();
     QVERIFY(finished.wait(180000));
+    bool both_running = false, dead_and_restarting = false, running_after = false;
+    for (const auto& rows : snapshots) {
+      if (rows.size() != 2) continue;
+      const bool running =
+          rows[0].state == QLatin1String("running") && rows[1].state == QLatin1String("running");
+      if (!dead_and_restarting) both_running = both_running || running;
+      if (dead_and_restarting) running_after = running_after || running;
+      QStringList states{rows[0].state, rows[1].state};
+      states.sort();
+      if (states == QStringList{QStringLiteral("dead"), QStringLiteral("restarting")}) {
+        dead_and_restarting = true;
+      }
+    }
+    QString seen;
+    for (const auto& rows : snapshots) {
+      seen += QLatin1Char('[');
+      for (const auto& r : rows)
+        seen += QStringLiteral(" %1:%2@%3").arg(r.rank).arg(r.state).arg(r.step);
+      seen += QStringLiteral(" ]");
+    }
+    QVERIFY2(both_running, qPrintable(seen));
+    QVERIFY2(dead_and_restarting, qPrintable(seen));
+    QVERIFY(running_after);
     QVERIFY(killed_at >= 1000);
     QVERIFY2(restarted.count() == 1, qPrintable(log.join(QLatin1Char('\n')).right(3000)));
     QCOMPARE(finished.at(0).at(0).toString(), QStringLiteral("completed"));
