@@ -104,7 +104,7 @@ class LaunchRestarts : public testing::Test {
                                      "launch",
                                      config_,
                                      "--np",
-                                     "2",
+                                     np_,
                                      "--runs-dir",
                                      runs(),
                                      "--db",
@@ -162,6 +162,7 @@ class LaunchRestarts : public testing::Test {
   // Long enough that a loaded machine never looks hung; the SIGSTOP test
   // sets its own.
   std::string heartbeat_timeout_ = "10";
+  std::string np_ = "2";
 };
 
 bool bit_identical(const std::vector<std::pair<std::string, Tensor>>& a,
@@ -301,6 +302,61 @@ TEST_F(LaunchRestarts, ARankThatAlwaysDiesSpendsTheRestartsAndFails) {
   EXPECT_EQ(run.status, "failed");
   EXPECT_NE(run.error.find("attempt 3"), std::string::npos) << run.error;
   EXPECT_NE(run.error.find("rank 1"), std::string::npos) << run.error;
+}
+
+// parameter_server (sync, 2 workers and a server): a killed server, or a
+// killed worker, restarts the whole job from the newest checkpoint - which
+// holds the server's shard and its optimizer state - and the run ends
+// bit-identical to the uninterrupted one (the server sums two workers'
+// gradients: a + b, the same either way round).
+TEST_F(LaunchRestarts, AParameterServerJobRestartsFromTheServersCheckpointedState) {
+  np_ = "3";
+  const std::vector<std::string> ps = {"--set", "strategy.type=parameter_server",
+                                       "--set", "strategy.num_ps=1",
+                                       "--set", "strategy.mode=sync"};
+  const Launched ref = launch("psref", {"FAULT_RANK=-1"}, ps);
+  ASSERT_EQ(ref.exit_code(), 0) << ref.result.err;
+  const auto want = final_tensors("psref");
+  ASSERT_FALSE(want.empty());
+  {
+    // The checkpoint holds the server's optimizer state (Adam's, not zeros).
+    CheckpointManager m((fs::path(runs()) / "psref" / "checkpoints").string(), 2);
+    const auto data = m.load_latest();
+    ASSERT_TRUE(data.has_value());
+    EXPECT_EQ(data->meta.at("ps_updates"), nlohmann::json::array({6000}));
+    double sum = 0;
+    for (const auto& [name, t] : data->tensors) {
+      if (name.rfind("optim.v", 0) != 0) continue;
+      for (int64_t i = 0; i < t.numel(); ++i) sum += t.data()[i];
+    }
+    EXPECT_GT(sum, 0.0) << "the optimizer state in the checkpoint is all zeros";
+  }
+  const uint64_t s0 = seed();
+  std::printf("seed %llu (BATON_LAUNCH_SEED replays it)\n", static_cast<unsigned long long>(s0));
+  std::mt19937_64 rng(s0);
+  for (const int rank : {2, 1}) {  // the server, then a worker
+    const double delay = 0.8 + static_cast<double>(rng() % 1000) / 1000.0;
+    char d[16];
+    std::snprintf(d, sizeof(d), "%.3f", delay);
+    const std::string id = "ps" + std::to_string(rank);
+    const Launched l = launch(id,
+                              {"FAULT_RANK=" + std::to_string(rank), "FAULT_SIGNAL=KILL",
+                               std::string("FAULT_DELAY=") + d},
+                              ps);
+    ASSERT_EQ(l.exit_code(), 0) << "rank " << rank << " killed at " << d
+                                << " s: " << excerpt(l.result.err);
+    const auto restarts = l.of_type("restart");
+    ASSERT_EQ(restarts.size(), 1u) << "rank " << rank << " at " << d << " s";
+    EXPECT_EQ(restarts[0].value("rank", -2), rank) << restarts[0].dump();
+    const auto starts = l.of_type("run_start");
+    ASSERT_EQ(starts.size(), 2u);
+    if (restarts[0].value("step", int64_t{0}) >= 50) {
+      EXPECT_GT(starts[1].value("start_step", int64_t{0}), 0) << starts[1].dump();
+    }
+    std::string why;
+    EXPECT_TRUE(bit_identical(final_tensors(id), want, &why))
+        << "rank " << rank << " killed at " << d << " s: " << why;
+  }
 }
 
 // Whether any process's command line contains `text` (the ranks of a run

@@ -8,6 +8,13 @@
 //   server -> worker  kTagReplyHeader: double[3] {new version, staleness,
 //                     sync: the round's gradient norm over all shards};
 //                     kTagReply: the shard's current values.
+//   chief -> server   kTagHeader {kSnapshot, 0, 0, 0}: for a checkpoint;
+//   server -> chief   kTagSnapHeader: double[1] {version}; kTagSnap: the
+//                     shard's values, then each kind of its optimizer state
+//                     (m, v) over the shard's parameters, in model order.
+// A resume gives every process the chief's restored tensors (MPI_Bcast on
+// the duplicate): the servers take their shard's values and optimizer
+// state from them, and the update count they had at the checkpoint.
 // Synchronous servers agree on a round's norm over their own communicator
 // (one allreduce of a double per round: every server has the same rounds).
 // A worker posts its receives before its sends, so a server's (blocking)
@@ -35,7 +42,8 @@ namespace baton {
 #ifdef BATON_HAVE_MPI
 namespace {
 constexpr int kTagHeader = 11, kTagGrad = 12, kTagReplyHeader = 13, kTagReply = 14;
-constexpr double kPush = 1, kDone = 2;
+constexpr int kTagSnapHeader = 15, kTagSnap = 16;
+constexpr double kPush = 1, kDone = 2, kSnapshot = 3;
 }  // namespace
 
 struct ParameterServerStrategy::Impl {
@@ -155,6 +163,7 @@ void ParameterServerStrategy::plan(const std::vector<Param*>& params) {
     shard_size_[static_cast<size_t>(s)] += params[i]->value.numel();
   }
   version_.assign(static_cast<size_t>(num_ps_), 0);
+  if (restored_updates_.size() == static_cast<size_t>(num_ps_)) version_ = restored_updates_;
   buf_.resize(static_cast<size_t>(num_ps_));
   for (int s = 0; s < num_ps_; ++s) {
     buf_[static_cast<size_t>(s)].assign(static_cast<size_t>(shard_size_[static_cast<size_t>(s)]),
@@ -250,6 +259,72 @@ void ParameterServerStrategy::finish() {
 #endif
 }
 
+void ParameterServerStrategy::share_from_chief(std::string& text) const {
+#ifdef BATON_HAVE_MPI
+  // Every process, the servers too (they resume before they serve).
+  uint64_t n = text.size();
+  check(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, impl_->comm), "MPI_Bcast");
+  text.resize(n);
+  check(MPI_Bcast(text.data(), count_of(static_cast<int64_t>(n)), MPI_CHAR, 0, impl_->comm),
+        "MPI_Bcast");
+#else
+  (void)text;
+#endif
+}
+
+void ParameterServerStrategy::broadcast_tensors_from_chief(const std::vector<Tensor*>& tensors) {
+#ifdef BATON_HAVE_MPI
+  for (Tensor* t : tensors) {
+    check(MPI_Bcast(t->data(), count_of(t->numel()), MPI_FLOAT, 0, impl_->comm), "MPI_Bcast");
+  }
+#else
+  (void)tensors;
+#endif
+}
+
+std::vector<int64_t> ParameterServerStrategy::fetch_remote_state(
+    const std::vector<Param*>& params, const std::vector<Tensor*>& values,
+    const std::vector<Tensor*>& optimizer) {
+  std::vector<int64_t> updates;
+  if (is_ps_) return updates;
+#ifdef BATON_HAVE_MPI
+  if (shard_of_.size() != params.size()) plan(params);
+  const size_t np = params.size();
+  if (values.size() != np || (np > 0 && optimizer.size() % np != 0)) {
+    throw RuntimeError("parameter_server: a snapshot's tensors do not match the model");
+  }
+  const size_t kinds = np == 0 ? 0 : optimizer.size() / np;
+  std::vector<float> payload;  // a checkpoint's: allocated here, not in a step
+  for (int s = 0; s < num_ps_; ++s) {
+    const int server = num_workers_ + s;
+    const std::array<double, 4> ask{kSnapshot, 0, 0, 0};
+    check(MPI_Send(ask.data(), 4, MPI_DOUBLE, server, kTagHeader, impl_->comm), "MPI_Send");
+    double version = 0;
+    payload.resize(static_cast<size_t>(shard_size_[static_cast<size_t>(s)]) * (1 + kinds));
+    check(MPI_Recv(&version, 1, MPI_DOUBLE, server, kTagSnapHeader, impl_->comm, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    check(MPI_Recv(payload.data(), count_of(static_cast<int64_t>(payload.size())), MPI_FLOAT,
+                   server, kTagSnap, impl_->comm, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    updates.push_back(static_cast<int64_t>(version));
+    const float* in = payload.data();
+    for (size_t c = 0; c <= kinds; ++c) {
+      for (size_t i = 0; i < np; ++i) {
+        if (shard_of_[i] != s) continue;
+        Tensor& t = c == 0 ? *values[i] : *optimizer[(c - 1) * np + i];
+        std::memcpy(t.data(), in, sizeof(float) * static_cast<size_t>(t.numel()));
+        in += t.numel();
+      }
+    }
+  }
+#else
+  (void)params;
+  (void)values;
+  (void)optimizer;
+#endif
+  return updates;
+}
+
 StalenessStats ParameterServerStrategy::drain_staleness() {
   StalenessStats out = window_;
   window_ = StalenessStats{};
@@ -272,22 +347,49 @@ bool keeps_bound(int64_t version, std::vector<int64_t>& reads, int64_t bound) {
 }  // namespace
 #endif
 
-int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
-                                       const OptimizerOptions& opt,
-                                       const std::function<float(int64_t)>& lr_of_update) {
+int64_t ParameterServerStrategy::serve(
+    const std::vector<Param*>& params, const OptimizerOptions& opt,
+    const std::function<float(int64_t)>& lr_of_update,
+    const std::vector<std::pair<std::string, Tensor*>>& restored) {
   int64_t version = 0;
 #ifdef BATON_HAVE_MPI
   plan(params);
   const int me = rank_ - num_workers_;
   std::vector<Param*> mine;
+  std::vector<size_t> index_of_mine;  // each one's index in the model
   for (size_t i = 0; i < params.size(); ++i) {
-    if (shard_of_[i] == me) mine.push_back(params[i]);
+    if (shard_of_[i] != me) continue;
+    mine.push_back(params[i]);
+    index_of_mine.push_back(i);
   }
   const std::vector<int> mine_shard(mine.size(), me);
   // The trainer does not clip under a synchronous server: the server clips
   // the round's sum (below). The optimizer itself never clips.
   Optimizer optimizer(opt, mine);
+  const auto state = optimizer.state();  // m0.., v0.. over `mine`
+  const size_t kinds = mine.empty() ? 0 : state.size() / mine.size();
+  if (!restored.empty()) {
+    // A resume: this shard's share of the whole model's optimizer state,
+    // and the update count the server had (the values came with the
+    // chief's broadcast).
+    const size_t np = params.size();
+    if (restored.size() != kinds * np) {
+      throw RuntimeError("parameter_server: the restored optimizer state holds " +
+                         std::to_string(restored.size()) + " tensors; this server's needs " +
+                         std::to_string(kinds) + " per parameter");
+    }
+    for (size_t c = 0; c < kinds; ++c) {
+      for (size_t k = 0; k < mine.size(); ++k) {
+        *state[c * mine.size() + k].second = *restored[c * np + index_of_mine[k]].second;
+      }
+    }
+    version = version_[static_cast<size_t>(me)];
+    optimizer.set_steps_taken(version);
+  }
   const int n = count_of(shard_size_[static_cast<size_t>(me)]);
+  // A checkpoint's snapshot of this shard: its values, then its optimizer
+  // state (kTagSnap).
+  std::vector<float> snap(static_cast<size_t>(n) * (1 + kinds));
   const bool bounded = !sync_ && max_staleness_ >= 0;
   // A slot per worker holds a push the bound keeps waiting (one otherwise).
   std::vector<std::vector<float>> slot(bounded ? static_cast<size_t>(num_workers_) : 1,
@@ -299,7 +401,7 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
   };
   std::vector<Pending> pending;  // sync: this round's; async: held by the bound
   pending.reserve(static_cast<size_t>(num_workers_));
-  std::vector<int64_t> read_of(static_cast<size_t>(num_workers_), 0);
+  std::vector<int64_t> read_of(static_cast<size_t>(num_workers_), version);
   std::vector<char> live(static_cast<size_t>(num_workers_), 1);
   std::vector<int64_t> reads;
   reads.reserve(static_cast<size_t>(num_workers_));
@@ -351,6 +453,21 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
     check(MPI_Recv(header.data(), 4, MPI_DOUBLE, MPI_ANY_SOURCE, kTagHeader, comm, &st),
           "MPI_Recv");
     const int source = st.MPI_SOURCE;
+    if (header[0] == kSnapshot) {
+      // The chief checkpoints: this shard as it is now (between updates).
+      pack(mine, mine_shard, me, false, snap.data());
+      float* at = snap.data() + n;
+      for (const auto& [name, t] : state) {
+        std::memcpy(at, t->data(), sizeof(float) * static_cast<size_t>(t->numel()));
+        at += t->numel();
+      }
+      const double v = static_cast<double>(version);
+      check(MPI_Send(&v, 1, MPI_DOUBLE, source, kTagSnapHeader, comm), "MPI_Send");
+      check(MPI_Send(snap.data(), count_of(static_cast<int64_t>(snap.size())), MPI_FLOAT, source,
+                     kTagSnap, comm),
+            "MPI_Send");
+      continue;
+    }
     if (header[0] == kDone) {
       --active;
       live[static_cast<size_t>(source)] = 0;
@@ -407,6 +524,7 @@ int64_t ParameterServerStrategy::serve(const std::vector<Param*>& params,
   (void)params;
   (void)opt;
   (void)lr_of_update;
+  (void)restored;
 #endif
   return version;
 }

@@ -271,6 +271,19 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
             {"image_shape", train_->image_shape()},
             {"run", opt_.run_id},
             {"config", cfg_.raw}};
+  if (strategy_->remote_updates()) {
+    // The servers hold the parameters and the optimizer state: the
+    // checkpoint takes theirs (the chief's own optimizer never steps).
+    std::vector<Tensor*> values, optimizer;
+    for (size_t i = 0; i < rep.params.size(); ++i) values.push_back(&d.tensors[i].second);
+    const size_t first_optim = d.tensors.size() - rep.optimizer->state().size();
+    for (size_t i = first_optim; i < d.tensors.size(); ++i)
+      optimizer.push_back(&d.tensors[i].second);
+    const std::vector<int64_t> updates =
+        strategy_->fetch_remote_state(rep.params, values, optimizer);
+    d.meta["ps_updates"] = updates;
+    if (!updates.empty()) d.meta["optimizer_steps"] = updates[0];
+  }
   return d;
 }
 

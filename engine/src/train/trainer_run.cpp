@@ -97,11 +97,6 @@ TrainSummary Trainer::run() {
 }
 
 void Trainer::resume(RunState& s) {
-  if (opt_.resume && strategy_->remote_updates()) {
-    throw InputError(
-        "--resume is not supported with parameter_server yet (the servers' "
-        "optimizer state is not checkpointed)");
-  }
   if (!opt_.resume) return;
   if (!checkpoints_) throw InputError("--resume needs a checkpoint directory");
   // The chief alone reads the checkpoint (it alone writes them): the other
@@ -119,7 +114,8 @@ void Trainer::resume(RunState& s) {
                   {"step", data->step},
                   {"epoch", s.epoch},
                   {"batch_in_epoch", s.skip},
-                  {"optimizer_steps", data->meta.at("optimizer_steps").get<int64_t>()}};
+                  {"optimizer_steps", data->meta.at("optimizer_steps").get<int64_t>()},
+                  {"ps_updates", data->meta.value("ps_updates", nlohmann::json::array())}};
     }
   }
   std::string text = position.dump();
@@ -133,6 +129,24 @@ void Trainer::resume(RunState& s) {
   s.step = position.at("step").get<int64_t>();
   s.epoch = position.at("epoch").get<int64_t>();
   s.skip = position.at("batch_in_epoch").get<int64_t>();
+  if (strategy_->remote_updates()) {
+    // Parameter servers: every process - the servers too - gets what the
+    // chief restored (the values, and the servers' optimizer state as one
+    // optimizer over the model names it), and each server its update count.
+    const std::vector<int64_t> updates = position.at("ps_updates").get<std::vector<int64_t>>();
+    if (updates.empty()) {
+      throw InputError("checkpoint at step " + std::to_string(s.step) +
+                       " holds no parameter servers' state (it is not a parameter_server run's)");
+    }
+    strategy_->set_restored_updates(updates);
+    Replica& rep = *replicas_[0];
+    std::vector<Tensor*> tensors;
+    for (Param* p : rep.params) tensors.push_back(&p->value);
+    for (auto& [name, t] : rep.model->buffers()) tensors.push_back(t);
+    for (auto& [name, t] : rep.optimizer->state()) tensors.push_back(t);
+    strategy_->broadcast_tensors_from_chief(tensors);
+    restored_remote_ = true;
+  }
   for (auto& rep : replicas_) {
     if (rep->optimizer)
       rep->optimizer->set_steps_taken(position.at("optimizer_steps").get<int64_t>());
@@ -166,10 +180,13 @@ TrainSummary Trainer::serve(RunState& s) {
     const int64_t updates = strategy_->worker_mean_gradients()
                                 ? total_steps_ * strategy_->num_replicas()
                                 : total_steps_;
-    s.sum.steps =
-        strategy_->serve(replicas_[0]->params, cfg_.optimizer, [this, updates](int64_t k) {
+    s.sum.steps = strategy_->serve(
+        replicas_[0]->params, cfg_.optimizer,
+        [this, updates](int64_t k) {
           return scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, k, updates);
-        });
+        },
+        restored_remote_ ? replicas_[0]->optimizer->state()
+                         : std::vector<std::pair<std::string, Tensor*>>{});
   } catch (const std::exception& e) {
     emit_run_failed(s, e);
     throw;

@@ -183,10 +183,34 @@ class Strategy {
   // rank) until every worker is done, the learning rate of update k (0, 1,
   // ...) given by lr_of_update - the schedule follows the server's own
   // update count; returns the number of updates applied.
+  // `restored`: after a resume, the whole model's optimizer state (as one
+  // optimizer over every parameter names it: m0.., v0..) whose share of
+  // this server's parameters it starts from, at the update count given to
+  // set_restored_updates; empty otherwise.
   virtual int64_t serve(const std::vector<Param*>& /*params*/, const OptimizerOptions& /*opt*/,
-                        const std::function<float(int64_t)>& /*lr_of_update*/) {
+                        const std::function<float(int64_t)>& /*lr_of_update*/,
+                        const std::vector<std::pair<std::string, Tensor*>>& /*restored*/) {
     return 0;
   }
+  // Checkpoints of state held elsewhere (the servers'): the chief asks every
+  // server for its shard's values and optimizer state, between its own
+  // steps. `values` (one per parameter) and `optimizer` (the whole model's
+  // optimizer state, as `restored` above names it) are filled in; the
+  // servers' update counts are returned, one per server. Empty: nothing is
+  // held elsewhere.
+  virtual std::vector<int64_t> fetch_remote_state(const std::vector<Param*>& /*params*/,
+                                                  const std::vector<Tensor*>& /*values*/,
+                                                  const std::vector<Tensor*>& /*optimizer*/) {
+    return {};
+  }
+  // After a resume, on every process: the chief's tensors (restored from
+  // the checkpoint) reach every other process, servers included (a
+  // collective); strategies whose replicas are linked use
+  // broadcast_from_chief instead.
+  virtual void broadcast_tensors_from_chief(const std::vector<Tensor*>& /*tensors*/) {}
+  // The servers' update counts at the checkpoint resumed from (every
+  // process; before the first step or serve).
+  virtual void set_restored_updates(const std::vector<int64_t>& /*updates*/) {}
   // Called by a worker once its training loop has ended (or failed).
   virtual void finish() {}
   // Staleness since the last drain, and over the whole run.
@@ -346,7 +370,16 @@ class ParameterServerStrategy final : public Strategy {
   bool clips_remotely() const override { return sync_; }
   double remote_gradient_norm() const override { return remote_norm_; }
   int64_t serve(const std::vector<Param*>& params, const OptimizerOptions& opt,
-                const std::function<float(int64_t)>& lr_of_update) override;
+                const std::function<float(int64_t)>& lr_of_update,
+                const std::vector<std::pair<std::string, Tensor*>>& restored) override;
+  std::vector<int64_t> fetch_remote_state(const std::vector<Param*>& params,
+                                          const std::vector<Tensor*>& values,
+                                          const std::vector<Tensor*>& optimizer) override;
+  void broadcast_tensors_from_chief(const std::vector<Tensor*>& tensors) override;
+  void set_restored_updates(const std::vector<int64_t>& updates) override {
+    restored_updates_ = updates;
+  }
+  void share_from_chief(std::string& text) const override;
   void finish() override;
   StalenessStats drain_staleness() override;
   StalenessStats total_staleness() const override { return total_; }
@@ -364,9 +397,10 @@ class ParameterServerStrategy final : public Strategy {
   int64_t rows_ = 0, global_rows_ = 0;  // of the coming push
   double remote_norm_ = 0.0;            // sync: the last round's norm over all shards
   std::vector<int> shard_of_;
-  std::vector<int64_t> shard_size_;      // floats per server
-  std::vector<int64_t> version_;         // per server: the version of our values
-  std::vector<std::vector<float>> buf_;  // per server: the flat gradients / values
+  std::vector<int64_t> shard_size_;        // floats per server
+  std::vector<int64_t> version_;           // per server: the version of our values
+  std::vector<int64_t> restored_updates_;  // per server, after a resume (empty: none)
+  std::vector<std::vector<float>> buf_;    // per server: the flat gradients / values
   StalenessStats window_, total_;
   std::unique_ptr<Impl> impl_;
 };

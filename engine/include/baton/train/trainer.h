@@ -194,6 +194,7 @@ class Trainer {
   // train.sample_every_steps: generation from replica 0's model (chief).
   std::unique_ptr<GptDecoder> sampler_;
   std::unique_ptr<SampleLog> sample_log_;  // TrainOptions::sample_log_dir
+  bool restored_remote_ = false;           // resumed: the servers start from the checkpoint
   void emit_sample(int64_t step);
   std::string model_description_;
   std::string overlap_note_;  // logged at the start when overlap was turned off
