@@ -20,6 +20,7 @@ packages=(
 # `deps.sh test`: what the tests need beyond the build.
 if [ "${1:-}" = test ]; then
   packages+=(bindfs fuse3)  # a FUSE mount: the history on a network-like file system
+  packages+=(iproute2 util-linux)  # the multi-host test bed: ip netns, tc, unshare
 fi
 
 missing=()

@@ -116,7 +116,9 @@ struct Attempt {
   std::string mpirun_said;   // mpirun's report of who died
   int mpirun_rank = -1;
   std::string mpirun_host;
-  std::string stalled;  // the launcher's own finding (hang, stall)
+  std::string lost_host;     // a host the job lost contact with (its daemon, a peer rank)
+  bool daemon_lost = false;  // mpirun's "unable to reliably start ... daemons" once running
+  std::string stalled;       // the launcher's own finding (hang, stall)
   int stalled_rank = -1;
   double detected_unix_s = 0;
 
@@ -451,6 +453,7 @@ class Supervisor {
         return;
       }
     }
+    take_lost_host(text, a);
     take_rank_message(rank, text, a);
     if (obs_.on_output) obs_.on_output(rank, text);
   }
@@ -469,7 +472,22 @@ class Supervisor {
     }
   }
 
+  // OpenMPI's reports of a host gone: a rank's "Peer host: X" (its peer
+  // disconnected) or mpirun's "Remote daemon: [[j,0],d] on node X".
+  static void take_lost_host(const std::string& line, Attempt& a) {
+    static const std::regex lost_re(
+        R"((?:Peer host:|Remote daemon: \[\[\d+,\d+\],\d+\] on node)\s+(\S+))");
+    std::smatch m;
+    if (a.lost_host.empty() && std::regex_search(line, m, lost_re)) a.lost_host = m[1];
+  }
+
   static void take_mpirun_line(const std::string& line, Attempt& a) {
+    take_lost_host(line, a);
+    // What OpenMPI 4.1 says when a running host's daemon dies, too.
+    if (line.find("ORTE was unable to reliably start one or more daemons") != std::string::npos &&
+        !a.ranks.empty()) {
+      a.daemon_lost = true;
+    }
     static const std::regex signal_re(
         R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
     static const std::regex exit_re(R"(Process name: \[\[\d+,\d+\],(\d+)\])");
@@ -649,12 +667,22 @@ class Supervisor {
     } else if (!a.stalled.empty()) {
       r.cause = a.stalled;
       r.rank = a.stalled_rank;
+    } else if (!a.lost_host.empty()) {
+      // Before a rank's own error: a rank whose peer vanished fails too.
+      r.host = a.lost_host;
+      r.cause = "the job lost contact with host " + a.lost_host +
+                " (its processes died, or its network went down)";
+    } else if (a.daemon_lost) {
+      r.cause =
+          "mpirun lost a host's daemon while the job ran (the host's processes were killed, or "
+          "the host or its network went down)";
     } else if (!a.rank_error.empty()) {
       r.rank = a.rank_error_rank;
       r.cause = "rank " + std::to_string(r.rank) + " failed: " + a.rank_error;
     } else if (a.mpirun_rank >= 0) {
       r.rank = a.mpirun_rank;
       r.cause = "rank " + std::to_string(r.rank) + " exited with an error";
+
     } else {
       r.cause = "mpirun ended (" +
                 std::string(WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))

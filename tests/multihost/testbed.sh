@@ -1,0 +1,67 @@
+#!/bin/bash
+# A multi-host test bed on one machine: "hosts" as network namespaces.
+#   testbed.sh up N [PREFIX]   make hosts PREFIX1..PREFIXN (default bt-h):
+#                              a namespace each, a veth from it to a bridge,
+#                              10.77.0.(10+i)/24 on its eth0; prints the
+#                              hostfile lines ("PREFIXi slots=2")
+#   testbed.sh shape HOST RATE DELAY   shape HOST's link both ways (tc tbf
+#                              RATE like 200mbit, netem DELAY like 5ms; "-": none)
+#   testbed.sh down [PREFIX]   remove every host and the bridge (always safe)
+#   testbed.sh agent HOST CMD...  OpenMPI's rsh agent: runs CMD in HOST's
+#                              namespace with a UTS namespace of its own whose
+#                              hostname is HOST (so its ranks say where they run)
+# Traffic stays between these namespaces and the bridge's 10.77.0.1.
+set -euo pipefail
+prefix_of() { echo "${1:-bt-h}"; }
+bridge=btbr0
+
+case "${1:-}" in
+  up)
+    n=$2; p=$(prefix_of "${3:-}")
+    ip link add "$bridge" type bridge 2>/dev/null || true
+    ip addr add 10.77.0.1/24 dev "$bridge" 2>/dev/null || true
+    ip link set "$bridge" up
+    for i in $(seq 1 "$n"); do
+      h="$p$i"
+      ip netns add "$h"
+      ip link add "v-$h" type veth peer name eth0 netns "$h"
+      ip link set "v-$h" master "$bridge" up
+      ip -n "$h" addr add "10.77.0.$((10 + i))/24" dev eth0
+      ip -n "$h" link set eth0 up
+      ip -n "$h" link set lo up
+      echo "$h slots=2"
+    done
+    ;;
+  shape)
+    h=$2; rate=$3; delay=$4
+    for dev in "v-$h" "eth0@$h"; do
+      if [ "$dev" = "eth0@$h" ]; then run=(ip netns exec "$h"); d=eth0; else run=(); d=$dev; fi
+      "${run[@]}" tc qdisc del dev "$d" root 2>/dev/null || true
+      if [ "$delay" != "-" ]; then
+        "${run[@]}" tc qdisc add dev "$d" root handle 1: netem delay "$delay"
+        parent=(parent 1:1 handle 10:)
+      else
+        parent=(root handle 10:)
+      fi
+      if [ "$rate" != "-" ]; then
+        "${run[@]}" tc qdisc add dev "$d" "${parent[@]}" tbf rate "$rate" burst 256kb latency 500ms
+      fi
+    done
+    ;;
+  down)
+    p=$(prefix_of "${2:-}")
+    for h in $(ip netns list | awk '{print $1}' | grep "^$p[0-9]*$" || true); do
+      ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+      ip netns del "$h" || true
+    done
+    ip link del "$bridge" 2>/dev/null || true
+    ;;
+  agent)
+    h=$2; shift 2
+    exec ip netns exec "$h" unshare --uts /bin/sh -c 'hostname "$0"; exec /bin/sh -c "$*"' "$h" "$@"
+    ;;
+  *)
+    echo "usage: testbed.sh up N [PREFIX] | shape HOST RATE DELAY | down [PREFIX] | agent HOST CMD..." >&2
+    exit 2
+    ;;
+esac
