@@ -3,6 +3,7 @@
 #include <baton/cluster/cluster_spec.h>
 #include <baton/core/child_process.h>
 #include <baton/core/error.h>
+#include <baton/core/temp_file.h>
 #include <baton/history/store.h>
 #include <baton/launch/host_pool.h>
 #include <baton/launch/launcher.h>
@@ -17,6 +18,7 @@
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli_checks.h"
 #include "cli_paths.h"
@@ -31,7 +33,12 @@ void add_launch_command(CLI::App& app, LaunchArgs& a) {
   l->add_option("config", a.config, "Run config file (JSON; '-': standard input)")->required();
   l->add_option("--np", a.np, "Ranks (default: the hostfile's slots, or 1)")
       ->check(integer_in(1, 1 << 20));
-  l->add_option("--hostfile", a.hostfile, "OpenMPI hostfile: the hosts and their slots");
+  CLI::Option* hostfile =
+      l->add_option("--hostfile", a.hostfile, "OpenMPI hostfile: the hosts and their slots");
+  l->add_option("--tf-config", a.tf_config,
+                "A TF_CONFIG file (JSON): one rank per task - chief, workers, then parameter "
+                "servers - on the hosts it names")
+      ->excludes(hostfile);
   l->add_option("--max-restarts", a.max_restarts,
                 "Restarts after a failure before the run is failed (default 3)")
       ->check(integer_in(0, 1 << 20));
@@ -123,13 +130,42 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   if (!a.events.empty() && a.events != "-") check_output_file("--events", a.events);
   if (!a.runs_dir.empty()) check_writable_dir("--runs-dir", a.runs_dir, 400);
   if (!a.plugin_dir.empty()) check_existing_dir("--plugin-dir", a.plugin_dir);
+  const bool elastic = a.min_workers > 0 || a.max_workers > 0 || !a.host_discovery.empty();
+  if (elastic && !a.tf_config.empty()) {
+    throw InputError(
+        "--tf-config fixes the tasks; --min-workers, --max-workers and "
+        "--host-discovery make the worker count follow the hosts: give one");
+  }
   int slots = 0;
   std::vector<HostfileEntry> hosts;
   if (!a.hostfile.empty()) {
     hosts = read_hostfile(a.hostfile);
     slots = total_slots(hosts);
   }
-  const bool elastic = a.min_workers > 0 || a.max_workers > 0 || !a.host_discovery.empty();
+  // TF_CONFIG: its hosts, a slot per task, become the job's hostfile
+  // (mpirun fills them in order: chief, workers, then servers).
+  std::optional<TempFile> tf_hostfile;
+  if (!a.tf_config.empty()) {
+    std::ifstream in(a.tf_config);
+    if (!in) throw InputError("--tf-config " + a.tf_config + ": cannot open the file");
+    const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const ClusterSpec cluster = parse_tf_config(doc, a.tf_config);
+    hosts = hostfile_from_spec(cluster);
+    slots = total_slots(hosts);
+    if (a.np > 0 && a.np != slots) {
+      throw InputError("--np " + std::to_string(a.np) + ": " + a.tf_config + " has " +
+                       std::to_string(slots) + " tasks (one rank each); leave --np out");
+    }
+    const int servers = static_cast<int>(cluster.ps.size());
+    const bool ps = cfg.strategy.type == "parameter_server";
+    if (ps ? servers != cfg.strategy.num_ps : servers > 0) {
+      throw InputError(a.tf_config + ": " + std::to_string(servers) +
+                       " ps task(s), but the config's strategy is " + cfg.strategy.type +
+                       (ps ? " with num_ps " + std::to_string(cfg.strategy.num_ps) : "") +
+                       " (set strategy.num_ps to the ps tasks, or drop them)");
+    }
+    tf_hostfile.emplace("baton-tf-hosts", to_hostfile(hosts));
+  }
   if (elastic) {
     if (a.np > 0) {
       throw InputError(
@@ -167,7 +203,7 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   spec.mpirun = mpirun;
   for (const auto& [k, v] : mpirun_environment()) spec.mpirun_env.push_back(k + "=" + v);
   spec.job.ranks = a.np > 0 ? a.np : std::max(1, slots);
-  spec.job.hostfile = absolute(a.hostfile);
+  spec.job.hostfile = tf_hostfile ? tf_hostfile->path() : absolute(a.hostfile);
   spec.job.available_slots = slots;
   spec.job.baton = exe_path;
   spec.job.config = "-";

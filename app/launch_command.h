@@ -14,6 +14,7 @@ struct LaunchArgs {
   std::string config;
   int np = 0;  // 0: the hostfile's slots, or 1
   std::string hostfile;
+  std::string tf_config;  // a TF_CONFIG file: its tasks are the ranks, its hosts the hostfile
   int max_restarts = 3;
   double heartbeat_s = 1.0;
   double heartbeat_timeout_s = 30.0;

@@ -6,14 +6,13 @@
 // reached. Checked:
 //  - 3 -> 2 -> 3 workers (a host removed from the list, then returned):
 //    the job stops at a checkpoint each time and goes on with the new
-//    count, no restart is spent, the run completes, and the sample logs
-//    show every sample of every epoch read exactly once;
+//    count, no restart is spent, and the sample logs show every sample of
+//    every full epoch read exactly once (the run is then stopped);
 //  - a host whose rank was killed sits out its cooldown (the next attempt
 //    runs without it) and joins again when the cooldown ends;
 //  - too few hosts for --min-workers within --start-timeout: failed, exit 1;
 //  - bad elastic input: exit 2 naming the flag or the command's line.
 #include <baton/core/child_process.h>
-#include <baton/core/running_child.h>
 #include <baton/train/sample_log.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -27,10 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "launch/launched_job.h"
+
 namespace fs = std::filesystem;
 
 namespace baton {
 namespace {
+
+using testing_launch::of_type;
 
 // 1797 digits, a global batch of 60: 29 batches an epoch (the last of 57).
 const char* kConfig = R"({
@@ -124,38 +127,19 @@ class LaunchElastic : public testing::Test {
 
   // Runs the launcher to its end; `on_event` sees each event line as it
   // comes (and may change the hosts). The events, in order.
+  // With `interrupt`: the launcher gets a SIGINT once it is set (the run
+  // then ends "interrupted" at a checkpoint).
   std::vector<nlohmann::json> launch(std::vector<std::string> extra,
                                      const std::function<void(const nlohmann::json&)>& on_event,
-                                     std::vector<std::string> more_env = {}) {
+                                     std::vector<std::string> more_env = {},
+                                     const bool* interrupt = nullptr) {
     auto e = env();
     e.insert(e.end(), more_env.begin(), more_env.end());
-    RunningChild launcher(BATON_BINARY, args(std::move(extra)), e);
-    std::vector<nlohmann::json> events;
-    RunningChild::Lines lines;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    while (std::chrono::steady_clock::now() < deadline && launcher.read(0.1, lines)) {
-      for (const auto& l : lines.out) {
-        auto js = nlohmann::json::parse(l, nullptr, false);
-        if (!js.is_object()) continue;
-        if (on_event) on_event(js);
-        events.push_back(std::move(js));
-      }
-      for (const auto& l : lines.err) stderr_ += l + "\n";
-      lines.out.clear();
-      lines.err.clear();
-    }
-    const int status = launcher.exit_status() ? *launcher.exit_status() : launcher.terminate(2.0);
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return events;
-  }
-
-  static std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& events,
-                                             const std::string& type) {
-    std::vector<nlohmann::json> out;
-    for (const auto& e : events) {
-      if (e.value("type", "") == type) out.push_back(e);
-    }
-    return out;
+    auto job = testing_launch::run_launcher(BATON_BINARY, args(std::move(extra)), e, on_event, 300,
+                                            interrupt);
+    stderr_ = job.err;
+    exit_code_ = job.exit_code;
+    return std::move(job.events);
   }
 
   // Every step of the run read by the attempt that ran it last; each full
@@ -185,6 +169,7 @@ class LaunchElastic : public testing::Test {
       ++checked;
     }
     EXPECT_EQ(checked, static_cast<int>((steps + batches - 1) / batches) - 1);
+    EXPECT_GE(checked, 5) << "too few full epochs to check";
   }
 
   fs::path work_;
@@ -193,11 +178,15 @@ class LaunchElastic : public testing::Test {
   int exit_code_ = -1;
 };
 
+// The run ends with a stop (Ctrl-C) once it has gone on with 3 workers
+// again: how long it takes follows the events, not the machine's speed.
 TEST_F(LaunchElastic, ThreeTwoThreeWorkersSeeEverySampleOfEachEpochOnce) {
   int64_t removed_at = -1, rescaled_at = -1;
-  int phase = 0;  // 0: 3 workers; 1: host C removed; 2: back; 3: rescaled up
-  const auto events =
-      launch({"--min-workers", "2", "--max-workers", "3"}, [&](const nlohmann::json& e) {
+  int phase = 0;  // 0: 3 workers; 1: host C removed; 2: 2 workers; 3: back; 4: 3 workers again
+  bool stop = false;
+  const auto events = launch(
+      {"--min-workers", "2", "--max-workers", "3", "--set", "train.steps=100000"},
+      [&](const nlohmann::json& e) {
         const std::string type = e.value("type", "");
         const int64_t step = e.value("step", int64_t{-1});
         if (phase == 0 && type == "step" && step >= 150) {
@@ -210,10 +199,16 @@ TEST_F(LaunchElastic, ThreeTwoThreeWorkersSeeEverySampleOfEachEpochOnce) {
         } else if (phase == 2 && type == "step" && step >= rescaled_at + 150) {
           set_hosts("hostA:1\nhostB:1\nhostC:1\n");
           phase = 3;
+        } else if (phase == 3 && type == "rescale") {
+          rescaled_at = step;
+          phase = 4;
+        } else if (phase == 4 && type == "step" && step >= rescaled_at + 150) {
+          stop = true;
         }
-      });
-  ASSERT_EQ(exit_code_, 0) << stderr_;
-  EXPECT_EQ(phase, 3);
+      },
+      {}, &stop);
+  ASSERT_EQ(exit_code_, 130) << stderr_;
+  EXPECT_EQ(phase, 4);
   const auto rescales = of_type(events, "rescale");
   ASSERT_EQ(rescales.size(), 2u) << stderr_;
   EXPECT_EQ(rescales[0].value("from", 0), 3);
@@ -236,27 +231,39 @@ TEST_F(LaunchElastic, ThreeTwoThreeWorkersSeeEverySampleOfEachEpochOnce) {
   EXPECT_EQ(runs[2].value("start_step", int64_t{-1}), rescales[1].value("step", int64_t{-2}));
   const auto end = of_type(events, "launch_end");
   ASSERT_EQ(end.size(), 1u);
-  EXPECT_EQ(end[0].value("status", ""), "completed");
+  EXPECT_EQ(end[0].value("status", ""), "interrupted");
   EXPECT_EQ(end[0].value("rescales", 0), 2);
-  std::printf("rescaled at steps %lld (3 -> 2) and %lld (2 -> 3), %lld steps an epoch\n",
-              static_cast<long long>(rescales[0].value("step", int64_t{0})),
-              static_cast<long long>(rescales[1].value("step", int64_t{0})), 30LL);
-  expect_each_sample_once_per_epoch(1500);
+  const int64_t last = of_type(events, "run_end").back().value("step", int64_t{0});
+  std::printf(
+      "rescaled at steps %lld (3 -> 2) and %lld (2 -> 3), stopped at %lld; 30 steps an "
+      "epoch\n",
+      static_cast<long long>(rescales[0].value("step", int64_t{0})),
+      static_cast<long long>(rescales[1].value("step", int64_t{0})), static_cast<long long>(last));
+  expect_each_sample_once_per_epoch(last);
   // The steps each attempt ran, with its worker count.
   const auto log = read_sample_logs(path("samples"));
   EXPECT_EQ(log.at(0).replicas, 3);
   EXPECT_EQ(log.at(rescales[0].value("step", int64_t{0})).replicas, 2);
-  EXPECT_EQ(log.at(1499).replicas, 3);
+  EXPECT_EQ(log.at(last - 1).replicas, 3);
 }
 
 TEST_F(LaunchElastic, AHostWhoseRankDiedSitsOutItsCooldownThenRejoins) {
   // Rank 2 runs on hostC; killed 1.5 s in, the next attempt runs on A and B
-  // until hostC's cooldown (3 s) ends, then the job grows back to 3 (3000
-  // steps: the second attempt outlasts the cooldown on a fast machine too).
-  const auto events =
-      launch({"--min-workers", "2", "--host-cooldown", "3", "--set", "train.steps=3000"}, nullptr,
-             {"FAULT_RANK=2", "FAULT_DELAY=1.5"});
-  ASSERT_EQ(exit_code_, 0) << stderr_;
+  // until hostC's cooldown (3 s) ends, then the job grows back to 3, and is
+  // stopped (Ctrl-C) 100 steps later.
+  bool stop = false;
+  int64_t grown_at = -1;
+  const auto events = launch(
+      {"--min-workers", "2", "--host-cooldown", "3", "--set", "train.steps=100000"},
+      [&](const nlohmann::json& e) {
+        const std::string type = e.value("type", "");
+        if (type == "rescale") grown_at = e.value("step", int64_t{0});
+        if (grown_at >= 0 && type == "step" && e.value("step", int64_t{0}) >= grown_at + 100) {
+          stop = true;
+        }
+      },
+      {"FAULT_RANK=2", "FAULT_DELAY=1.5"}, &stop);
+  ASSERT_EQ(exit_code_, 130) << stderr_;
   const auto restarts = of_type(events, "restart");
   ASSERT_EQ(restarts.size(), 1u) << stderr_;
   EXPECT_EQ(restarts[0].value("rank", -1), 2);
@@ -271,7 +278,7 @@ TEST_F(LaunchElastic, AHostWhoseRankDiedSitsOutItsCooldownThenRejoins) {
   EXPECT_NE(rescales[0].value("cause", "").find("joined"), std::string::npos);
   // Not before the cooldown ended.
   EXPECT_GE(rescales[0].value("time", 0.0) - restarts[0].value("detected", 0.0), 3.0);
-  expect_each_sample_once_per_epoch(3000);
+  expect_each_sample_once_per_epoch(of_type(events, "run_end").back().value("step", int64_t{0}));
 }
 
 TEST_F(LaunchElastic, TooFewHostsWithinTheStartTimeoutFails) {
@@ -286,6 +293,24 @@ TEST_F(LaunchElastic, TooFewHostsWithinTheStartTimeoutFails) {
   EXPECT_NE(reason.find("3 usable slots"), std::string::npos) << reason;
   EXPECT_NE(reason.find("--min-workers is 4"), std::string::npos) << reason;
   EXPECT_FALSE(fs::exists(path("samples"))) << "a rank started";
+}
+
+// A TF_CONFIG file instead of a hostfile: a rank per task, on its host.
+TEST_F(LaunchElastic, ATfConfigFileGivesTheRanksAndTheirHosts) {
+  std::ofstream(path("tf_config.json"))
+      << R"({"cluster": {"chief": ["hostA:2222"], "worker": ["hostB:2222", "hostC:2222"]}})";
+  const auto job = testing_launch::run_launcher(
+      BATON_BINARY,
+      {"baton", "launch", config_, "--tf-config", path("tf_config.json"), "--runs-dir",
+       path("runs"), "--db", path("history.db"), "--set", "train.steps=300", "--events", "-", "-q"},
+      env(), nullptr);
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  const auto starts = of_type(job.events, "run_start");
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].value("replicas", 0), 3);
+  const auto ranks = of_type(job.events, "ranks");
+  ASSERT_FALSE(ranks.empty());
+  EXPECT_EQ(ranks.back()["ranks"].size(), 3u);
 }
 
 TEST_F(LaunchElastic, BadElasticInputIsExitTwoNamingWhatIsWrong) {
@@ -314,6 +339,18 @@ TEST_F(LaunchElastic, BadElasticInputIsExitTwoNamingWhatIsWrong) {
          "give one of them");
   expect({"--host-discovery", "cat " + path("hosts"), "--host-cooldown", "0"}, "--host-cooldown");
   expect({"--host-discovery", "cat " + path("hosts"), "--elastic-bogus", "1"}, "--elastic-bogus");
+  // TF_CONFIG: its tasks against --np and the config's servers.
+  std::ofstream(path("tf.json")) << R"({"cluster": {"worker": ["hostA:1", "hostB:1"],
+                                                   "ps": ["hostC:1"]}})";
+  expect({"--tf-config", path("tf.json")},
+         "1 ps task(s), but the config's strategy is "
+         "multi_worker_mirrored");
+  expect({"--tf-config", path("tf.json"), "--np", "2", "--set", "strategy.type=parameter_server",
+          "--set", "strategy.num_ps=1"},
+         "has 3 tasks");
+  std::ofstream(path("bad_tf.json")) << R"({"cluster": {"worker": ["hostA"]}})";
+  expect({"--tf-config", path("bad_tf.json")}, path("bad_tf.json"));
+  expect({"--tf-config", path("tf.json"), "--min-workers", "2"}, "--tf-config fixes the tasks");
   EXPECT_FALSE(fs::exists(path("runs"))) << "a run started";
 }
 

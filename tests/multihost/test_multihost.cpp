@@ -12,7 +12,6 @@
 // where they are missing. The hosts are removed after the tests, and
 // before them in case an earlier run left some.
 #include <baton/core/child_process.h>
-#include <baton/core/running_child.h>
 #include <baton/history/store.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -20,19 +19,23 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "launch/launched_job.h"
+
 namespace fs = std::filesystem;
 
 namespace baton {
 namespace {
+
+using testing_launch::of_type;
 
 const char* kPrefix = "bt-t";  // the hosts: bt-t1, bt-t2
 const std::string kTestbed = BATON_SOURCE_DIR "/tests/multihost/testbed.sh";
@@ -108,40 +111,16 @@ class MultiHost : public testing::Test {
   std::vector<nlohmann::json> launch(const std::string& run_id, std::vector<std::string> extra,
                                      const std::function<void(const nlohmann::json&)>& on_event,
                                      const std::string& config = "config.json") {
-    std::vector<std::string> args = {"baton",  "launch",         path(config),
-                                     "--hostfile", path("hosts"), "--runs-dir",
-                                     path("runs"), "--db",         path("history.db"),
-                                     "--run-id", run_id,           "--heartbeat",
-                                     "0.5",    "--events",       "-",
-                                     "-q"};
+    std::vector<std::string> args = {
+        "baton",      "launch",      path(config), "--hostfile",       path("hosts"),
+        "--runs-dir", path("runs"),  "--db",       path("history.db"), "--run-id",
+        run_id,       "--heartbeat", "0.5",        "--events",         "-",
+        "-q"};
     args.insert(args.end(), extra.begin(), extra.end());
-    RunningChild launcher(BATON_BINARY, args, env());
-    std::vector<nlohmann::json> events;
-    RunningChild::Lines lines;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
-    while (std::chrono::steady_clock::now() < deadline && launcher.read(0.1, lines)) {
-      for (const auto& l : lines.out) {
-        auto js = nlohmann::json::parse(l, nullptr, false);
-        if (!js.is_object()) continue;
-        if (on_event) on_event(js);
-        events.push_back(std::move(js));
-      }
-      for (const auto& l : lines.err) err_ += l + "\n";
-      lines.out.clear();
-      lines.err.clear();
-    }
-    const int status = launcher.exit_status() ? *launcher.exit_status() : launcher.terminate(2.0);
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return events;
-  }
-
-  static std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& events,
-                                             const std::string& type) {
-    std::vector<nlohmann::json> out;
-    for (const auto& e : events) {
-      if (e.value("type", "") == type) out.push_back(e);
-    }
-    return out;
+    const auto job = testing_launch::run_launcher(BATON_BINARY, args, env(), on_event, 240);
+    err_ = job.err;
+    exit_code_ = job.exit_code;
+    return job.events;
   }
 
   // The hosts the launcher's rank reports saw the ranks on.
@@ -206,19 +185,18 @@ TEST_F(MultiHost, ParameterServerTrainsAcrossHosts) {
 // gone): the launcher restarts the job from its newest checkpoint.
 TEST_F(MultiHost, LaunchRestartsTheJobWhenOneHostsRanksAreKilled) {
   bool killed = false;
-  const auto events =
-      launch("hostkill", {"--np", "4", "--set", "train.steps=3000", "--heartbeat-timeout", "10"},
-             [&](const nlohmann::json& e) {
-               if (killed || e.value("type", "") != "checkpoint" ||
-                   e.value("step", int64_t{0}) < 100) {
-                 return;
-               }
-               const ChildResult pids = run_child(
-                   find_on_path("ip"), {"ip", "netns", "pids", std::string(kPrefix) + "2"}, {}, 10);
-               std::istringstream in(pids.out);
-               for (long pid; in >> pid;) ::kill(static_cast<pid_t>(pid), SIGKILL);
-               killed = true;
-             });
+  const auto events = launch(
+      "hostkill", {"--np", "4", "--set", "train.steps=3000", "--heartbeat-timeout", "10"},
+      [&](const nlohmann::json& e) {
+        if (killed || e.value("type", "") != "checkpoint" || e.value("step", int64_t{0}) < 100) {
+          return;
+        }
+        const ChildResult pids = run_child(
+            find_on_path("ip"), {"ip", "netns", "pids", std::string(kPrefix) + "2"}, {}, 10);
+        std::istringstream in(pids.out);
+        for (long pid; in >> pid;) ::kill(static_cast<pid_t>(pid), SIGKILL);
+        killed = true;
+      });
   ASSERT_TRUE(killed) << err_;
   ASSERT_EQ(exit_code_, 0) << err_;
   const auto restarts = of_type(events, "restart");
@@ -230,7 +208,8 @@ TEST_F(MultiHost, LaunchRestartsTheJobWhenOneHostsRanksAreKilled) {
   const std::string cause = restarts[0].value("cause", "");
   EXPECT_TRUE(host == "bt-t2" || rank == 2 || rank == 3 ||
               cause.find("lost a host's daemon") != std::string::npos)
-      << restarts[0].dump() << "\n" << err_;
+      << restarts[0].dump() << "\n"
+      << err_;
   std::printf("restart cause: %s\n", cause.c_str());
   const auto starts = of_type(events, "run_start");
   ASSERT_EQ(starts.size(), 2u);

@@ -35,11 +35,11 @@ std::vector<std::string_view> split_words(std::string_view line) {
   return words;
 }
 
-}  // namespace
-
-std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& source) {
-  std::vector<HostfileEntry> entries;
-  std::map<std::string, size_t> line_of;  // canonical host -> line it was first listed on
+// Calls fn(line number, "source:N: ", words, line) for every line of
+// `text` with words in it: '#' starts a comment, a '\r' before the newline
+// is dropped.
+template <typename Fn>
+void for_each_line(const std::string& text, const std::string& source, Fn fn) {
   size_t line_no = 0;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -54,49 +54,67 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const std::vector<std::string_view> words = split_words(line);
     if (words.empty()) continue;
-
-    const std::string at = source + ":" + std::to_string(line_no) + ": ";
-    HostfileEntry e;
-    e.host = std::string(words[0]);
-    if (std::string problem = host_problem(e.host); !problem.empty()) {
-      throw InputError(at + problem);
-    }
-    bool have_slots = false;
-    bool have_max = false;
-    for (size_t w = 1; w < words.size(); ++w) {
-      const std::string_view word = words[w];
-      const size_t eq = word.find('=');
-      const std::string_view key = word.substr(0, eq == std::string_view::npos ? 0 : eq);
-      const std::string_view value =
-          eq == std::string_view::npos ? std::string_view() : word.substr(eq + 1);
-      if (key == "slots") {
-        if (have_slots) throw InputError(at + "slots is given twice");
-        have_slots = true;
-        if (std::string why = positive_int(value, e.slots); !why.empty()) {
-          throw InputError(at + "slots: " + why);
-        }
-      } else if (key == "max_slots" || key == "max-slots") {
-        if (have_max) throw InputError(at + "max_slots is given twice");
-        have_max = true;
-        if (std::string why = positive_int(value, e.max_slots); !why.empty()) {
-          throw InputError(at + std::string(key) + ": " + why);
-        }
-      } else {
-        throw InputError(at + "unknown attribute \"" + std::string(word) +
-                         "\" (expected slots=N, max_slots=N or max-slots=N)");
-      }
-    }
-    if (e.max_slots != 0 && e.max_slots < e.slots) {
-      throw InputError(at + "max_slots: " + std::to_string(e.max_slots) + " is less than slots (" +
-                       std::to_string(e.slots) + ")");
-    }
-    const auto [it, fresh] = line_of.emplace(canonical_host(e.host), line_no);
-    if (!fresh) {
-      throw InputError(at + "host \"" + e.host + "\" is already listed on line " +
-                       std::to_string(it->second));
-    }
-    entries.push_back(std::move(e));
+    fn(line_no, source + ":" + std::to_string(line_no) + ": ", words, line);
   }
+}
+
+// Appends `e`; InputError when its host is listed already (line_of: each
+// canonical host's first line).
+void add_once(std::vector<HostfileEntry>& entries, std::map<std::string, size_t>& line_of,
+              HostfileEntry e, const std::string& at, size_t line_no) {
+  const auto [it, fresh] = line_of.emplace(canonical_host(e.host), line_no);
+  if (!fresh) {
+    throw InputError(at + "host \"" + e.host + "\" is already listed on line " +
+                     std::to_string(it->second));
+  }
+  entries.push_back(std::move(e));
+}
+
+}  // namespace
+
+std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& source) {
+  std::vector<HostfileEntry> entries;
+  std::map<std::string, size_t> line_of;  // canonical host -> line it was first listed on
+  for_each_line(text, source,
+                [&](size_t line_no, const std::string& at,
+                    const std::vector<std::string_view>& words, std::string_view) {
+                  HostfileEntry e;
+                  e.host = std::string(words[0]);
+                  if (std::string problem = host_problem(e.host); !problem.empty()) {
+                    throw InputError(at + problem);
+                  }
+                  bool have_slots = false;
+                  bool have_max = false;
+                  for (size_t w = 1; w < words.size(); ++w) {
+                    const std::string_view word = words[w];
+                    const size_t eq = word.find('=');
+                    const std::string_view key =
+                        word.substr(0, eq == std::string_view::npos ? 0 : eq);
+                    const std::string_view value =
+                        eq == std::string_view::npos ? std::string_view() : word.substr(eq + 1);
+                    if (key == "slots") {
+                      if (have_slots) throw InputError(at + "slots is given twice");
+                      have_slots = true;
+                      if (std::string why = positive_int(value, e.slots); !why.empty()) {
+                        throw InputError(at + "slots: " + why);
+                      }
+                    } else if (key == "max_slots" || key == "max-slots") {
+                      if (have_max) throw InputError(at + "max_slots is given twice");
+                      have_max = true;
+                      if (std::string why = positive_int(value, e.max_slots); !why.empty()) {
+                        throw InputError(at + std::string(key) + ": " + why);
+                      }
+                    } else {
+                      throw InputError(at + "unknown attribute \"" + std::string(word) +
+                                       "\" (expected slots=N, max_slots=N or max-slots=N)");
+                    }
+                  }
+                  if (e.max_slots != 0 && e.max_slots < e.slots) {
+                    throw InputError(at + "max_slots: " + std::to_string(e.max_slots) +
+                                     " is less than slots (" + std::to_string(e.slots) + ")");
+                  }
+                  add_once(entries, line_of, std::move(e), at, line_no);
+                });
   if (entries.empty()) {
     throw InputError(source + ": no hosts (expected lines like \"node1 slots=4\")");
   }
@@ -106,56 +124,42 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
 std::vector<HostfileEntry> parse_host_slots(const std::string& text, const std::string& source) {
   std::vector<HostfileEntry> entries;
   std::map<std::string, size_t> line_of;
-  size_t line_no = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) nl = text.size();
-    std::string_view line = std::string_view(text).substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
-      line = line.substr(0, hash);
-    }
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::vector<std::string_view> words = split_words(line);
-    if (words.empty()) continue;
-    const std::string at = source + ":" + std::to_string(line_no) + ": ";
-    if (words.size() > 1) {
-      throw InputError(at + "expected one \"host:slots\" per line, got \"" + std::string(line) +
-                       "\"");
-    }
-    const std::string_view word = words[0];
-    HostfileEntry e;
-    // A bracketed IPv6 address keeps its colons: "[fe80::1]:4".
-    size_t colon = std::string_view::npos;
-    if (word.front() == '[') {
-      const size_t close = word.find(']');
-      if (close == std::string_view::npos) throw InputError(at + "an unclosed \"[\" in the host");
-      e.host = std::string(word.substr(1, close - 1));
-      if (close + 1 < word.size()) {
-        if (word[close + 1] != ':') throw InputError(at + "expected \":slots\" after \"]\"");
-        colon = close + 1;
-      }
-    } else {
-      colon = word.rfind(':');
-      e.host = std::string(word.substr(0, colon));
-    }
-    if (colon != std::string_view::npos) {
-      if (std::string why = positive_int(word.substr(colon + 1), e.slots); !why.empty()) {
-        throw InputError(at + "slots: " + why);
-      }
-    }
-    if (std::string problem = host_problem(e.host); !problem.empty()) {
-      throw InputError(at + problem);
-    }
-    const auto [it, fresh] = line_of.emplace(canonical_host(e.host), line_no);
-    if (!fresh) {
-      throw InputError(at + "host \"" + e.host + "\" is already listed on line " +
-                       std::to_string(it->second));
-    }
-    entries.push_back(std::move(e));
-  }
+  for_each_line(text, source,
+                [&](size_t line_no, const std::string& at,
+                    const std::vector<std::string_view>& words, std::string_view line) {
+                  if (words.size() > 1) {
+                    throw InputError(at + "expected one \"host:slots\" per line, got \"" +
+                                     std::string(line) + "\"");
+                  }
+                  const std::string_view word = words[0];
+                  HostfileEntry e;
+                  // A bracketed IPv6 address keeps its colons: "[fe80::1]:4".
+                  size_t colon = std::string_view::npos;
+                  if (word.front() == '[') {
+                    const size_t close = word.find(']');
+                    if (close == std::string_view::npos)
+                      throw InputError(at + "an unclosed \"[\" in the host");
+                    e.host = std::string(word.substr(1, close - 1));
+                    if (close + 1 < word.size()) {
+                      if (word[close + 1] != ':')
+                        throw InputError(at + "expected \":slots\" after \"]\"");
+                      colon = close + 1;
+                    }
+                  } else {
+                    colon = word.rfind(':');
+                    e.host = std::string(word.substr(0, colon));
+                  }
+                  if (colon != std::string_view::npos) {
+                    if (std::string why = positive_int(word.substr(colon + 1), e.slots);
+                        !why.empty()) {
+                      throw InputError(at + "slots: " + why);
+                    }
+                  }
+                  if (std::string problem = host_problem(e.host); !problem.empty()) {
+                    throw InputError(at + problem);
+                  }
+                  add_once(entries, line_of, std::move(e), at, line_no);
+                });
   return entries;
 }
 

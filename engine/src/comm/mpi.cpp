@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace baton {
 namespace {
@@ -189,9 +190,16 @@ struct MpiCommunicator::Impl {
   bool topology = false;
   MPI_Comm host = MPI_COMM_NULL;     // the ranks of this rank's host
   MPI_Comm leaders = MPI_COMM_NULL;  // host rank 0 of every host; NULL on the others
+  // The ranks with this rank's host rank on every host (when every host has
+  // as many ranks): the 2-D scheme's cross-host step.
+  MPI_Comm cross = MPI_COMM_NULL;
   int host_rank = 0, host_size = 1, num_hosts = 1;
+  bool uniform = false;             // every host has host_size ranks
+  std::vector<int> counts, displs;  // host_size each: a piece's chunks
+  std::vector<float> chunk;         // this rank's chunk (grown once, kept)
 
   ~Impl() {
+    free_comm(cross);
     free_comm(leaders);
     free_comm(host);
     free_comm(comm);
@@ -219,6 +227,18 @@ struct MpiCommunicator::Impl {
     }
     check(MPI_Allreduce(&leader, &num_hosts, 1, MPI_INT, MPI_SUM, comm), "MPI_Allreduce",
           "hierarchical topology");
+    int sizes[2] = {host_size, -host_size};  // the max, and the min negated
+    check(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, comm), "MPI_Allreduce",
+          "hierarchical topology");
+    uniform = sizes[0] == -sizes[1] && host_size > 1 && num_hosts > 1;
+    if (uniform) {
+      check(MPI_Comm_split(comm, host_rank, rank, &cross), "MPI_Comm_split",
+            "hierarchical cross-host");
+      check(MPI_Comm_set_errhandler(cross, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+            "hierarchical cross-host");
+      counts.assign(static_cast<size_t>(host_size), 0);
+      displs.assign(static_cast<size_t>(host_size), 0);
+    }
     topology = true;
   }
 };
@@ -322,6 +342,38 @@ void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceO
   const auto t0 = Clock::now();
   Impl& m = *impl_;
   m.ensure_topology(rank_, tuning_.simulated_ranks_per_host);
+  if (m.uniform) {
+    // 2-D: a reduce-scatter inside each host, every host rank's chunk
+    // allreduced with its peers' on the other hosts (host_size exchanges
+    // across hosts at once, each of 1/host_size of the data), an allgather
+    // inside each host. The cross-host links carry each byte once and are
+    // all busy, where a leader per host would carry it all over one.
+    const auto need =
+        static_cast<size_t>(std::min<int64_t>(count, tuning_.max_count_per_call) / m.host_size + 1);
+    if (m.chunk.size() < need) m.chunk.resize(need);  // the first call only
+    for_pieces(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
+      float* p = data + off;
+      const int hs = m.host_size;
+      for (int i = 0, at = 0; i < hs; ++i) {
+        m.counts[static_cast<size_t>(i)] = len / hs + (i < len % hs ? 1 : 0);
+        m.displs[static_cast<size_t>(i)] = at;
+        at += m.counts[static_cast<size_t>(i)];
+      }
+      const int mine = m.counts[static_cast<size_t>(m.host_rank)];
+      check(MPI_Reduce_scatter(p, m.chunk.data(), m.counts.data(), MPI_FLOAT, mop, m.host),
+            "MPI_Reduce_scatter", "hierarchical allreduce, inside the host");
+      check(MPI_Allreduce(MPI_IN_PLACE, m.chunk.data(), mine, MPI_FLOAT, mop, m.cross),
+            "MPI_Allreduce", "hierarchical allreduce, across hosts");
+      check(MPI_Allgatherv(m.chunk.data(), mine, MPI_FLOAT, p, m.counts.data(), m.displs.data(),
+                           MPI_FLOAT, m.host),
+            "MPI_Allgatherv", "hierarchical allreduce, inside the host");
+    });
+    if (op == ReduceOp::kMean) divide(data, count, size_);
+    const double n = size_;
+    record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n,
+                      seconds_since(t0));
+    return;
+  }
   for_pieces(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
     float* p = data + off;
     if (m.host_size > 1) {

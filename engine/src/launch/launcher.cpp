@@ -1,5 +1,6 @@
 #include <baton/core/error.h>
 #include <baton/core/running_child.h>
+#include <baton/core/temp_file.h>
 #include <baton/launch/host_pool.h>
 #include <baton/launch/launcher.h>
 #include <sys/wait.h>
@@ -64,41 +65,6 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// A file for one attempt's hostfile, removed with it.
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/baton-hosts-XXXXXX";
-    const int fd = ::mkstemp(pattern.data());
-    if (fd < 0) {
-      throw RuntimeError("launch: cannot make a hostfile in " + pattern + ": " +
-                         std::strerror(errno));
-    }
-    path_ = pattern;
-    size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ::close(fd);
-        ::unlink(path_.c_str());
-        throw RuntimeError("launch: cannot write the hostfile " + path_);
-      }
-      done += static_cast<size_t>(n);
-    }
-    ::close(fd);
-  }
-  ~TempFile() { ::unlink(path_.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // One attempt's view of its job.
 struct Attempt {
   int np = 0;                            // its ranks
@@ -148,13 +114,13 @@ class Supervisor {
     for (int attempt = 1;; ++attempt) {
       out.attempts = attempt;
       Attempt a;
-      std::optional<TempFile> hostfile;
+      std::optional<TempFile> hostfile;  // this attempt's
       if (spec_.elastic.enabled) {
         if (!wait_for_hosts(attempt, a, out)) {
           out.attempts = attempt - 1;
           break;
         }
-        hostfile.emplace(to_hostfile(a.placement));
+        hostfile.emplace("baton-hosts", to_hostfile(a.placement));
       } else {
         a.np = spec_.job.ranks;
       }
