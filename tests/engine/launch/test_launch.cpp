@@ -2,6 +2,7 @@
 // train` and the studio share, the mpirun argument vector, the config made
 // runnable from anywhere, and the stop signals.
 #include <baton/core/error.h>
+#include <baton/core/temp_file.h>
 #include <baton/discovery/discovery.h>
 #include <baton/history/store.h>
 #include <baton/launch/heartbeat.h>
@@ -365,11 +366,10 @@ TEST(TaggedLines, ReassemblesLinesSplitIntoChunks) {
 // moves the progress counter on; each names the rank, the pid, the host
 // and a step that never goes back.
 TEST(Heartbeat, BeatsWholeLinesWithTheProgress) {
-  char path[] = "/tmp/baton-heartbeat-XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  std::FILE* out = ::fdopen(fd, "w");
-  ASSERT_NE(out, nullptr);
+  const baton::TempFile file("baton-heartbeat", "");  // removed at the end
+  const char* path = file.path().c_str();
+  std::FILE* out = std::fopen(path, "w");
+  ASSERT_NE(out, nullptr) << path;
   // Lines in the file so far, read through a handle of the test's own.
   const auto lines_in = [&] {
     std::FILE* in = std::fopen(path, "r");
@@ -405,5 +405,4 @@ TEST(Heartbeat, BeatsWholeLinesWithTheProgress) {
   }
   EXPECT_GE(n, 3);
   std::fclose(in);
-  std::remove(path);
 }
