@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -220,7 +221,8 @@ TEST(LocalHierarchical, OneNumaNodeRunsNativeAndSaysSo) {
 
 // A measured link's figure is its transfer rate: on threads that is a
 // memory copy, so the ring's per-link rate must be within 2x of memcpy's
-// rate on the same sizes, measured in the same run.
+// rate on the same sizes, two threads copying at once as the two ranks do,
+// measured in the same run.
 TEST(LocalLinkTruth, TheMeasuredRateIsNearTheMemcpyRate) {
   const int64_t count = int64_t{16} << 20;   // 64 MiB
   const int64_t segment = int64_t{1} << 20;  // the ring's pieces, bytes
@@ -237,29 +239,57 @@ TEST(LocalLinkTruth, TheMeasuredRateIsNearTheMemcpyRate) {
   };
   allreduce();  // first touch of every page
   for (int r = 0; r < 2; ++r) g.rank(r).links().drain();
-  allreduce();
-  // memcpy of the same total in the same pieces, from and to other buffers.
-  std::vector<float> from(static_cast<size_t>(count), 2.0f), to(static_cast<size_t>(count));
-  std::memcpy(to.data(), from.data(), static_cast<size_t>(count) * 4);  // first touch
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t piece = segment / 4;
-  for (int64_t off = 0; off < count; off += piece) {
-    std::memcpy(to.data() + off, from.data() + off,
-                static_cast<size_t>(std::min(piece, count - off)) * 4);
-  }
-  const double memcpy_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double memcpy_gbps = static_cast<double>(count) * 4 / memcpy_s / 1e9;
-  for (int r = 0; r < 2; ++r) {
-    for (const LinkSample& l : g.rank(r).links().drain()) {
-      ASSERT_FALSE(l.estimated);
-      ASSERT_GT(l.seconds, 0.0);
-      const double gbps = static_cast<double>(l.num_bytes) / l.seconds / 1e9;
-      std::printf("link %d->%d: %.2f GB/s transfer (wait %.4f s); memcpy %.2f GB/s\n", l.src, l.dst,
-                  gbps, l.wait_seconds, memcpy_gbps);
-      EXPECT_GT(gbps, memcpy_gbps / 2) << "link " << l.src << "->" << l.dst;
-      EXPECT_LT(gbps, memcpy_gbps * 2) << "link " << l.src << "->" << l.dst;
+  // Both figures are the best of a few runs: on a shared machine one run
+  // of either may land on a busy core (another test, another tenant).
+  std::map<std::pair<int, int>, double> best;  // per link, GB/s
+  for (int run = 0; run < 3; ++run) {
+    allreduce();
+    for (int r = 0; r < 2; ++r) {
+      for (const LinkSample& l : g.rank(r).links().drain()) {
+        ASSERT_FALSE(l.estimated);
+        ASSERT_GT(l.seconds, 0.0);
+        double& b = best[{l.src, l.dst}];
+        b = std::max(b, static_cast<double>(l.num_bytes) / l.seconds / 1e9);
+      }
     }
+  }
+  // memcpy of the same total in the same pieces, from and to other buffers,
+  // on two threads at once as the ring's two ranks copy: each thread's rate.
+  std::vector<std::vector<float>> from(2, std::vector<float>(static_cast<size_t>(count), 2.0f));
+  std::vector<std::vector<float>> to(2, std::vector<float>(static_cast<size_t>(count)));
+  const auto copy = [&](int t) {
+    const int64_t piece = segment / 4;
+    for (int64_t off = 0; off < count; off += piece) {
+      std::memcpy(to[t].data() + off, from[t].data() + off,
+                  static_cast<size_t>(std::min(piece, count - off)) * 4);
+    }
+  };
+  copy(0);  // first touch
+  copy(1);
+  double memcpy_gbps = 0;
+  for (int run = 0; run < 5; ++run) {
+    double rate[2] = {0, 0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, t] {
+        const auto t0 = std::chrono::steady_clock::now();
+        copy(t);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        rate[t] = static_cast<double>(count) * 4 / s / 1e9;
+      });
+    }
+    for (auto& th : threads) th.join();
+    memcpy_gbps = std::max(memcpy_gbps, (rate[0] + rate[1]) / 2);
+  }
+  ASSERT_EQ(best.size(), 2u) << "the ring of 2 uses both links";
+  for (const auto& [link, gbps] : best) {
+    std::printf(
+        "link %d->%d: %.2f GB/s transfer; memcpy %.2f GB/s a thread, 2 at once (best of 3 and 5 "
+        "runs)\n",
+        link.first, link.second, gbps, memcpy_gbps);
+    EXPECT_GT(gbps, memcpy_gbps / 2) << "link " << link.first << "->" << link.second;
+    EXPECT_LT(gbps, memcpy_gbps * 2) << "link " << link.first << "->" << link.second;
   }
 }
 
