@@ -2,6 +2,7 @@
 
 #include <baton/core/error.h>
 #include <baton/history/store.h>
+#include <baton/telemetry/chrome_trace.h>
 #include <locale.h>
 #include <wchar.h>
 
@@ -53,6 +54,22 @@ void add_history_command(CLI::App& app, HistoryArgs& a) {
   a.export_->add_option("--out", a.out,
                         "Write to FILE ('-' or none: stdout); a regular file is replaced only "
                         "once the export is complete");
+
+  a.timeline = h->add_subcommand(
+      "timeline",
+      "Write the Chrome trace of a run recorded with --timeline (open it in Perfetto or "
+      "chrome://tracing)");
+  db(a.timeline);
+  a.timeline->add_option("id", a.id, "Run: its number, its run id, or a unique prefix")
+      ->required();
+  a.timeline->add_option("--out,-o", a.out,
+                         "Write to FILE ('-' or none: stdout); a regular file is replaced only "
+                         "once the trace is complete");
+  a.timeline
+      ->add_option("--attempt", a.attempt,
+                   "Which of the run's recorded timelines, 1 for the first (a restarted or "
+                   "resumed run records one per attempt); default: the last")
+      ->check(integer_in(1, std::numeric_limits<int>::max()));
 
   a.diff = h->add_subcommand("diff", "Config differences between two runs, key by key");
   db(a.diff);
@@ -292,6 +309,32 @@ int export_run(const HistoryArgs& a, const HistoryStore& store) {
   return 0;
 }
 
+int timeline(const HistoryArgs& a, const HistoryStore& store) {
+  const int64_t id = store.resolve(a.id);
+  const std::vector<nlohmann::json> all = store.timelines(id);
+  if (all.empty()) {
+    throw InputError("run " + std::to_string(id) +
+                     " has no timeline: record one with baton train --timeline FILE (or baton "
+                     "launch --timeline FILE)");
+  }
+  if (a.attempt > static_cast<long long>(all.size())) {
+    throw InputError("--attempt " + std::to_string(a.attempt) + ": run " + std::to_string(id) +
+                     " recorded " + std::to_string(all.size()) + " timeline" +
+                     (all.size() == 1 ? "" : "s"));
+  }
+  const nlohmann::json& record = all[a.attempt > 0 ? static_cast<size_t>(a.attempt - 1)
+                                                   : all.size() - 1];
+  const std::string text = chrome_trace(record).dump() + "\n";
+  OutputFile out("--out", a.out);
+  if (std::fwrite(text.data(), 1, text.size(), out.get()) != text.size()) {
+    throw RuntimeError((a.out.empty() || a.out == "-" ? std::string("standard output")
+                                                     : "--out " + a.out) +
+                       ": write failed (" + std::strerror(errno) + ")");
+  }
+  out.commit();
+  return 0;
+}
+
 int diff(const HistoryArgs& a, const HistoryStore& store) {
   const RunRecord r1 = store.run(store.resolve(a.id));
   const RunRecord r2 = store.run(store.resolve(a.id2));
@@ -322,10 +365,11 @@ int run_history(const HistoryArgs& a) {
   if (a.list->parsed()) return list(a, path);
   // Reading commands never write the file (no migration, no interrupted
   // rule: a read-only history lists as well as any).
-  if (a.show->parsed() || a.export_->parsed() || a.diff->parsed()) {
+  if (a.show->parsed() || a.export_->parsed() || a.diff->parsed() || a.timeline->parsed()) {
     const HistoryStore reader(path, HistoryStore::Open::kReadOnly);
     if (a.show->parsed()) return show(a, reader);
     if (a.export_->parsed()) return export_run(a, reader);
+    if (a.timeline->parsed()) return timeline(a, reader);
     return diff(a, reader);
   }
   HistoryStore store(path, HistoryStore::Open::kExisting);

@@ -1,4 +1,4 @@
-// `baton history list|show|export|diff|tag|note|delete`: the run history
+// `baton history list|show|export|diff|timeline|tag|note|delete`: the run history
 // (engine/include/baton/history.h) from the command line.
 #pragma once
 
@@ -24,6 +24,8 @@ struct HistoryArgs {
   CLI::App* tag = nullptr;
   CLI::App* note = nullptr;
   CLI::App* remove = nullptr;
+  CLI::App* timeline = nullptr;
+  long long attempt = 0;  // timeline: which recorded one (0: the last)
 };
 
 void add_history_command(CLI::App& app, HistoryArgs& args);

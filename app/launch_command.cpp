@@ -96,6 +96,10 @@ void add_launch_command(CLI::App& app, LaunchArgs& a) {
   l->add_option("--sample-log", a.sample_log,
                 "Passed on to the ranks (baton train --sample-log): each step's sample indices "
                 "in files in DIR");
+  l->add_option("--timeline", a.timeline,
+                "Passed on to the ranks (baton train --timeline): the chief writes a Chrome "
+                "trace of every rank's step phases and collectives to FILE at the end of each "
+                "attempt; the history keeps each attempt's");
   l->add_flag("-q,--quiet", a.quiet, "Print only restarts and the outcome (not a line per epoch)");
 }
 
@@ -219,6 +223,10 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   if (!a.sample_log.empty()) {
     check_writable_dir("--sample-log", a.sample_log, 64);
     spec.job.train_args.insert(spec.job.train_args.end(), {"--sample-log", absolute(a.sample_log)});
+  }
+  if (!a.timeline.empty()) {
+    check_output_file("--timeline", a.timeline);
+    spec.job.train_args.insert(spec.job.train_args.end(), {"--timeline", absolute(a.timeline)});
   }
   std::string run_id = a.run_id;
   if (run_id.empty() && a.resume) {

@@ -30,6 +30,7 @@ struct LaunchArgs {
   std::vector<std::string> rank_wrapper;
   bool quiet = false;
   std::string sample_log;
+  std::string timeline;  // passed on: baton train --timeline
   // Elastic (any of these given): the worker count follows the hosts.
   int min_workers = 0;  // 0: not given
   int max_workers = 0;

@@ -1,11 +1,13 @@
 #include "train_command.h"
 
 #include <baton/comm/mpi.h>
+#include <baton/core/atomic_file.h>
 #include <baton/core/error.h>
 #include <baton/launch/heartbeat.h>
 #include <baton/launch/job_place.h>
 #include <baton/launch/run_session.h>
 #include <baton/launch/stop_signals.h>
+#include <baton/telemetry/chrome_trace.h>
 #include <baton/telemetry/telemetry.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
@@ -66,6 +68,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                    "Write a heartbeat JSON line to stdout every SECONDS, also while waiting in "
                    "a collective (what `baton launch` watches)")
       ->check(positive_seconds());
+  train->add_option("--timeline", a.timeline,
+                    "Write a Chrome trace (open it in Perfetto or chrome://tracing) of every "
+                    "process's step phases and collectives, on one clock, to FILE when the run "
+                    "ends; the history keeps it too (baton history timeline ID)");
   train->add_option("--sample-log", a.sample_log,
                     "Write the dataset indices every replica trains on at each step to files "
                     "in DIR (one per process): for checking that restarts and rescales skip and "
@@ -126,6 +132,7 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
 // (exit 2) instead of surfacing from deep in the run.
 void check_flag_paths(const TrainArgs& a) {
   if (!a.events.empty() && a.events != "-") check_output_file("--events", a.events);
+  if (!a.timeline.empty()) check_output_file("--timeline", a.timeline);
   if (!a.plugin_dir.empty()) check_existing_dir("--plugin-dir", a.plugin_dir);
   // A run directory's name (the config's name, a time stamp, a tag) and
   // its files go under --runs-dir; checkpoint files under --checkpoint-dir.
@@ -164,6 +171,7 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   req.run_id = a.run_id;
   req.progress = &progress;
   req.sample_log_dir = a.sample_log;
+  req.timeline = !a.timeline.empty();
   req.record_history = !a.no_db;
   req.history_db = a.db;
   req.stop = stop;
@@ -182,6 +190,14 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   if (a.events == "-" || (chief && !a.events.empty())) {
     telemetry.add(std::make_shared<JsonLinesSink>(a.events));
   }
+  if (chief && !a.timeline.empty()) {
+    // The chief's timeline event (every process's spans) becomes the file.
+    telemetry.add(std::make_shared<CallbackSink>([path = a.timeline](const Event& e) {
+      if (const auto* t = std::get_if<TimelineEvent>(&e)) {
+        write_file_atomic(path, chrome_trace(t->trace).dump() + "\n");
+      }
+    }));
+  }
   if (chief && !a.quiet) {
     telemetry.add(std::make_shared<ProgressPrinter>(human, ::isatty(::fileno(human)) == 1));
   }
@@ -198,6 +214,10 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
     if (!o.history_error.empty()) history_line = "incomplete: " + o.history_error;
   }
   print_summary(human, o, history_line);
+  if (!a.timeline.empty()) {
+    std::fprintf(human, "timeline        %s (Chrome trace: Perfetto, chrome://tracing)\n",
+                 a.timeline.c_str());
+  }
   if (!o.history_error.empty()) {
     // The training ran, but what was promised - a record of it - was not
     // kept: a failure, exit 1 (the run's files are complete).

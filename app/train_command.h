@@ -23,6 +23,7 @@ struct TrainArgs {
   std::string run_id;      // "" = a new id (or, with --resume, the newest resumable run's)
   double heartbeat_s = 0;  // > 0: a heartbeat line on stdout this often (baton launch)
   std::string sample_log;  // a folder: each step's sample indices (train/sample_log.h)
+  std::string timeline;    // a Chrome trace of every process's spans, written at the end
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

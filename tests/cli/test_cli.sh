@@ -530,5 +530,29 @@ check "cnn without image data" 2 "needs image data" -- \
 check "unknown block key" 2 "model.blocks\[0\].pooling: unknown key" -- \
   "$BATON" train "$CNN" --no-db --runs-dir "$WORK/cnn" --set 'model.blocks=[{"conv":8,"pooling":"max"}]'
 
+# Timelines: a Chrome trace of every process's spans, kept in the history.
+TL="$WORK/tl"
+mkdir -p "$TL"
+check "timeline: mirrored" 0 "timeline +$TL/mirrored.json" -- "$BATON" train "$EX" --runs-dir "$TL/runs" \
+  --db "$TL/h.db" --set train.epochs=1 --set 'strategy={"type":"mirrored","replicas":2}' \
+  --timeline "$TL/mirrored.json"
+check "timeline: trace format" 0 "trace ok" -- python3 "$SRC/tests/cli/check_trace.py" "$TL/mirrored.json" 1 10
+tl_run=$("$BATON" history list --db "$TL/h.db" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
+check "timeline: from the history" 0 "" -- "$BATON" history timeline "$tl_run" --db "$TL/h.db" -o "$TL/again.json"
+if cmp -s "$TL/mirrored.json" "$TL/again.json"; then pass=$((pass + 1)); else echo "FAIL timeline: the history's trace differs from the run's"; fail=$((fail + 1)); fi
+check "timeline: no such attempt" 2 "--attempt 2: run $tl_run recorded 1 timeline" -- \
+  "$BATON" history timeline "$tl_run" --db "$TL/h.db" --attempt 2
+"$BATON" train "$EX" --runs-dir "$TL/runs" --db "$TL/h.db" --set train.epochs=1 -q >/dev/null 2>&1
+check "timeline: a run without one" 2 "has no timeline: record one with baton train --timeline" -- \
+  "$BATON" history timeline "$("$BATON" history list --db "$TL/h.db" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')" --db "$TL/h.db"
+check "timeline: unwritable path" 2 "--timeline" -- "$BATON" train "$EX" --no-db --runs-dir "$TL/runs" \
+  --timeline "$TL/no/such/dir/t.json"
+if [ "$HAVE_MPIRUN" = 1 ]; then
+  check "timeline: two ranks" 0 "" -- env "$MPI_NOLEAK" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    timeout 180 mpirun -n 2 --oversubscribe "$BATON" train "$SRC/resources/examples/multi_worker_mirrored.json" \
+    --no-db --runs-dir "$TL/runs" --set train.epochs=1 -q --timeline "$TL/mwm.json"
+  check "timeline: two ranks' trace" 0 "trace ok: .* 2 processes" -- python3 "$SRC/tests/cli/check_trace.py" "$TL/mwm.json" 2 5
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

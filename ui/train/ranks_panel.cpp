@@ -26,7 +26,7 @@ std::vector<RankRow> rank_rows_from_json(const nlohmann::json& ranks) {
 
 namespace {
 
-enum Column { kRank, kHost, kState, kStep, kBeat, kPid, kColumns };
+enum Column { kRank, kHost, kState, kStep, kBeat, kLags, kPid, kColumns };
 
 QColor state_color(const QString& state) {
   if (state == QLatin1String("running") || state == QLatin1String("done")) return {30, 140, 60};
@@ -45,7 +45,12 @@ RanksPanel::RanksPanel(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(0, kColumns);
   table_->setObjectName(QStringLiteral("ranks"));
   table_->setHorizontalHeaderLabels(
-      {tr("Rank"), tr("Host"), tr("State"), tr("Step"), tr("Last heartbeat"), tr("PID")});
+      {tr("Rank"), tr("Host"), tr("State"), tr("Step"), tr("Last heartbeat"), tr("Lags in"),
+       tr("PID")});
+  table_->horizontalHeaderItem(kLags)->setToolTip(
+      tr("A straggler: the phase of its own work (data, compute, optimizer) in its latest step "
+         "that took more than 25% longer than the other ranks' median. Communication is not "
+         "judged: in a synchronous step the fast ranks wait there for the slow one."));
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionMode(QAbstractItemView::NoSelection);
@@ -84,6 +89,47 @@ void RanksPanel::set_ranks(int attempt, int workers, const std::vector<RankRow>&
     put(kStep, r.step >= 0 ? QString::number(r.step) : tr("-"));
     put(kBeat, r.beat_age_s >= 0 ? tr("%1 s ago").arg(r.beat_age_s, 0, 'f', 1) : tr("none yet"));
     put(kPid, r.pid > 0 ? QString::number(r.pid) : QString());
+  }
+  show_stragglers();
+}
+
+void RanksPanel::take_step(const StepEvent& step) {
+  RankStepPhases& p = phases_[step.rank];
+  p.rank = step.rank;
+  p.step = step.step;
+  p.data_ms = step.data_ms;
+  p.compute_ms = step.compute_ms;
+  p.optimizer_ms = step.optimizer_ms;
+  show_stragglers();
+}
+
+void RanksPanel::reset_phases() {
+  phases_.clear();
+  show_stragglers();
+}
+
+void RanksPanel::show_stragglers() {
+  std::vector<RankStepPhases> list;
+  for (const auto& [rank, p] : phases_) list.push_back(p);
+  const auto found = find_stragglers(list);
+  for (int i = 0; i < table_->rowCount(); ++i) {
+    const int rank = table_->item(i, kRank) ? table_->item(i, kRank)->text().toInt() : -1;
+    QString text;
+    for (const auto& f : found) {
+      if (f.rank != rank) continue;
+      text = tr("%1 +%2% (%3 ms vs %4)")
+                 .arg(QString::fromStdString(f.phase))
+                 .arg(100.0 * f.lag(), 0, 'f', 0)
+                 .arg(f.ms, 0, 'f', 1)
+                 .arg(f.others_median_ms, 0, 'f', 1);
+    }
+    auto* item = table_->item(i, kLags);
+    if (item == nullptr) {
+      item = new QTableWidgetItem;
+      table_->setItem(i, kLags, item);
+    }
+    item->setText(text);
+    item->setForeground(QColor(200, 130, 0));
   }
 }
 

@@ -3,10 +3,17 @@
 // stopped), its last step and how long ago its last heartbeat came - as
 // `baton launch` reports them in its "ranks" events, about once a second.
 // A run in this process (threads) has no ranks: the panel says so.
+// Stragglers are marked from each rank's latest step event: the phase of
+// its own work (data, compute, optimizer) that lags the other ranks' median
+// by more than a quarter (telemetry/stragglers.h).
 #pragma once
+
+#include <baton/telemetry/stragglers.h>
+#include <baton/telemetry/telemetry.h>
 
 #include <QString>
 #include <QWidget>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -36,6 +43,10 @@ class RanksPanel : public QWidget {
   void set_ranks(int attempt, int workers, const std::vector<RankRow>& rows);
   // A line above the table (a rescale, a wait for hosts).
   void set_note(const QString& note);
+  // A rank's step event: its phases, for the straggler column.
+  void take_step(const StepEvent& step);
+  // Forgets the phases (a new run).
+  void reset_phases();
 
   // For tests: the table as shown.
   int row_count() const;
@@ -43,8 +54,10 @@ class RanksPanel : public QWidget {
   QString note() const;
 
  private:
+  void show_stragglers();
   QLabel* note_ = nullptr;
   QTableWidget* table_ = nullptr;
+  std::map<int, RankStepPhases> phases_;  // each rank's latest
 };
 
 }  // namespace baton::ui

@@ -194,6 +194,7 @@ void TrainView::start() {
           });
   connect(run_.get(), &RunController::ranks, ranks_, &RanksPanel::set_ranks);
   connect(run_.get(), &RunController::ranks_note, ranks_, &RanksPanel::set_note);
+  ranks_->reset_phases();
   if (topology_.multi_process()) {
     ranks_->clear(tr("Starting %1 rank(s)...").arg(topology_.process_count()));
   } else {
@@ -240,6 +241,7 @@ void TrainView::on_events(const std::vector<Event>& batch) {
               .arg(s->replicas)
               .arg(QString::fromStdString(s->communication.empty() ? s->model : s->communication)));
     } else if (const auto* s = std::get_if<StepEvent>(&ev)) {
+      ranks_->take_step(*s);
       if (s->rank != 0 || total_steps_ <= 0) continue;
       const double done = static_cast<double>(s->step - start_step_);
       const double left = static_cast<double>(total_steps_ - s->step);

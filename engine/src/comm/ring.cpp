@@ -3,6 +3,7 @@
 #include <baton/comm/communicator.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace baton {
 
@@ -91,6 +92,52 @@ void broadcast_string(Communicator& comm, std::string& text, int root) {
   comm.broadcast(bytes.data(), static_cast<int64_t>(bytes.size()), root);
   text.assign(bytes.size(), '\0');
   for (size_t i = 0; i < bytes.size(); ++i) text[i] = static_cast<char>(static_cast<int>(bytes[i]));
+}
+
+std::vector<std::string> gather_strings(Communicator& comm, const std::string& text, int root) {
+  const auto send_u64 = [&](uint64_t v) {
+    float f[2];
+    std::memcpy(f, &v, sizeof v);
+    comm.send(f, 2, root);
+  };
+  if (comm.rank() != root) {
+    send_u64(text.size());
+    std::vector<float> words((text.size() + 3) / 4, 0.0f);
+    std::memcpy(words.data(), text.data(), text.size());
+    comm.send(words.data(), static_cast<int64_t>(words.size()), root);
+    return {};
+  }
+  std::vector<std::string> all(static_cast<size_t>(comm.size()));
+  all[static_cast<size_t>(root)] = text;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r == root) continue;
+    float f[2];
+    comm.recv(f, 2, r);
+    uint64_t n = 0;
+    std::memcpy(&n, f, sizeof n);
+    std::vector<float> words((n + 3) / 4, 0.0f);
+    comm.recv(words.data(), static_cast<int64_t>(words.size()), r);
+    all[static_cast<size_t>(r)].assign(reinterpret_cast<const char*>(words.data()), n);
+  }
+  return all;
+}
+
+ClockOffset clock_offset_over(Communicator& comm, int root,
+                              const std::function<int64_t()>& now_ns) {
+  ClockLink link;
+  link.send = [&comm](int peer, int64_t v) {
+    float f[2];
+    std::memcpy(f, &v, sizeof v);
+    comm.send(f, 2, peer);
+  };
+  link.recv = [&comm](int peer) {
+    float f[2];
+    comm.recv(f, 2, peer);
+    int64_t v = 0;
+    std::memcpy(&v, f, sizeof v);
+    return v;
+  };
+  return clock_offset_to_root(comm.rank(), comm.size(), root, link, now_ns);
 }
 
 void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,

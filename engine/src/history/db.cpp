@@ -357,8 +357,20 @@ DROP TABLE events;
 ALTER TABLE events_v5 RENAME TO events;
 )sql";
 
+// Version 6: timelines (baton train --timeline): every process's spans of
+// an attempt, as the compact JSON record telemetry/chrome_trace.h
+// documents, one row per attempt that recorded one.
+constexpr const char* kMigrationTo6 = R"sql(
+CREATE TABLE timelines (
+  run     INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  record  TEXT NOT NULL,
+  PRIMARY KEY (run, attempt)
+) WITHOUT ROWID;
+)sql";
+
 constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3, kMigrationTo4,
-                                       kMigrationTo5};
+                                       kMigrationTo5, kMigrationTo6};
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
 std::string read_first_line(const std::string& path) {

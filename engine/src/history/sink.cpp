@@ -169,6 +169,11 @@ class HistoryWriter {
     } else if (const auto* e = std::get_if<SampleEvent>(&ev)) {
       event(e->step, wall, "sample", "", e->text,
             dump({{"prompt", e->prompt}, {"temperature", e->temperature}}));
+    } else if (const auto* e = std::get_if<TimelineEvent>(&ev)) {
+      Stmt ins(db_,
+               "INSERT INTO timelines (run, attempt, record) VALUES (?1, (SELECT "
+               "coalesce(max(attempt), 0) + 1 FROM timelines WHERE run = ?1), ?2)");
+      ins.bind(1, run_).bind(2, dump(e->trace)).run();
     } else if (const auto* e = std::get_if<RunEndEvent>(&ev)) {
       on_run_end(*e);
     }

@@ -311,6 +311,21 @@ std::vector<RunEventRecord> HistoryStore::events(int64_t run) const {
   return out;
 }
 
+std::vector<nlohmann::json> HistoryStore::timelines(int64_t run) const {
+  Stmt st(impl_->db, "SELECT attempt, record FROM timelines WHERE run = ?1 ORDER BY attempt");
+  st.bind(1, run);
+  std::vector<nlohmann::json> out;
+  while (st.step()) {
+    nlohmann::json j = nlohmann::json::parse(st.col_text(1), nullptr, false);
+    if (j.is_discarded()) {
+      throw RuntimeError(path() + ": run " + std::to_string(run) + ": timeline " +
+                         std::to_string(st.col_int(0)) + " is not valid JSON");
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 namespace {
 
 struct Bucket {

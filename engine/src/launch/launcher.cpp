@@ -518,7 +518,11 @@ class Supervisor {
         a.ranks_changed = false;
         emit_ranks(attempt, a, {});
       }
-      if (spec_.elastic.enabled && !stop_sent && a.rescale.empty() &&
+      // Not before every rank has been heard: a rank's first heartbeat
+      // comes after it installed its stop handler, and a SIGUSR1 before
+      // that would kill it (a failure, a restart spent) instead of
+      // stopping it at a checkpoint.
+      if (spec_.elastic.enabled && !stop_sent && a.rescale.empty() && every_rank_heard(a) &&
           now - last_discovery >= spec_.elastic.discovery_interval_s) {
         last_discovery = now;
         int to = 0;
@@ -572,6 +576,14 @@ class Supervisor {
                        "does not complete?)");
       }
     }
+  }
+
+  static bool every_rank_heard(const Attempt& a) {
+    for (int r = 0; r < a.np; ++r) {
+      const auto it = a.ranks.find(r);
+      if (it == a.ranks.end() || it->second.last_beat_s < 0) return false;
+    }
+    return true;
   }
 
   static std::string seconds_text(double s) {

@@ -41,6 +41,7 @@ RunSession::RunSession(RunSpec request, Telemetry& telemetry)
   opt.stop = req_.stop;
   opt.progress = req_.progress;
   opt.sample_log_dir = req_.sample_log_dir;
+  opt.timeline = req_.timeline;
   opt.checkpoint_dir = checkpoint_dir_;
   // Building the trainer validates the model and data against the plugins.
   trainer_ = std::make_unique<Trainer>(cfg, registry_, telemetry_, opt);

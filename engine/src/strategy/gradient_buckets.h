@@ -31,7 +31,9 @@ class GradientBuckets {
   int64_t plan(const std::vector<Param*>& params);
   // Sums every gradient over the communicator's ranks, bucket by bucket:
   // pack into `flat`, allreduce, unpack.
-  void allreduce(const std::vector<Param*>& params, Communicator& comm, float* flat) const;
+  // Each bucket's allreduce is a span on `lane` of `timeline` (if any).
+  void allreduce(const std::vector<Param*>& params, Communicator& comm, float* flat,
+                 Timeline* timeline = nullptr, int32_t lane = 0) const;
 
   size_t size() const { return buckets_.size(); }
   // Bucket b holds params [first(b), last(b)), `count(b)` floats.
@@ -77,6 +79,9 @@ class GradientReducer {
   void set_bucket_observer(std::function<void(int, size_t)> observer) {
     observer_ = std::move(observer);
   }
+  // Records each bucket's allreduce as a span on replica r's allreduce
+  // lane (TimelineLane::kReplicaComm + r). Set before bind.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -98,6 +103,7 @@ class GradientReducer {
   bool overlap_;
   std::function<void()> on_failure_;
   std::function<void(int, size_t)> observer_;
+  Timeline* timeline_ = nullptr;
   std::vector<std::unique_ptr<Lane>> lanes_;
 };
 

@@ -48,6 +48,7 @@ void MirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per
   reducer_ = std::make_unique<GradientReducer>(
       grads_.bucket_bytes, grads_.overlap && overlap_allowed && replicas_ > 1,
       [this] { group_->abort(); }, grads_.first_bucket_bytes);
+  reducer_->set_timeline(timeline_);
   reducer_->bind(per_replica, std::move(comms));
 }
 

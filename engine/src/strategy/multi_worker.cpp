@@ -56,6 +56,15 @@ void MultiWorkerMirroredStrategy::share_from_chief(std::string& text) const {
   broadcast_string(outer(), text, 0);
 }
 
+ClockOffset MultiWorkerMirroredStrategy::clock_offset_to_chief(
+    const std::function<int64_t()>& now_ns) {
+  return clock_offset_over(outer(), 0, now_ns);
+}
+
+std::vector<std::string> MultiWorkerMirroredStrategy::gather_to_chief(const std::string& text) {
+  return gather_strings(outer(), text, 0);
+}
+
 std::vector<std::string> MultiWorkerMirroredStrategy::devices() const {
   std::vector<std::string> d;
   for (int r = 0; r < local_; ++r) {
@@ -89,6 +98,7 @@ void MultiWorkerMirroredStrategy::bind_gradients(const PerReplica<std::vector<Pa
   reducer_ = std::make_unique<GradientReducer>(
       grads_.bucket_bytes, grads_.overlap && overlap_allowed && num_replicas() > 1, on_failure,
       grads_.first_bucket_bytes);
+  reducer_->set_timeline(timeline_);
   reducer_->bind(per_replica, std::move(comms));
 }
 

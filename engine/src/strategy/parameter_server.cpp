@@ -210,6 +210,11 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
 #ifdef BATON_HAVE_MPI
   const std::vector<Param*>& params = per_replica[0];
   if (shard_of_.size() != params.size()) plan(params);
+  // One span for the push of every shard and the pull of its new values.
+  const TimelineScope span(timeline_, "push and pull", "comm",
+                           timeline_lane(TimelineLane::kReplicaComm), -1,
+                           2 * static_cast<int64_t>(sizeof(float)) *
+                               std::accumulate(shard_size_.begin(), shard_size_.end(), int64_t{0}));
   Impl& m = *impl_;
   for (int s = 0; s < num_ps_; ++s) {
     const size_t us = static_cast<size_t>(s);
@@ -269,6 +274,54 @@ void ParameterServerStrategy::share_from_chief(std::string& text) const {
         "MPI_Bcast");
 #else
   (void)text;
+#endif
+}
+
+ClockOffset ParameterServerStrategy::clock_offset_to_chief(
+    const std::function<int64_t()>& now_ns) {
+#ifdef BATON_HAVE_MPI
+  // Every process, the servers too (their serving shows on the timeline).
+  constexpr int kTagClock = 17;
+  ClockLink link;
+  link.send = [this](int peer, int64_t v) {
+    check(MPI_Send(&v, 1, MPI_INT64_T, peer, kTagClock, impl_->comm), "MPI_Send");
+  };
+  link.recv = [this](int peer) {
+    int64_t v = 0;
+    check(MPI_Recv(&v, 1, MPI_INT64_T, peer, kTagClock, impl_->comm, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    return v;
+  };
+  return clock_offset_to_root(rank_, size_, 0, link, now_ns);
+#else
+  (void)now_ns;
+  return {};
+#endif
+}
+
+std::vector<std::string> ParameterServerStrategy::gather_to_chief(const std::string& text) {
+#ifdef BATON_HAVE_MPI
+  const int n = count_of(static_cast<int64_t>(text.size()));
+  std::vector<int> sizes(static_cast<size_t>(size_), 0);
+  check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, impl_->comm), "MPI_Gather");
+  std::vector<int> offsets(sizes.size(), 0);
+  int64_t total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    offsets[r] = count_of(total);
+    total += sizes[r];
+  }
+  std::string all(rank_ == 0 ? static_cast<size_t>(total) : 0, '\0');
+  check(MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
+                    0, impl_->comm),
+        "MPI_Gatherv");
+  if (rank_ != 0) return {};
+  std::vector<std::string> parts;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    parts.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(sizes[r])));
+  }
+  return parts;
+#else
+  return {text};
 #endif
 }
 
@@ -410,6 +463,10 @@ int64_t ParameterServerStrategy::serve(
   // Applies the gradient in `g`, one step at this server's update count,
   // and replies to the workers in `to`.
   auto update_and_reply = [&](const float* g, const Pending* to, size_t count, double norm) {
+    // On the timeline: the server's update k as "step" k (its own count).
+    const TimelineScope span(timeline_, "update", "optimizer",
+                             timeline_lane(TimelineLane::kStepLoop), version,
+                             n * static_cast<int64_t>(sizeof(float)));
     unpack(mine, mine_shard, me, true, g);
     optimizer.step(lr_of_update(version));
     ++version;

@@ -146,6 +146,18 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("temperature", e.temperature);
     return e;
   }
+  if (type == "timeline") {
+    TimelineEvent e;
+    e.run = run;
+    if (const auto it = j.find("trace"); it != j.end() && !it->is_null()) {
+      if (!it->is_object()) {
+        throw RuntimeError("telemetry event \"timeline\": field \"trace\" has the wrong type (" +
+                           std::string(it->type_name()) + ")");
+      }
+      e.trace = *it;
+    }
+    return e;
+  }
   if (type == "run_end") {
     RunEndEvent e;
     e.run = run;

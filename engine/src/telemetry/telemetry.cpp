@@ -114,6 +114,11 @@ struct ToJson {
               {"temperature", e.temperature}});
     return j;
   }
+  nlohmann::json operator()(const TimelineEvent& e) const {
+    auto j = base("timeline", e.run);
+    j["trace"] = e.trace;
+    return j;
+  }
 };
 
 }  // namespace
@@ -122,7 +127,8 @@ nlohmann::json to_json(const Event& event) { return std::visit(ToJson{}, event);
 
 const char* event_type(const Event& event) {
   static constexpr const char* kNames[] = {"run_start", "step", "epoch", "log",
-                                           "checkpoint", "run_end", "link", "sample"};
+                                           "checkpoint", "run_end", "link", "sample",
+                                           "timeline"};
   return kNames[event.index()];
 }
 

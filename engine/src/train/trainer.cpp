@@ -141,6 +141,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   }
   model_description_ = replicas_[0]->model->describe();
   if (strategy_->shares_parameters()) share_central_parameters();
+  if (opt_.timeline) make_timeline();
   bind_gradients();
 
   plan_validation(max_rows);
@@ -333,6 +334,8 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
     ++epoch;
     batch_in_epoch = 0;
   }
+  const TimelineScope span(timeline_.get(), "checkpoint", "io",
+                           timeline_lane(TimelineLane::kStepLoop), step);
   const auto t0 = Clock::now();
   auto [path, bytes] = checkpoints_->save(snapshot(step, epoch, batch_in_epoch));
   emit(CheckpointEvent{opt_.run_id, step, path, bytes, ms_between(t0, Clock::now())});
@@ -371,10 +374,16 @@ void Trainer::replica_step(int r, const StepInputs& in) {
   const Batch& b = *(*in.batches)[r];
   ForwardContext ctx = in.ctx;
   ctx.first_row = b.first_row;  // this replica's rows' place in the global batch
+  Timeline* tl = timeline_.get();
+  const int32_t lane = timeline_lane(TimelineLane::kReplica, r);
+  const int64_t t0 = tl != nullptr ? tl->now_ns() : 0;
   const Tensor& out = rep.model->forward(b.x, ctx);
   rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
                             rep.doutput, in.grad_scale, *backend_);
+  const int64_t t1 = tl != nullptr ? tl->now_ns() : 0;
+  if (tl != nullptr) tl->record("forward", "compute", lane, -1, t0, t1);
   rep.model->backward(rep.doutput, rep.on_layer_done);
+  if (tl != nullptr) tl->record("backward", "compute", lane, -1, t1, tl->now_ns());
   (*in.loss_parts)[r] = rep.last.loss_sum;
   (*in.correct_parts)[r] = static_cast<double>(rep.last.correct);
 }

@@ -8,6 +8,7 @@
 #include <baton/train/trainer.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -57,6 +58,7 @@ TrainSummary Trainer::run() {
   RunState s;
   s.run_t0 = Clock::now();
   resume(s);
+  sync_timeline_clock();  // every process, servers too: a collective
   s.sum.start_step = s.step;
   if (!opt_.sample_log_dir.empty()) {
     sample_log_ =
@@ -89,6 +91,7 @@ TrainSummary Trainer::run() {
       s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step - s.epoch * steps_per_epoch_);
     }
     strategy_->finish();
+    emit_timeline();
   } catch (const std::exception& e) {
     emit_run_failed(s, e);
     throw;
@@ -191,6 +194,7 @@ TrainSummary Trainer::serve(RunState& s) {
     emit_run_failed(s, e);
     throw;
   }
+  emit_timeline();
   const StalenessStats st = strategy_->total_staleness();
   s.sum.status = "completed";
   s.sum.staleness_mean = st.mean();
@@ -275,6 +279,7 @@ void Trainer::train_epoch(RunState& s) {
 }
 
 bool Trainer::train_step(RunState& s) {
+  if (timeline_) timeline_->set_step(s.step);
   const auto t0 = Clock::now();
   for (int r = 0; r < s.nrep; ++r) s.batches[r] = pipelines_[r]->next();
   // Every replica's data ends at the same batch (the pipelines plan equal
@@ -331,6 +336,7 @@ bool Trainer::train_step(RunState& s) {
   const Strategy::StepTotals totals = strategy_->combine_step(
       s.loss_parts, s.correct_parts, opt_.stop && opt_.stop->load(std::memory_order_relaxed));
   s.stop_agreed = totals.stop;
+  if (timeline_) record_step_phases(s.step, {t0, t1, t2, t3, t4, Clock::now()});
   const double loss_sum = totals.loss_sum;
   const double correct = totals.correct;
   // Under remote updates the workers do not combine their metrics: a step's
@@ -376,6 +382,21 @@ bool Trainer::train_step(RunState& s) {
     s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step_in_epoch);
   }
   return true;
+}
+
+void Trainer::record_step_phases(int64_t step, const std::array<Clock::time_point, 6>& t) {
+  // The loop's phases, each between two of the step's clock readings.
+  static constexpr const char* kPhase[5][2] = {{"data wait", "data"},
+                                               {"forward and backward", "compute"},
+                                               {"gradient sync", "comm"},
+                                               {"optimizer", "optimizer"},
+                                               {"step totals", "comm"}};
+  const int32_t lane = timeline_lane(TimelineLane::kStepLoop);
+  Timeline& tl = *timeline_;
+  tl.record("step", "step", lane, step, tl.to_ns(t[0]), tl.to_ns(t[5]));
+  for (int i = 0; i < 5; ++i) {
+    tl.record(kPhase[i][0], kPhase[i][1], lane, step, tl.to_ns(t[i]), tl.to_ns(t[i + 1]));
+  }
 }
 
 void Trainer::report_window(RunState& s, float lr) {

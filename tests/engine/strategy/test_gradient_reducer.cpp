@@ -11,7 +11,9 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "strategy/gradient_buckets.h"
@@ -49,14 +51,17 @@ float grad_value(int s, int r, size_t i, int64_t j) {
 }
 
 // Runs `steps` steps; returns replica 0's reduced gradients after each.
-std::vector<std::vector<float>> run(bool overlap, int n, int steps, int64_t bucket_bytes) {
+std::vector<std::vector<float>> run(bool overlap, int n, int steps, int64_t bucket_bytes,
+                                    Timeline* timeline = nullptr) {
   const std::vector<int64_t> sizes = {5, 64, 3, 1, 200, 17, 9};
   Replicas reps(n, sizes);
   GradientReducer reducer(bucket_bytes, overlap, [&reps] { reps.group.abort(); });
+  reducer.set_timeline(timeline);
   reducer.bind(reps.views, reps.comms);
   EXPECT_EQ(reducer.overlap(), overlap);
   std::vector<std::vector<float>> out;
   for (int s = 0; s < steps; ++s) {
+    if (timeline != nullptr) timeline->set_step(s);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
@@ -101,6 +106,35 @@ TEST(GradientReducer, OverlapSumsEveryBucketLikeTheSyncPath) {
       const auto overlapped = run(true, n, 20, bucket);
       EXPECT_EQ(overlapped, sync) << n << " replicas, buckets of " << bucket << " bytes";
     }
+  }
+}
+
+// Every bucket's allreduce of every step is a span on its replica's
+// allreduce lane, recorded from the communication threads (with overlap)
+// or the replica threads (without) - the same sums either way.
+TEST(GradientReducer, EveryBucketsAllreduceIsOnTheTimeline) {
+  for (bool overlap : {false, true}) {
+    Timeline tl(1000);
+    const auto with = run(overlap, 3, 4, 40, &tl);
+    EXPECT_EQ(with, run(overlap, 3, 4, 40)) << "a timeline changes no result";
+    std::map<std::tuple<int32_t, int64_t, int32_t>, int> seen;  // (lane, step, bucket)
+    int32_t buckets = 0;
+    for (const auto& span : tl.spans()) {
+      EXPECT_STREQ(span.name, "allreduce");
+      EXPECT_GT(span.num_bytes, 0);
+      ++seen[{span.lane, span.step, span.index}];
+      buckets = std::max(buckets, span.index + 1);
+    }
+    EXPECT_GT(buckets, 3);
+    for (int r = 0; r < 3; ++r) {
+      for (int64_t s = 0; s < 4; ++s) {
+        for (int32_t b = 0; b < buckets; ++b) {
+          EXPECT_EQ((seen[{timeline_lane(TimelineLane::kReplicaComm, r), s, b}]), 1)
+              << "overlap " << overlap << " replica " << r << " step " << s << " bucket " << b;
+        }
+      }
+    }
+    EXPECT_EQ(tl.dropped(), 0);
   }
 }
 

@@ -2,6 +2,7 @@
 // events take to the studio under mpirun); unknown types and newer schemas
 // are skipped; a known field of the wrong type is an error naming it.
 #include <baton/core/error.h>
+#include <baton/telemetry/stragglers.h>
 #include <baton/telemetry/telemetry.h>
 #include <gtest/gtest.h>
 
@@ -122,6 +123,30 @@ TEST(Telemetry, WrongFieldTypeNamesTheField) {
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("\"loss\""), std::string::npos) << e.what();
   }
+}
+
+TEST(Stragglers, TheRankWhoseOwnWorkLagsIsFoundWithItsPhase) {
+  // Rank 3 computes 40% longer than the median of the others; rank 1's
+  // data is slow too but by less than the absolute floor.
+  std::vector<RankStepPhases> r = {{0, 5, 1.0, 10.0, 2.0},
+                                   {1, 5, 1.4, 10.2, 2.0},
+                                   {2, 5, 1.0, 9.8, 2.1},
+                                   {3, 5, 1.0, 14.0, 2.0}};
+  auto found = find_stragglers(r, 0.25, 0.5);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rank, 3);
+  EXPECT_EQ(found[0].phase, "compute");
+  EXPECT_DOUBLE_EQ(found[0].others_median_ms, 10.0);
+  EXPECT_NEAR(found[0].lag(), 0.4, 1e-12);
+  // A lower floor catches rank 1's data too.
+  found = find_stragglers(r, 0.25, 0.1);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].rank, 1);
+  EXPECT_EQ(found[0].phase, "data");
+  // Within the threshold, or alone: nobody.
+  r[3].compute_ms = 12.0;
+  EXPECT_TRUE(find_stragglers(r, 0.25, 0.5).empty());
+  EXPECT_TRUE(find_stragglers({r[0]}).empty());
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ const nlohmann::json kTabular = {{"type", "synthetic_classification"},
 
 int64_t allocations_for(int64_t steps, const nlohmann::json& model, const Registry& registry,
                         const nlohmann::json& train = kTabular,
-                        const nlohmann::json& augment = nullptr) {
+                        const nlohmann::json& augment = nullptr, size_t timeline = 0) {
   nlohmann::json data = {
       {"train", train}, {"shuffle_buffer", 512}, {"cache", true}, {"prefetch", 2}};
   if (!augment.is_null()) data["augment"] = augment;
@@ -62,6 +62,10 @@ int64_t allocations_for(int64_t steps, const nlohmann::json& model, const Regist
   Telemetry telemetry;
   TrainOptions opt;
   opt.run_id = "alloc";
+  // A timeline of a fixed size: its spans at the end are as many however
+  // long the run (the rest are counted as dropped).
+  opt.timeline = timeline > 0;
+  opt.timeline_capacity = timeline;
   Trainer trainer(cfg, registry, telemetry, opt);
   const int64_t before = g_allocations.load(), library_before = g_library_allocations.load();
   trainer.run();
@@ -87,6 +91,17 @@ TEST(StepAllocations, MoreStepsDoNotAllocateMore) {
     EXPECT_EQ(long_run, short_run)
         << "norm " << norm << ": " << (long_run - short_run) << " allocations in 90 extra steps";
   }
+}
+
+// Recording a timeline costs a slot in a buffer planned at the start.
+TEST(StepAllocations, ATimelineAddsNoAllocationToTheStep) {
+  Registry registry;
+  registry.load_plugin_dir(BATON_PLUGIN_DIR);
+  const nlohmann::json model = {{"type", "mlp"}, {"layers", {16, 32, 4}}};
+  allocations_for(10, model, registry, kTabular, nullptr, 64);
+  const int64_t short_run = allocations_for(10, model, registry, kTabular, nullptr, 64);
+  const int64_t long_run = allocations_for(100, model, registry, kTabular, nullptr, 64);
+  EXPECT_EQ(long_run, short_run) << (long_run - short_run) << " allocations in 90 extra steps";
 }
 
 // The language model too: embedding, attention (with dropout on its

@@ -29,7 +29,8 @@ class RanksPanelTest : public QObject {
     QCOMPARE(p.cell(0, 2), QStringLiteral("running"));
     QCOMPARE(p.cell(0, 3), QStringLiteral("120"));
     QCOMPARE(p.cell(0, 4), QStringLiteral("0.4 s ago"));
-    QCOMPARE(p.cell(0, 5), QStringLiteral("77"));
+    QCOMPARE(p.cell(0, 6), QStringLiteral("77"));
+    QCOMPARE(p.cell(0, 5), QString());  // no step events yet: no straggler
     QCOMPARE(p.cell(1, 3), QStringLiteral("-"));
     QCOMPARE(p.cell(1, 4), QStringLiteral("none yet"));
     QVERIFY(p.note().contains(QLatin1String("Attempt 2")));
@@ -39,6 +40,37 @@ class RanksPanelTest : public QObject {
     p.clear(QStringLiteral("threads: no ranks"));
     QCOMPARE(p.row_count(), 0);
     QCOMPARE(p.note(), QStringLiteral("threads: no ranks"));
+  }
+
+  void a_rank_whose_compute_lags_is_marked_with_the_phase() {
+    const auto rows = rank_rows_from_json(nlohmann::json::parse(R"([
+      {"rank": 0, "state": "running"}, {"rank": 1, "state": "running"},
+      {"rank": 2, "state": "running"}])"));
+    RanksPanel p;
+    p.set_ranks(1, 3, rows);
+    const auto step = [&](int rank, double data, double compute) {
+      baton::StepEvent e;
+      e.rank = rank;
+      e.step = 10;
+      e.data_ms = data;
+      e.compute_ms = compute;
+      e.comm_ms = 50;  // the others wait here: not judged
+      p.take_step(e);
+    };
+    step(0, 1.0, 10.0);
+    step(1, 1.0, 10.5);
+    step(2, 1.1, 16.0);
+    QCOMPARE(p.cell(0, 5), QString());
+    QCOMPARE(p.cell(1, 5), QString());
+    QVERIFY2(p.cell(2, 5).startsWith(QLatin1String("compute +")), qPrintable(p.cell(2, 5)));
+    // It catches up: the mark goes.
+    step(2, 1.0, 10.2);
+    QCOMPARE(p.cell(2, 5), QString());
+    // Its data loading lags instead.
+    step(1, 9.0, 10.0);
+    QVERIFY2(p.cell(1, 5).startsWith(QLatin1String("data +")), qPrintable(p.cell(1, 5)));
+    p.reset_phases();
+    QCOMPARE(p.cell(1, 5), QString());
   }
 };
 

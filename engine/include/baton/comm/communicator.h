@@ -23,6 +23,8 @@
 // every rank that notices; the engine never exits.
 #pragma once
 
+#include <baton/core/timeline.h>
+
 #include <baton/comm/reduce_op.h>
 #include <baton/core/error.h>
 #include <baton/nn/cross_replica.h>
@@ -136,6 +138,15 @@ void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
 // Sends `text` from root to every rank (collective). For small control
 // messages such as a run id: bytes travel as floats, exactly.
 void broadcast_string(Communicator& comm, std::string& text, int root);
+
+// Every rank's `text` on root, in rank order (an empty vector elsewhere).
+// Bytes travel as float bit patterns, four to a float, copied exactly.
+std::vector<std::string> gather_strings(Communicator& comm, const std::string& text, int root);
+
+// This rank's clock against root's (core/timeline.h), the pings sent as
+// the bit patterns of 64-bit integers. A collective over every rank.
+ClockOffset clock_offset_over(Communicator& comm, int root,
+                              const std::function<int64_t()>& now_ns);
 
 // Elementwise y = op(y, x) for the reductions collectives support.
 void reduce_into(float* y, const float* x, int64_t n, ReduceOp op);

@@ -161,6 +161,10 @@ class HistoryStore {
   // that many per (src, dst), evenly spaced, the last one always kept.
   std::vector<LinkRecord> links(int64_t run, int64_t max_per_link = 0) const;
   std::vector<RunEventRecord> events(int64_t run) const;
+  // The timelines the run recorded (baton train --timeline), one per
+  // attempt that recorded one, in order: the compact JSON records of
+  // telemetry/chrome_trace.h.
+  std::vector<nlohmann::json> timelines(int64_t run) const;
 
   void add_tag(int64_t run, const std::string& tag);
   void set_note(int64_t run, const std::string& text);

@@ -49,6 +49,7 @@ struct RunSpec {
   const std::atomic<bool>* stop = nullptr;   // set to stop at the next step
   std::atomic<int64_t>* progress = nullptr;  // steps done (TrainOptions::progress)
   std::string sample_log_dir;                // TrainOptions::sample_log_dir
+  bool timeline = false;                     // TrainOptions::timeline
   // Called (on the history's writer thread) when the history database
   // fails during the run; the session also emits it as an error log event.
   std::function<void(const std::string&)> on_history_error;

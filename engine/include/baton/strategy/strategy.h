@@ -5,6 +5,7 @@
 #pragma once
 
 #include <baton/comm/reduce_op.h>
+#include <baton/core/timeline.h>
 #include <baton/data/dataset.h>
 #include <baton/data/pipeline.h>
 #include <baton/nn/layers.h>
@@ -213,9 +214,27 @@ class Strategy {
   virtual void set_restored_updates(const std::vector<int64_t>& /*updates*/) {}
   // Called by a worker once its training loop has ended (or failed).
   virtual void finish() {}
+
+  // Timelines (`baton train --timeline`). The strategy records each
+  // bucket's allreduce into `timeline` (null: none); set it before
+  // bind_gradients. The timeline outlives the strategy's use of it.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  // This process's clock against the chief's, for one time axis across
+  // processes (a collective over every process, servers included; see
+  // clock_offset_to_root). Alone: zero.
+  virtual ClockOffset clock_offset_to_chief(const std::function<int64_t()>& /*now_ns*/) {
+    return {};
+  }
+  // Every process's `text` on the chief, in process order (a collective
+  // over every process, servers included); empty elsewhere. Alone: {text}.
+  virtual std::vector<std::string> gather_to_chief(const std::string& text) { return {text}; }
+
   // Staleness since the last drain, and over the whole run.
   virtual StalenessStats drain_staleness() { return {}; }
   virtual StalenessStats total_staleness() const { return {}; }
+
+ protected:
+  Timeline* timeline_ = nullptr;  // set_timeline
 };
 
 // One replica per local device, each on its own thread with one BLAS
@@ -296,6 +315,8 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   bool is_chief() const override;
   int process_rank() const override;
   void share_from_chief(std::string& text) const override;
+  ClockOffset clock_offset_to_chief(const std::function<int64_t()>& now_ns) override;
+  std::vector<std::string> gather_to_chief(const std::string& text) override;
   std::vector<std::string> devices() const override;
   void run(const std::function<void(const ReplicaContext&)>& step_fn) override;
   double reduce(ReduceOp op, const PerReplica<double>& values) const override;
@@ -380,6 +401,8 @@ class ParameterServerStrategy final : public Strategy {
     restored_updates_ = updates;
   }
   void share_from_chief(std::string& text) const override;
+  ClockOffset clock_offset_to_chief(const std::function<int64_t()>& now_ns) override;
+  std::vector<std::string> gather_to_chief(const std::string& text) override;
   void finish() override;
   StalenessStats drain_staleness() override;
   StalenessStats total_staleness() const override { return total_; }

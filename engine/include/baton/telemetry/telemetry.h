@@ -2,7 +2,7 @@
 //
 // Schema (version kTelemetrySchemaVersion = 1): each event serialises to one
 // JSON object on one line with at least
-//   "v": 1, "type": "<run_start|step|epoch|log|checkpoint|run_end|link>",
+//   "v": 1, "type": "<run_start|step|epoch|log|checkpoint|run_end|link|sample|timeline>",
 //   "run": "<run id>", "time": <seconds since the Unix epoch>
 // and the fields of its struct below under the same names. Units are in the
 // names (_ms, _s, _per_s). Readers must ignore fields they do not know;
@@ -122,8 +122,17 @@ struct SampleEvent {
   double temperature = 0;
 };
 
+// Every process's timed spans of one run (or of one attempt of it), on
+// the chief's clock: what `baton train --timeline` records, emitted once by
+// the chief at the end. `trace` is the compact form telemetry/chrome_trace.h
+// documents and turns into a Chrome trace.
+struct TimelineEvent {
+  std::string run;
+  nlohmann::json trace;
+};
+
 using Event = std::variant<RunStartEvent, StepEvent, EpochEvent, LogEvent, CheckpointEvent,
-                           RunEndEvent, LinkEvent, SampleEvent>;
+                           RunEndEvent, LinkEvent, SampleEvent, TimelineEvent>;
 
 nlohmann::json to_json(const Event& event);
 // Reads an event back from to_json's form (possibly written by another

@@ -21,7 +21,9 @@
 #include <baton/train/run_config.h>
 #include <baton/train/sample_log.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -45,6 +47,13 @@ struct TrainOptions {
   // (train/sample_log.h): what shows that no sample of an epoch was
   // skipped or seen twice across restarts and worker counts.
   std::string sample_log_dir;
+  // Record every process's step phases and collectives (core/timeline.h);
+  // at the end the chief emits them all, on its clock, as one "timeline"
+  // event (telemetry/chrome_trace.h). At most timeline_capacity spans a
+  // process (0: enough for the run, up to 2^19); the rest are counted as
+  // dropped.
+  bool timeline = false;
+  size_t timeline_capacity = 0;
 };
 
 struct TrainSummary {
@@ -196,6 +205,15 @@ class Trainer {
   std::unique_ptr<SampleLog> sample_log_;  // TrainOptions::sample_log_dir
   bool restored_remote_ = false;           // resumed: the servers start from the checkpoint
   void emit_sample(int64_t step);
+  // TrainOptions::timeline: the recorder, this process's clock against the
+  // chief's, and the end: every process's spans to the chief, one event.
+  void make_timeline();
+  void sync_timeline_clock();
+  void emit_timeline();
+  void record_step_phases(int64_t step,
+                          const std::array<std::chrono::steady_clock::time_point, 6>& t);
+  std::unique_ptr<Timeline> timeline_;
+  ClockOffset clock_;
   std::string model_description_;
   std::string overlap_note_;  // logged at the start when overlap was turned off
   int64_t steps_per_epoch_ = 0;
