@@ -132,7 +132,10 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
 // (exit 2) instead of surfacing from deep in the run.
 void check_flag_paths(const TrainArgs& a) {
   if (!a.events.empty() && a.events != "-") check_output_file("--events", a.events);
-  if (!a.timeline.empty()) check_output_file("--timeline", a.timeline);
+  // The chief alone writes it: other hosts need not have its folder.
+  if (!a.timeline.empty() && rank_from_environment() <= 0) {
+    check_output_file("--timeline", a.timeline);
+  }
   if (!a.plugin_dir.empty()) check_existing_dir("--plugin-dir", a.plugin_dir);
   // A run directory's name (the config's name, a time stamp, a tag) and
   // its files go under --runs-dir; checkpoint files under --checkpoint-dir.

@@ -4,6 +4,7 @@
 #include <QLabel>
 #include <QTableWidget>
 #include <QVBoxLayout>
+#include <algorithm>
 
 namespace baton::ui {
 
@@ -71,6 +72,12 @@ void RanksPanel::set_note(const QString& note) { note_->setText(note); }
 
 void RanksPanel::set_ranks(int attempt, int workers, const std::vector<RankRow>& rows) {
   note_->setText(tr("Attempt %1: %2 rank(s)").arg(attempt).arg(workers));
+  // Ranks an elastic job no longer has take no part in the medians.
+  for (auto it = phases_.begin(); it != phases_.end();) {
+    const bool listed = std::any_of(rows.begin(), rows.end(),
+                                    [&](const RankRow& r) { return r.rank == it->first; });
+    it = listed ? std::next(it) : phases_.erase(it);
+  }
   table_->setRowCount(static_cast<int>(rows.size()));
   for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
     const RankRow& r = rows[static_cast<size_t>(i)];

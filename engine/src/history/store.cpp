@@ -312,6 +312,8 @@ std::vector<RunEventRecord> HistoryStore::events(int64_t run) const {
 }
 
 std::vector<nlohmann::json> HistoryStore::timelines(int64_t run) const {
+  // A database from before timelines (read-only opens do not migrate).
+  if (schema_version() < 6) return {};
   Stmt st(impl_->db, "SELECT attempt, record FROM timelines WHERE run = ?1 ORDER BY attempt");
   st.bind(1, run);
   std::vector<nlohmann::json> out;

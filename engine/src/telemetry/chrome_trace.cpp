@@ -128,8 +128,11 @@ nlohmann::json chrome_trace(const nlohmann::json& record) {
                         {"ph", "X"},
                         {"pid", rank},
                         {"tid", lane},
+                        // dur from the end's value: spans that end together
+                        // end at the same ts + dur (nesting holds in viewers).
                         {"ts", static_cast<double>(start) / 1000.0},
-                        {"dur", static_cast<double>(dur) / 1000.0},
+                        {"dur", static_cast<double>(start + dur) / 1000.0 -
+                                    static_cast<double>(start) / 1000.0},
                         {"args", std::move(args)}});
     }
     for (int64_t lane : lanes) {

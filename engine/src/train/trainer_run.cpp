@@ -190,11 +190,11 @@ TrainSummary Trainer::serve(RunState& s) {
         },
         restored_remote_ ? replicas_[0]->optimizer->state()
                          : std::vector<std::pair<std::string, Tensor*>>{});
+    emit_timeline();
   } catch (const std::exception& e) {
     emit_run_failed(s, e);
     throw;
   }
-  emit_timeline();
   const StalenessStats st = strategy_->total_staleness();
   s.sum.status = "completed";
   s.sum.staleness_mean = st.mean();

@@ -21,8 +21,13 @@ void Trainer::make_timeline() {
     // a server records one update per worker push.
     const int64_t per_step =
         8 + static_cast<int64_t>(strategy_->local_replicas()) * 34 + strategy_->num_replicas();
-    capacity = static_cast<size_t>(std::clamp<int64_t>(
-        per_step * std::max<int64_t>(total_steps_, 1) + 64, 1024, int64_t{1} << 19));
+    // The whole job's spans meet on the chief (and travel as one event):
+    // 2^19 spans at most over its processes, about 25 MB of JSON.
+    const int64_t processes =
+        std::max(1, strategy_->num_replicas() / std::max(1, strategy_->local_replicas()));
+    const int64_t share = std::max<int64_t>(1024, (int64_t{1} << 19) / processes);
+    capacity = static_cast<size_t>(
+        std::clamp<int64_t>(per_step * std::max<int64_t>(total_steps_, 1) + 64, 1024, share));
   }
   timeline_ = std::make_unique<Timeline>(capacity);
   strategy_->set_timeline(timeline_.get());
