@@ -16,6 +16,7 @@
 #include "bench_command.h"
 #include "history_command.h"
 #include "output_file.h"
+#include "predict_command.h"
 #include "probe_command.h"
 #include "sample_command.h"
 #include "launch_command.h"
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
   baton::cli::add_history_command(app, history);
   baton::cli::SampleArgs sample;
   baton::cli::add_sample_command(app, sample);
+  baton::cli::CalibrateArgs calibrate;
+  baton::cli::add_calibrate_command(app, calibrate);
+  baton::cli::PredictArgs predict;
+  baton::cli::add_predict_command(app, predict);
 
   if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", unknown.c_str());
@@ -107,6 +112,10 @@ int main(int argc, char** argv) {
       code = baton::cli::run_launch(launch, self_exe(argv[0]));
     } else if (app.got_subcommand("sample")) {
       code = baton::cli::run_sample(sample, self_exe(argv[0]));
+    } else if (app.got_subcommand("calibrate")) {
+      code = baton::cli::run_calibrate(calibrate);
+    } else if (app.got_subcommand("predict")) {
+      code = baton::cli::run_predict(predict, self_exe(argv[0]));
     }
     // What was printed must have reached its reader ("> /dev/full").
     baton::cli::finish_stdout();

@@ -101,7 +101,7 @@ check negative-seed 2 "--seed: expected an integer from 0 to 9223372036854775807
   "$BATON" train "$EX" --runs-dir "$RUNS" --seed -5
 check huge-seed 2 "--seed: expected an integer from 0 to 9223372036854775807, got 99999999999999999999999" -- \
   "$BATON" train "$EX" --runs-dir "$RUNS" --seed 99999999999999999999999
-check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, launch, probe, bench, history, sample\)' -- "$BATON" nosuch
+check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, launch, probe, bench, history, sample, calibrate, predict\)' -- "$BATON" nosuch
 check config-folder 2 "$WORK: is a folder; expected a JSON file" -- "$BATON" train "$WORK"
 # The flags' paths: exit 2 naming the flag, nothing trained.
 touch "$WORK/a-file"
@@ -553,6 +553,37 @@ if [ "$HAVE_MPIRUN" = 1 ]; then
     --no-db --runs-dir "$TL/runs" --set train.epochs=1 -q --timeline "$TL/mwm.json"
   check "timeline: two ranks' trace" 0 "trace ok: .* 2 processes" -- python3 "$SRC/tests/cli/check_trace.py" "$TL/mwm.json" 2 5
 fi
+
+# The scaling predictor: its inputs' errors, and a prediction's shape.
+PR="$WORK/predict"
+mkdir -p "$PR"
+echo '{"hosts": 2, "devices_per_host": 4, "gpus": 1}' >"$PR/bad_key.json"
+echo '{"hosts": 2, "devices_per_host": 4, "links": {"intra_host": "wifi"}}' >"$PR/bad_link.json"
+check "predict: unknown topology key" 2 "bad_key.json: .*gpus" -- \
+  "$BATON" predict "$EX" --topology "$PR/bad_key.json"
+check "predict: unknown link class" 2 "links.intra_host.*wifi.*shm, pcie, nvlink, network" -- \
+  "$BATON" predict "$EX" --topology "$PR/bad_link.json"
+check "predict: device counts" 2 "--devices 8,4: the counts must increase" -- \
+  "$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --devices 8,4
+check "predict: missing calibration" 2 "--calibration $PR/none.json: no such file" -- \
+  "$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --calibration "$PR/none.json"
+check "calibrate: threads" 0 "shm: alpha .* GB/s" -- "$BATON" calibrate --out "$PR/cal.json" --max-bytes 65536
+check "predict: 8 hosts x 8 GPUs" 0 "512 +64 .*(compute|link|latency)" -- \
+  "$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --devices 8,16,...,512 \
+  --calibration "$PR/cal.json" --steps 3
+"$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --devices 1,64 --steps 3 --json \
+  >"$PR/p.json" 2>/dev/null
+if python3 - "$PR/p.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["modelled"] is True
+p = {r["devices"]: r for r in d["predictions"]}
+assert set(p) == {1, 64}, p.keys()
+assert p[1]["efficiency"] == 1.0 and p[1]["bound"] == "compute"
+assert p[64]["hosts"] == 8 and 0 < p[64]["efficiency"] <= 1.0
+assert p[64]["samples_per_s"] > p[1]["samples_per_s"]
+PY
+then pass=$((pass + 1)); else echo "FAIL predict --json"; fail=$((fail + 1)); fi
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -1,0 +1,418 @@
+#include "predict_command.h"
+
+#include <baton/cluster/cost_model.h>
+#include <baton/comm/link_calibration.h>
+#include <baton/comm/local.h>
+#include <baton/comm/mpi.h>
+#include <baton/core/atomic_file.h>
+#include <baton/core/config.h>
+#include <baton/core/error.h>
+#include <baton/discovery/discovery.h>
+#include <baton/telemetry/telemetry.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <thread>
+
+#include "cli_checks.h"
+#include "cli_paths.h"
+
+namespace baton::cli {
+
+std::string default_calibration_path() {
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/baton/calibration.json";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/share/baton/calibration.json";
+}
+
+void add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "calibrate",
+      "Measure a link's latency and bandwidth (alpha-beta) for baton predict: under mpirun -n 2 "
+      "the MPI link between the two ranks (shared memory on one host, the network across "
+      "two), alone the local communicator's between two threads");
+  c->add_option("--out", a.out,
+                "Where the fit goes (default: $XDG_DATA_HOME/baton/calibration.json); other "
+                "link classes already in the file are kept");
+  c->add_option("--max-bytes", a.max_bytes, "The largest message measured (from 8 bytes up, x4)")
+      ->check(integer_in(1024, int64_t{1} << 30));
+}
+
+void add_predict_command(CLI::App& app, PredictArgs& a) {
+  CLI::App* p = app.add_subcommand(
+      "predict",
+      "Predict a config's step time, throughput and scaling efficiency on a cluster (a "
+      "topology file) from 1 to many devices: the model's step is measured on one device "
+      "here, the links come from baton calibrate (or nominal figures); modelled, not measured");
+  p->add_option("config", a.config, "Run config file (JSON)")->required();
+  p->add_option("--topology", a.topology,
+                "Topology file (JSON): hosts, devices_per_host, device, links")
+      ->required();
+  p->add_option("--devices", a.devices,
+                "Device counts, e.g. 8,16,...,512 (\"...\" continues the progression); "
+                "default: 1, 2, 4, ... up to the topology's devices");
+  p->add_option("--per-device-batch", a.per_device_batch,
+                "Samples per device per step, fixed as devices are added (default: the config's "
+                "global batch)")
+      ->check(integer_in(1, 1 << 24));
+  p->add_option("--calibration", a.calibration,
+                "Link figures from baton calibrate (default: $XDG_DATA_HOME/baton/"
+                "calibration.json when it exists; nominal figures otherwise)");
+  p->add_option("--steps", a.steps, "Steps measured on one device (after 5 warm-up steps)")
+      ->check(integer_in(3, 100000));
+  p->add_option("--set", a.overrides, "Override a config value: key.path=value (repeatable)")
+      ->take_all();
+  p->add_option("--plugin-dir", a.plugin_dir, "Load model/dataset plugins from DIR");
+  p->add_flag("--json", a.json, "Print JSON");
+}
+
+namespace {
+
+std::string today() {
+  char buf[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+std::string hostname() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+LinkCosts read_calibration(const std::string& path, const std::string& flag) {
+  LinkCosts costs = LinkCosts::nominal();
+  if (path.empty()) return costs;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw InputError(flag + " " + path + ": no such file (make one with baton calibrate)");
+  }
+  costs.merge_json(read_json_file(path), path);
+  return costs;
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateArgs& a) {
+  const std::string out = a.out.empty() ? default_calibration_path() : a.out;
+  check_output_file("--out", out);
+  LinkFit fit;
+  LinkClass cls = LinkClass::kSharedMemory;
+  std::string how;
+  bool writer = true;
+  if (MpiRuntime::in_mpi_job()) {
+#ifdef BATON_HAVE_MPI
+    MpiRuntime mpi;
+    if (mpi.world_size() < 2) {
+      throw InputError("calibrate under mpirun needs 2 ranks (mpirun -n 2 baton calibrate)");
+    }
+    MpiCommunicator comm(CommOptions{});
+    std::string other = hostname();
+    broadcast_string(comm, other, 1);  // rank 1's host, everywhere
+    const bool same = other == hostname();
+    cls = same ? LinkClass::kSharedMemory : LinkClass::kNetwork;
+    how = "MPI between rank 0 on " + hostname() + " and rank 1 on " + other;
+    fit = measure_link(comm, 0, 1, a.max_bytes);
+    writer = comm.rank() == 0;
+#else
+    throw InputError("calibrate under mpirun: this build has no MPI (BATON_WITH_MPI=OFF)");
+#endif
+  } else {
+    LocalGroup group(2, CommOptions{});
+    LinkFit other;
+    std::exception_ptr error;
+    std::thread peer([&] {
+      try {
+        other = measure_link(group.rank(1), 0, 1, a.max_bytes);
+      } catch (...) {
+        error = std::current_exception();
+        group.abort();
+      }
+    });
+    try {
+      fit = measure_link(group.rank(0), 0, 1, a.max_bytes);
+    } catch (...) {
+      group.abort();
+      peer.join();
+      throw;
+    }
+    peer.join();
+    if (error) std::rethrow_exception(error);
+    how = "two threads of one process (the local communicator) on " + hostname();
+  }
+  if (!writer) return 0;
+  fit.figures.source = "measured by baton calibrate: " + how + ", " + probe_cpus().cpu_model +
+                       ", " + today();
+  LinkCosts file;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(out, ec)) file.merge_json(read_json_file(out), out);
+  file.by_class[cls] = fit.figures;
+  write_file_atomic(out, file.to_json().dump(2) + "\n");
+  std::printf("%-8s %10s %12s\n", "bytes", "one-way us", "line us");
+  for (const auto& p : fit.points) {
+    std::printf("%-8lld %10.2f %12.2f\n", static_cast<long long>(p.bytes), p.one_way_s * 1e6,
+                fit.figures.seconds(static_cast<double>(p.bytes)) * 1e6);
+  }
+  std::printf("%s: alpha %.2f us, %.2f GB/s (the line is within %.0f%% of every point)\n",
+              to_string(cls), fit.figures.alpha_s * 1e6, fit.figures.bytes_per_s / 1e9,
+              100.0 * fit.worst_relative_error);
+  std::printf("  %s\n  written to %s\n", fit.figures.source.c_str(), out.c_str());
+  return 0;
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Measured {
+  ModelCost cost;
+  std::string model;
+  int64_t parameters = 0;
+  int threads = 1;
+  int copies = 1;  // measured this many at once
+};
+
+// The model's step on one device, here: a short one_device run of the
+// config at the per-device batch, each phase's median over the steps after
+// the warm-up.
+Measured measure_model(const PredictArgs& a, const RunConfig& base, int64_t batch, int copies,
+                       const std::string& exe_path) {
+  constexpr int64_t kWarmup = 5;
+  std::vector<std::string> overrides = a.overrides;
+  overrides.insert(overrides.end(),
+                   {"strategy={\"type\":\"one_device\"}", "train.global_batch_size=" + std::to_string(batch),
+                    "train.steps=" + std::to_string(kWarmup + a.steps), "train.log_every_steps=1",
+                    "checkpoint.every_epoch=false", "checkpoint.every_steps=0"});
+  RunConfig cfg = load_run_config(a.config, overrides);
+  Registry registry;
+  registry.load_plugin_dir(a.plugin_dir.empty() ? default_plugin_dir(exe_path) : a.plugin_dir);
+  // `copies` runs at once, each on its own thread: the devices of a CPU
+  // host share its caches and memory, and their steps are as slow as that
+  // makes them.
+  struct Copy {
+    Telemetry telemetry;
+    std::vector<StepEvent> steps;
+    std::unique_ptr<Trainer> trainer;
+    TrainSummary sum;
+    std::exception_ptr error;
+  };
+  std::vector<std::unique_ptr<Copy>> runs;
+  for (int c = 0; c < copies; ++c) {
+    auto copy = std::make_unique<Copy>();
+    Copy* cp = copy.get();
+    cp->telemetry.add(std::make_shared<CallbackSink>([cp](const Event& e) {
+      if (const auto* s = std::get_if<StepEvent>(&e)) cp->steps.push_back(*s);
+    }));
+    TrainOptions opt;
+    opt.run_id = "predict-probe-" + std::to_string(c);
+    cp->trainer = std::make_unique<Trainer>(cfg, registry, cp->telemetry, opt);
+    runs.push_back(std::move(copy));
+  }
+  std::vector<std::thread> threads;
+  for (auto& r : runs) {
+    threads.emplace_back([cp = r.get()] {
+      try {
+        cp->sum = cp->trainer->run();
+      } catch (...) {
+        cp->error = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& r : runs) {
+    if (r->error) std::rethrow_exception(r->error);
+  }
+  const TrainSummary& sum = runs[0]->sum;
+  Trainer& trainer = *runs[0]->trainer;
+  // Each copy's medians; the slowest copy's step (a synchronous step waits
+  // for its slowest device).
+  Measured m;
+  double slowest = -1;
+  for (const auto& r : runs) {
+    std::vector<double> data, compute, optim;
+    for (const auto& s : r->steps) {
+      if (s.step <= kWarmup) continue;
+      data.push_back(s.data_ms / 1e3);
+      compute.push_back(s.compute_ms / 1e3);
+      optim.push_back(s.optimizer_ms / 1e3);
+    }
+    if (compute.empty()) throw RuntimeError("predict: the measuring run reported no steps");
+    const double total = median(data) + median(compute) + median(optim);
+    if (total <= slowest) continue;
+    slowest = total;
+    m.cost.data_s = median(data);
+    m.cost.forward_s = median(compute) / 3.0;  // forward : backward taken as 1 : 2
+    m.cost.backward_s = median(compute) - m.cost.forward_s;
+    m.cost.optimizer_s = median(optim);
+  }
+  m.cost.gradient_bytes = sum.parameters * static_cast<int64_t>(sizeof(float));
+  m.cost.per_device_batch = batch;
+  m.parameters = sum.parameters;
+  m.model = trainer.model(0).describe();
+  m.threads = base.threads;
+  m.copies = copies;
+  return m;
+}
+
+Algorithm algorithm_of(const std::string& name) {
+  if (name == "ring") return Algorithm::kRing;
+  if (name == "hierarchical") return Algorithm::kHierarchical;
+  return Algorithm::kNative;
+}
+
+nlohmann::json prediction_json(const StepPrediction& p) {
+  return {{"algorithm", to_string(p.algorithm)},
+          {"bucket_bytes", p.bucket_bytes},
+          {"step_ms", p.step_s * 1e3},
+          {"samples_per_s", p.samples_per_s},
+          {"efficiency", p.efficiency},
+          {"comm_ms", p.comm_s * 1e3},
+          {"exposed_comm_ms", p.exposed_comm_s * 1e3},
+          {"bound", p.bound}};
+}
+
+std::string bytes_text(int64_t b) {
+  char buf[32];
+  if (b >= (1 << 20)) {
+    std::snprintf(buf, sizeof buf, "%.3g MB", static_cast<double>(b) / (1 << 20));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g KB", static_cast<double>(b) / 1024);
+  }
+  return buf;
+}
+
+}  // namespace
+
+int run_predict(const PredictArgs& a, const std::string& exe_path) {
+  const Topology topo = parse_topology(read_json_file(a.topology), a.topology);
+  std::string cal = a.calibration;
+  std::error_code ec;
+  if (cal.empty() && std::filesystem::is_regular_file(default_calibration_path(), ec)) {
+    cal = default_calibration_path();
+  }
+  const LinkCosts links = read_calibration(cal, "--calibration");
+  std::vector<int> counts;
+  if (!a.devices.empty()) {
+    counts = parse_device_counts(a.devices, "--devices");
+  } else {
+    for (int n = 1; n < topo.total_devices(); n *= 2) counts.push_back(n);
+    counts.push_back(topo.total_devices());
+  }
+  const RunConfig base = load_run_config(a.config, a.overrides);
+  const int64_t batch = a.per_device_batch > 0 ? a.per_device_batch : base.global_batch;
+  // CPU devices are cores of one host: as many copies at once as a host
+  // of the topology has devices (up to this machine's cores).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int copies = topo.device == "cpu" && topo.device_samples_per_s <= 0
+                         ? std::clamp(topo.devices_per_host, 1, cores)
+                         : 1;
+  const Measured m = measure_model(a, base, batch, copies, exe_path);
+  const Algorithm configured = algorithm_of(base.strategy.algorithm);
+
+  nlohmann::json rows = nlohmann::json::array();
+  for (int n : counts) {
+    const StepPrediction as_configured = predict_step(
+        topo, links, m.cost, n, configured, base.strategy.bucket_bytes, base.strategy.overlap);
+    const StepPrediction best = autotune(topo, links, m.cost, n, base.strategy.overlap);
+    nlohmann::json r = prediction_json(best);
+    r["devices"] = n;
+    r["hosts"] = best.hosts;
+    r["configured"] = prediction_json(as_configured);
+    rows.push_back(std::move(r));
+  }
+  nlohmann::json link_json = links.to_json()["links"];
+  if (topo.network_gbps > 0) {
+    link_json["network"]["gbps"] = topo.network_gbps / 8.0;
+    link_json["network"]["source"] = "the topology file's rate";
+  }
+  if (topo.network_latency_us > 0) link_json["network"]["alpha_us"] = topo.network_latency_us;
+  const std::string cpu = probe_cpus().cpu_model;
+  const nlohmann::json doc = {
+      {"modelled", true},
+      {"model", m.model},
+      {"parameters", m.parameters},
+      {"gradient_bytes", m.cost.gradient_bytes},
+      {"per_device_batch", batch},
+      {"compute",
+       {{"measured_on", cpu},
+        {"threads", m.threads},
+        {"copies_at_once", m.copies},
+        {"data_ms", m.cost.data_s * 1e3},
+        {"forward_ms", m.cost.forward_s * 1e3},
+        {"backward_ms", m.cost.backward_s * 1e3},
+        {"optimizer_ms", m.cost.optimizer_s * 1e3},
+        {"device_samples_per_s", topo.device_samples_per_s}}},
+      {"topology",
+       {{"hosts", topo.hosts},
+        {"devices_per_host", topo.devices_per_host},
+        {"device", topo.device},
+        {"intra_host", to_string(topo.intra_host)}}},
+      {"links", link_json},
+      {"predictions", rows}};
+  if (a.json) {
+    std::printf("%s\n", doc.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model       %s: %lld parameters, %s of gradients\n", m.model.c_str(),
+              static_cast<long long>(m.parameters), bytes_text(m.cost.gradient_bytes).c_str());
+  if (topo.device_samples_per_s > 0) {
+    std::printf("compute     %.0f samples/s per device (the topology file's), batch %lld\n",
+                topo.device_samples_per_s, static_cast<long long>(batch));
+  } else {
+    std::printf(
+        "compute     measured here: %.3f ms a step at batch %lld (data %.3f, forward+backward "
+        "%.3f taken 1:2, optimizer %.3f) on %s, %d thread(s) per device, %d cop%s at once\n",
+        m.cost.compute_s() * 1e3, static_cast<long long>(batch), m.cost.data_s * 1e3,
+        (m.cost.forward_s + m.cost.backward_s) * 1e3, m.cost.optimizer_s * 1e3, cpu.c_str(),
+        m.threads, m.copies, m.copies == 1 ? "y" : "ies");
+  }
+  if (topo.device == "gpu" && topo.device_samples_per_s <= 0) {
+    std::printf(
+        "            note: the topology's devices are GPUs but this compute is this CPU's: give "
+        "the GPU's measured speed as device_samples_per_s in %s\n",
+        a.topology.c_str());
+  }
+  std::printf("topology    %d host(s) x %d %s, inside a host %s\n", topo.hosts,
+              topo.devices_per_host, topo.device.c_str(), to_string(topo.intra_host));
+  for (auto it = link_json.begin(); it != link_json.end(); ++it) {
+    std::printf("  %-8s alpha %7.2f us  %8.2f GB/s  (%s)\n", it.key().c_str(),
+                it->at("alpha_us").get<double>(), it->at("gbps").get<double>(),
+                it->at("source").get<std::string>().c_str());
+  }
+  std::printf("\npredicted (modelled, not measured), per-device batch %lld fixed:\n",
+              static_cast<long long>(batch));
+  std::printf("%7s %5s %10s %12s %6s  %-24s %-22s %s\n", "devices", "hosts", "step ms",
+              "samples/s", "eff", "best allreduce", "bound", "as configured");
+  for (const auto& r : rows) {
+    const auto& c = r["configured"];
+    const std::string best = r["algorithm"].get<std::string>() + ", " +
+                             bytes_text(r["bucket_bytes"].get<int64_t>()) + " buckets";
+    char configured_text[96];
+    std::snprintf(configured_text, sizeof configured_text, "%s, %s: %.3f ms",
+                  c["algorithm"].get<std::string>().c_str(),
+                  bytes_text(c["bucket_bytes"].get<int64_t>()).c_str(),
+                  c["step_ms"].get<double>());
+    std::printf("%7d %5d %10.3f %12.0f %5.1f%%  %-24s %-22s %s\n", r["devices"].get<int>(),
+                r["hosts"].get<int>(), r["step_ms"].get<double>(),
+                r["samples_per_s"].get<double>(), 100.0 * r["efficiency"].get<double>(),
+                best.c_str(), r["bound"].get<std::string>().c_str(), configured_text);
+  }
+  return 0;
+}
+
+}  // namespace baton::cli

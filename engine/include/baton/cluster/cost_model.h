@@ -1,0 +1,136 @@
+// A scaling predictor: what a data-parallel step would cost on a cluster
+// one does not have yet, from a cost model of its links and the model's
+// compute measured on a short run.
+//
+// Links are alpha-beta (Hockney): moving b bytes over a link of class c
+// takes alpha_c + b / beta_c. The classes: shared memory between processes
+// of a host, PCIe, NVLink, and the network between hosts (at a given rate).
+// Their figures come from `baton calibrate` (measured, stored in a JSON
+// file), from the topology file (a network's rate and latency), or are
+// nominal defaults - each figure carries where it came from, and the
+// predictions are labelled modelled wherever they are shown.
+//
+// A step with N devices (d per host, H hosts), per-device batch fixed
+// (weak scaling, as Horovod's efficiency figures): data wait, forward,
+// backward, the optimizer, and the gradients' allreduce in buckets that
+// start as backward makes them final (overlap) - bucket i is ready at
+// forward + (i+1)/k of backward, the buckets go one after another. The
+// allreduce algorithms, as Baton runs them:
+//   ring:          2(N-1) steps of b/N bytes over the ring's slowest link
+//   native:        MPI's (recursive halving and doubling, Rabenseifner):
+//                  2 log2(N) latencies and 2(N-1)/N b over the slowest link
+//   hierarchical:  inside each host a reduce-scatter and an allgather
+//                  (2(d-1) steps of b/d over the host's link), across hosts
+//                  d chunks at once over the network, which they share:
+//                  2(H-1) latencies and 2(H-1)/H b at the network's rate
+// Choosing the algorithm and bucket size that minimise the step is
+// Horovod's autotune done on the model instead of trial runs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace baton {
+
+enum class LinkClass : int { kUnset = 0, kSharedMemory = 1, kPcie = 2, kNvlink = 3, kNetwork = 4 };
+
+// "shm", "pcie", "nvlink", "network".
+const char* to_string(LinkClass c);
+// InputError naming `where` for an unknown name.
+LinkClass parse_link_class(const std::string& name, const std::string& where);
+
+struct AlphaBeta {
+  double alpha_s = 0;          // latency per message
+  double bytes_per_s = 1e9;    // bandwidth
+  std::string source;          // "measured by baton calibrate on <cpu> (<date>)", "nominal", ...
+  double seconds(double bytes) const { return alpha_s + bytes / bytes_per_s; }
+};
+
+// The links' figures by class. Nominal ones for every class; calibration
+// replaces them.
+struct LinkCosts {
+  std::map<LinkClass, AlphaBeta> by_class;
+  static LinkCosts nominal();
+  const AlphaBeta& at(LinkClass c) const;
+  // {"version": 1, "links": {"shm": {"alpha_us", "gbps", "source"}, ...}}
+  nlohmann::json to_json() const;
+  // Overrides the classes the document names; InputError naming the file
+  // and key for anything malformed or unknown.
+  void merge_json(const nlohmann::json& doc, const std::string& file);
+};
+
+// The cluster to predict for: hosts of `devices_per_host` devices each,
+// the link inside a host and the one between hosts.
+struct Topology {
+  int hosts = 1;
+  int devices_per_host = 1;
+  std::string device = "cpu";  // "cpu" or "gpu": only named in the output
+  LinkClass intra_host = LinkClass::kSharedMemory;
+  LinkClass inter_host = LinkClass::kNetwork;
+  // The network's rate and latency when the file gives them (they then
+  // replace the calibration's network figures); 0: not given.
+  double network_gbps = 0;  // Gbit/s
+  double network_latency_us = 0;
+  // A device's training speed when the file gives it (samples per second
+  // at the per-device batch, measured on that device); 0: the compute
+  // measured here is used.
+  double device_samples_per_s = 0;
+  int total_devices() const { return hosts * devices_per_host; }
+};
+
+// Reads a topology file (JSON):
+//   {"hosts": 8, "devices_per_host": 8, "device": "gpu",
+//    "links": {"intra_host": "nvlink",
+//              "inter_host": {"class": "network", "gbps": 100, "latency_us": 5}},
+//    "device_samples_per_s": 2400}
+// Unknown keys and bad values are InputErrors naming the file and key.
+Topology parse_topology(const nlohmann::json& doc, const std::string& file);
+
+// The model's side: its compute per step at the per-device batch (one
+// device, measured), and its gradients' size.
+struct ModelCost {
+  double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
+  int64_t gradient_bytes = 0;
+  int64_t per_device_batch = 1;
+  double compute_s() const { return data_s + forward_s + backward_s + optimizer_s; }
+};
+
+enum class Algorithm : int { kUnset = 0, kNative = 1, kRing = 2, kHierarchical = 3 };
+const char* to_string(Algorithm a);
+
+// How a configuration of the allreduce performs.
+struct StepPrediction {
+  int devices = 1, hosts = 1;
+  Algorithm algorithm = Algorithm::kNative;
+  int64_t bucket_bytes = 0;
+  double step_s = 0;
+  double samples_per_s = 0;
+  double efficiency = 1;    // step(1 device) / step(N): per-device batch fixed
+  double comm_s = 0;        // every bucket's allreduce, end to end
+  double exposed_comm_s = 0;  // the part backward did not hide
+  std::string bound;        // "compute", "latency (network)", "link: network", ...
+};
+
+// The time of one allreduce of `bytes` over `devices` placed on the
+// topology's hosts (filling each host in turn).
+double allreduce_seconds(Algorithm a, int64_t bytes, int devices, const Topology& t,
+                         const LinkCosts& links);
+
+// One configuration's step (the model's compute from `model`, or from
+// the topology's device speed when it gives one).
+StepPrediction predict_step(const Topology& t, const LinkCosts& links, const ModelCost& model,
+                            int devices, Algorithm a, int64_t bucket_bytes, bool overlap = true);
+
+// The best algorithm and bucket size for `devices` (ties to the simpler:
+// native, then ring, then hierarchical; the smaller bucket).
+StepPrediction autotune(const Topology& t, const LinkCosts& links, const ModelCost& model,
+                        int devices, bool overlap = true);
+
+// "8,16,...,512": a comma list of device counts where "..." continues the
+// geometric progression of the two before it. InputError naming `flag`.
+std::vector<int> parse_device_counts(const std::string& text, const std::string& flag);
+
+}  // namespace baton

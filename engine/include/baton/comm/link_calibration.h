@@ -1,0 +1,36 @@
+// Measures a link's alpha-beta figures (cluster/cost_model.h) between two
+// ranks of a communicator: both send each other messages from 8 bytes to
+// max_bytes at once (sendrecv, as each step of a ring allreduce does), the
+// best of several exchanges per size, and a least-squares line through
+// (bytes, seconds) - its intercept the latency, its slope the inverse
+// bandwidth each way while both ways are busy. What `baton calibrate`
+// stores.
+#pragma once
+
+#include <baton/cluster/cost_model.h>
+#include <baton/comm/communicator.h>
+
+#include <vector>
+
+namespace baton {
+
+struct LinkSamplePoint {
+  int64_t bytes = 0;
+  double one_way_s = 0;  // an exchange of `bytes` each way
+};
+
+struct LinkFit {
+  AlphaBeta figures;
+  std::vector<LinkSamplePoint> points;
+  double worst_relative_error = 0;  // of the line at the measured points
+};
+
+// Collective over ranks `a` and `b` of `comm` (the others return at once
+// with an empty fit); the fit is returned on both.
+LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes = int64_t{16} << 20);
+
+// The least-squares line through the points (InputError with fewer than 2
+// points or no positive slope).
+AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points);
+
+}  // namespace baton

@@ -1,0 +1,308 @@
+#include <baton/cluster/cost_model.h>
+#include <baton/core/config.h>
+#include <baton/core/error.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace baton {
+
+const char* to_string(LinkClass c) {
+  switch (c) {
+    case LinkClass::kSharedMemory:
+      return "shm";
+    case LinkClass::kPcie:
+      return "pcie";
+    case LinkClass::kNvlink:
+      return "nvlink";
+    case LinkClass::kNetwork:
+      return "network";
+    default:
+      return "unset";
+  }
+}
+
+LinkClass parse_link_class(const std::string& name, const std::string& where) {
+  for (LinkClass c : {LinkClass::kSharedMemory, LinkClass::kPcie, LinkClass::kNvlink,
+                      LinkClass::kNetwork}) {
+    if (name == to_string(c)) return c;
+  }
+  throw InputError(where + ": \"" + name + "\" is not one of shm, pcie, nvlink, network");
+}
+
+const char* to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::kNative:
+      return "native";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
+    default:
+      return "unset";
+  }
+}
+
+LinkCosts LinkCosts::nominal() {
+  LinkCosts c;
+  c.by_class[LinkClass::kSharedMemory] = {1.5e-6, 8e9, "nominal (run baton calibrate to measure)"};
+  c.by_class[LinkClass::kPcie] = {5e-6, 12e9, "nominal: PCIe 4.0 x16 through the host"};
+  c.by_class[LinkClass::kNvlink] = {3e-6, 150e9, "nominal: NVLink 4, one ring link"};
+  c.by_class[LinkClass::kNetwork] = {10e-6, 12.5e9, "nominal: 100 Gbit/s Ethernet"};
+  return c;
+}
+
+const AlphaBeta& LinkCosts::at(LinkClass c) const {
+  const auto it = by_class.find(c);
+  if (it == by_class.end()) {
+    throw RuntimeError(std::string("cost model: no figures for link class ") + to_string(c));
+  }
+  return it->second;
+}
+
+nlohmann::json LinkCosts::to_json() const {
+  nlohmann::json links = nlohmann::json::object();
+  for (const auto& [c, ab] : by_class) {
+    links[to_string(c)] = {
+        {"alpha_us", ab.alpha_s * 1e6}, {"gbps", ab.bytes_per_s / 1e9}, {"source", ab.source}};
+  }
+  return {{"version", 1}, {"links", links}};
+}
+
+void LinkCosts::merge_json(const nlohmann::json& doc, const std::string& file) {
+  const ConfigNode root(doc, file);
+  if (root.integer("version", 1, 1) != 1) root.fail("version", "1");
+  const ConfigNode links = root.child("links");
+  for (auto it = links.json().begin(); it != links.json().end(); ++it) {
+    const LinkClass c = parse_link_class(it.key(), links.where(it.key()));
+    const ConfigNode l = links.child(it.key());
+    AlphaBeta ab;
+    ab.alpha_s = l.number("alpha_us", 0.0, 1e7) * 1e-6;
+    ab.bytes_per_s = l.positive_or("gbps", 0.0) * 1e9;
+    if (ab.bytes_per_s <= 0) l.fail("gbps", "a number > 0 (GB/s)");
+    ab.source = l.string_or("source", "from " + file);
+    l.finish();
+    by_class[c] = ab;
+  }
+  links.finish();
+  root.finish();
+}
+
+Topology parse_topology(const nlohmann::json& doc, const std::string& file) {
+  const ConfigNode root(doc, file);
+  Topology t;
+  t.hosts = static_cast<int>(root.integer("hosts", 1, 1 << 20));
+  t.devices_per_host = static_cast<int>(root.integer("devices_per_host", 1, 1 << 16));
+  t.device = root.choice_or("device", "cpu", {"cpu", "gpu"});
+  t.intra_host = t.device == "gpu" ? LinkClass::kPcie : LinkClass::kSharedMemory;
+  if (root.has("links")) {
+    const ConfigNode links = root.child("links");
+    if (links.has("intra_host")) {
+      t.intra_host = parse_link_class(links.string("intra_host"), links.where("intra_host"));
+      if (t.intra_host == LinkClass::kNetwork) links.fail("intra_host", "shm, pcie or nvlink");
+    }
+    if (links.has("inter_host")) {
+      const ConfigNode inter = links.child("inter_host");
+      t.inter_host = parse_link_class(inter.string_or("class", "network"), inter.where("class"));
+      if (t.inter_host != LinkClass::kNetwork) inter.fail("class", "network");
+      t.network_gbps = inter.number_or("gbps", 0.0, 0.0, 1e6);
+      t.network_latency_us = inter.number_or("latency_us", 0.0, 0.0, 1e7);
+      inter.finish();
+    }
+    links.finish();
+  }
+  t.device_samples_per_s = root.number_or("device_samples_per_s", 0.0, 0.0, 1e12);
+  root.finish();
+  return t;
+}
+
+namespace {
+
+// The network's figures: the calibration's (or nominal), with the
+// topology's rate and latency when it gives them.
+AlphaBeta network_of(const Topology& t, const LinkCosts& links) {
+  AlphaBeta net = links.at(LinkClass::kNetwork);
+  if (t.network_gbps > 0) {
+    net.bytes_per_s = t.network_gbps * 1e9 / 8.0;
+    net.source = "the topology file's rate";
+  }
+  if (t.network_latency_us > 0) net.alpha_s = t.network_latency_us * 1e-6;
+  return net;
+}
+
+struct Placement {
+  int per_host = 1, hosts = 1;
+};
+Placement place(int devices, const Topology& t) {
+  Placement p;
+  p.per_host = std::max(1, std::min(t.devices_per_host, devices));
+  p.hosts = (devices + p.per_host - 1) / p.per_host;
+  return p;
+}
+
+// The allreduce's time, and its latency part alone.
+struct CommCost {
+  double total_s = 0, alpha_s = 0;
+};
+CommCost allreduce_cost(Algorithm a, double b, int n, const Topology& t, const LinkCosts& links) {
+  if (n <= 1) return {};
+  const Placement p = place(n, t);
+  const AlphaBeta intra = links.at(t.intra_host);
+  const AlphaBeta net = network_of(t, links);
+  const AlphaBeta& slow = p.hosts > 1 ? net : intra;
+  const double nd = n;
+  switch (a) {
+    case Algorithm::kRing: {
+      const double alpha = 2.0 * (nd - 1) * slow.alpha_s;
+      return {alpha + 2.0 * (nd - 1) * (b / nd) / slow.bytes_per_s, alpha};
+    }
+    case Algorithm::kHierarchical: {
+      const double d = p.per_host, h = p.hosts;
+      CommCost c;
+      if (p.per_host > 1) {
+        c.alpha_s += 2.0 * (d - 1) * intra.alpha_s;
+        c.total_s += 2.0 * (d - 1) * (intra.alpha_s + (b / d) / intra.bytes_per_s);
+      }
+      if (p.hosts > 1) {
+        // d chunks cross at once and share the host's network link.
+        c.alpha_s += 2.0 * (h - 1) * net.alpha_s;
+        c.total_s += 2.0 * (h - 1) * (net.alpha_s + (b / (d * h)) / (net.bytes_per_s / d));
+      }
+      return c;
+    }
+    default: {  // native: recursive halving and doubling
+      const double alpha = 2.0 * std::ceil(std::log2(nd)) * slow.alpha_s;
+      return {alpha + 2.0 * (nd - 1) / nd * b / slow.bytes_per_s, alpha};
+    }
+  }
+}
+
+}  // namespace
+
+double allreduce_seconds(Algorithm a, int64_t bytes, int devices, const Topology& t,
+                         const LinkCosts& links) {
+  return allreduce_cost(a, static_cast<double>(bytes), devices, t, links).total_s;
+}
+
+StepPrediction predict_step(const Topology& t, const LinkCosts& links, const ModelCost& model,
+                            int devices, Algorithm a, int64_t bucket_bytes, bool overlap) {
+  StepPrediction p;
+  p.devices = devices;
+  p.hosts = place(devices, t).hosts;
+  p.algorithm = a;
+  double data = model.data_s, fwd = model.forward_s, bwd = model.backward_s,
+         opt = model.optimizer_s;
+  if (t.device_samples_per_s > 0) {
+    // The device's own speed: forward and backward 1:2 (their FLOPs).
+    const double total = static_cast<double>(model.per_device_batch) / t.device_samples_per_s;
+    data = opt = 0;
+    fwd = total / 3.0;
+    bwd = total - fwd;
+  }
+  const double compute = data + fwd + bwd + opt;
+  const int64_t g = std::max<int64_t>(model.gradient_bytes, 1);
+  p.bucket_bytes = std::clamp<int64_t>(bucket_bytes, 1, g);
+  const int64_t k = (g + p.bucket_bytes - 1) / p.bucket_bytes;
+  // Each step also combines its loss, accuracy and stop request (3 floats).
+  const CommCost totals = allreduce_cost(a, 12.0, devices, t, links);
+  double finish = 0, alpha = totals.alpha_s;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t size = i + 1 < k ? p.bucket_bytes : g - (k - 1) * p.bucket_bytes;
+    const CommCost c = allreduce_cost(a, static_cast<double>(size), devices, t, links);
+    const double ready =
+        overlap ? fwd + bwd * static_cast<double>(i + 1) / static_cast<double>(k) : fwd + bwd;
+    finish = std::max(ready, finish) + c.total_s;
+    p.comm_s += c.total_s;
+    alpha += c.alpha_s;
+  }
+  p.comm_s += totals.total_s;
+  p.step_s = data + std::max(fwd + bwd, finish) + opt + totals.total_s;
+  p.exposed_comm_s = std::max(0.0, p.step_s - compute);
+  p.samples_per_s = p.step_s > 0
+                        ? static_cast<double>(devices * model.per_device_batch) / p.step_s
+                        : 0.0;
+  p.efficiency = p.step_s > 0 ? compute / p.step_s : 1.0;
+  if (devices <= 1 || p.exposed_comm_s <= 0.1 * p.step_s) {
+    p.bound = "compute";
+  } else {
+    const LinkClass slow = p.hosts > 1 ? LinkClass::kNetwork : t.intra_host;
+    const bool latency = alpha > 0.5 * p.comm_s;
+    p.bound = std::string(latency ? "latency (" : "link: ") + to_string(slow) +
+              (latency ? ")" : "");
+  }
+  return p;
+}
+
+StepPrediction autotune(const Topology& t, const LinkCosts& links, const ModelCost& model,
+                        int devices, bool overlap) {
+  const Placement pl = place(devices, t);
+  std::vector<Algorithm> algorithms = {Algorithm::kNative, Algorithm::kRing};
+  if (pl.hosts > 1 && pl.per_host > 1) algorithms.push_back(Algorithm::kHierarchical);
+  std::vector<int64_t> buckets;
+  for (int64_t kib : {256, 1024, 2048, 4096, 8192, 16384, 25600, 32768, 65536}) {
+    buckets.push_back(std::min<int64_t>(kib * 1024, std::max<int64_t>(model.gradient_bytes, 1)));
+  }
+  StepPrediction best;
+  bool have = false;
+  for (Algorithm a : algorithms) {
+    for (int64_t b : buckets) {
+      const StepPrediction p = predict_step(t, links, model, devices, a, b, overlap);
+      if (!have || p.step_s < best.step_s * (1 - 1e-9)) {
+        best = p;
+        have = true;
+      }
+    }
+  }
+  return best;
+}
+
+std::vector<int> parse_device_counts(const std::string& text, const std::string& flag) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                  : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  const auto number = [&](const std::string& s) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || s.empty() || v < 1 || v > (1 << 20)) {
+      throw InputError(flag + " " + text + ": \"" + s +
+                       "\" is not a device count (an integer from 1 to 1048576) or \"...\"");
+    }
+    return static_cast<int>(v);
+  };
+  std::vector<int> out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] != "...") {
+      const int v = number(parts[i]);
+      if (!out.empty() && v <= out.back()) {
+        throw InputError(flag + " " + text + ": the counts must increase (" +
+                         std::to_string(v) + " after " + std::to_string(out.back()) + ")");
+      }
+      out.push_back(v);
+      continue;
+    }
+    if (out.size() < 2 || i + 1 >= parts.size() || parts[i + 1] == "...") {
+      throw InputError(flag + " " + text +
+                       ": \"...\" needs two counts before it and one after (8,16,...,512)");
+    }
+    const int a = out[out.size() - 2], b = out.back(), end = number(parts[i + 1]);
+    const bool geometric = b % a == 0 && b / a > 1;
+    for (int64_t v = geometric ? int64_t{b} * (b / a) : int64_t{b} + (b - a); v < end;
+         v = geometric ? v * (b / a) : v + (b - a)) {
+      out.push_back(static_cast<int>(v));
+    }
+  }
+  return out;
+}
+
+}  // namespace baton

@@ -1,0 +1,80 @@
+#include <baton/comm/link_calibration.h>
+#include <baton/core/error.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace baton {
+
+AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points) {
+  if (points.size() < 2) throw RuntimeError("calibration: fewer than 2 message sizes measured");
+  // Weighted by 1/t^2 (relative errors): small messages' latency counts as
+  // much as large messages' bandwidth.
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& p : points) {
+    const double w = 1.0 / (p.one_way_s * p.one_way_s);
+    const double x = static_cast<double>(p.bytes), y = p.one_way_s;
+    sw += w;
+    sx += w * x;
+    sy += w * y;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  const double den = sw * sxx - sx * sx;
+  const double slope = den != 0 ? (sw * sxy - sx * sy) / den : 0;
+  if (!(slope > 0)) throw RuntimeError("calibration: the time does not grow with the message size");
+  AlphaBeta ab;
+  ab.alpha_s = std::max(0.0, (sy - slope * sx) / sw);
+  ab.bytes_per_s = 1.0 / slope;
+  return ab;
+}
+
+LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes) {
+  LinkFit fit;
+  const int me = comm.rank();
+  if (me != a && me != b) return fit;
+  const int peer = me == a ? b : a;
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> buf(static_cast<size_t>(std::max<int64_t>(2, max_bytes / 4)), 1.0f);
+  std::vector<float> back(buf.size(), 0.0f);
+  for (int64_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
+    const int64_t count = std::max<int64_t>(1, bytes / 4);
+    // Enough round trips for ~20 ms per size, at least 5; the best one.
+    double best = 1e30;
+    int rounds = 0;
+    const auto t_size = Clock::now();
+    while (true) {
+      // Both ways at once, as every step of a ring or of recursive
+      // doubling moves its data (a link busy in one direction at a time
+      // can be twice as fast as it is for an allreduce).
+      const auto t0 = Clock::now();
+      comm.sendrecv(buf.data(), count, peer, back.data(), count, peer);
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      ++rounds;
+      // Both sides run the same number of rounds: a's count decides.
+      float more = rounds < 5 || (rounds < 2000 &&
+                                  std::chrono::duration<double>(Clock::now() - t_size).count() <
+                                      0.02)
+                       ? 1.0f
+                       : 0.0f;
+      if (me == a) {
+        comm.send(&more, 1, peer);
+      } else {
+        comm.recv(&more, 1, peer);
+      }
+      if (more == 0.0f) break;
+    }
+    fit.points.push_back({count * 4, best});
+  }
+  // Both ends measured the same exchanges; a's figures are the fit's.
+  fit.figures = fit_alpha_beta(fit.points);
+  for (const auto& p : fit.points) {
+    const double line = fit.figures.seconds(static_cast<double>(p.bytes));
+    fit.worst_relative_error =
+        std::max(fit.worst_relative_error, std::fabs(line - p.one_way_s) / p.one_way_s);
+  }
+  return fit;
+}
+
+}  // namespace baton
