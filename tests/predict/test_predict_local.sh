@@ -37,9 +37,13 @@ assert pred["modelled"] is True
 two = [p for p in pred["predictions"] if p["devices"] == 2][0]["configured"]
 assert two["algorithm"] == "ring", two  # the config's, as configured
 steps = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
-steps = [e for e in steps if e["type"] == "step" and e["rank"] == 0][2:]
-assert len(steps) >= 5, f"{len(steps)} step windows"
-measured = statistics.median(e["step_time_ms"] for e in steps)
+steps = [e for e in steps if e["type"] == "step" and e["rank"] == 0][1:]
+# The step's period: the chief's wall clock between step events over the
+# steps between them (step_time_ms leaves out the loss's small collective).
+periods = [1e3 * (b["wall_time_s"] - a["wall_time_s"]) / (b["step"] - a["step"])
+           for a, b in zip(steps, steps[1:])]
+assert len(periods) >= 5, f"{len(periods)} step windows"
+measured = statistics.median(periods)
 predicted = two["step_ms"]
 ratio = predicted / measured
 print(f"attempt {sys.argv[3]}: 2 ranks here: predicted {predicted:.3f} ms a step, measured "

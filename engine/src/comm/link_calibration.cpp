@@ -9,23 +9,21 @@ namespace baton {
 
 AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points) {
   if (points.size() < 2) throw RuntimeError("calibration: fewer than 2 message sizes measured");
-  // Weighted by 1/t^2 (relative errors): small messages' latency counts as
-  // much as large messages' bandwidth.
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& p : points) {
-    const double w = 1.0 / (p.one_way_s * p.one_way_s);
-    const double x = static_cast<double>(p.bytes), y = p.one_way_s;
-    sw += w;
-    sx += w * x;
-    sy += w * y;
-    sxx += w * x * x;
-    sxy += w * x * y;
-  }
-  const double den = sw * sxx - sx * sx;
-  const double slope = den != 0 ? (sw * sxy - sx * sy) / den : 0;
-  if (!(slope > 0)) throw RuntimeError("calibration: the time does not grow with the message size");
+  // The classic two ends rather than a least-squares line: the latency is
+  // the smallest message's time, the bandwidth the slope between the two
+  // largest. A line through every point is pulled off by what lies between
+  // (protocol switches; a shaped link's burst that small messages pass at
+  // full speed while a training step's traffic runs at the sustained rate).
+  std::vector<LinkSamplePoint> p = points;
+  std::sort(p.begin(), p.end(),
+            [](const LinkSamplePoint& a, const LinkSamplePoint& b) { return a.bytes < b.bytes; });
+  const LinkSamplePoint& big = p.back();
+  const LinkSamplePoint& before = p[p.size() - 2];
   AlphaBeta ab;
-  ab.alpha_s = std::max(0.0, (sy - slope * sx) / sw);
+  ab.alpha_s = p.front().one_way_s;
+  double slope = (big.one_way_s - before.one_way_s) / static_cast<double>(big.bytes - before.bytes);
+  if (!(slope > 0)) slope = (big.one_way_s - ab.alpha_s) / static_cast<double>(big.bytes);
+  if (!(slope > 0)) throw RuntimeError("calibration: the time does not grow with the message size");
   ab.bytes_per_s = 1.0 / slope;
   return ab;
 }

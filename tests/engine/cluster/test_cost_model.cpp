@@ -185,9 +185,23 @@ TEST(LinkFit, RecoversAKnownLine) {
   std::vector<LinkSamplePoint> pts;
   for (int64_t b = 8; b <= (16 << 20); b *= 4) pts.push_back({b, 3e-6 + static_cast<double>(b) / 7e9});
   const AlphaBeta ab = fit_alpha_beta(pts);
-  EXPECT_NEAR(ab.alpha_s, 3e-6, 1e-9);
+  EXPECT_NEAR(ab.alpha_s, 3e-6, 2e-9);  // the 8-byte message's time
   EXPECT_NEAR(ab.bytes_per_s, 7e9, 7e9 * 1e-6);
   EXPECT_THROW((void)fit_alpha_beta({pts[0]}), RuntimeError);
+}
+
+// A shaped link passes small messages at full speed (its burst) and large
+// ones at its rate: the bandwidth is the large messages' sustained rate.
+TEST(LinkFit, TheBandwidthIsTheLargeMessagesRate) {
+  std::vector<LinkSamplePoint> pts;
+  for (int64_t b = 8; b <= (1 << 20); b *= 4) {
+    const double t = b <= 32768 ? 30e-6 + static_cast<double>(b) / 1e9
+                                : 30e-6 + 32768 / 1e9 + static_cast<double>(b - 32768) / 25e6;
+    pts.push_back({b, t});
+  }
+  const AlphaBeta ab = fit_alpha_beta(pts);
+  EXPECT_NEAR(ab.bytes_per_s, 25e6, 25e6 * 1e-6);
+  EXPECT_NEAR(ab.alpha_s, 30e-6, 1e-8);
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // Measures a link's alpha-beta figures (cluster/cost_model.h) between two
 // ranks of a communicator: both send each other messages from 8 bytes to
 // max_bytes at once (sendrecv, as each step of a ring allreduce does), the
-// best of several exchanges per size, and a least-squares line through
-// (bytes, seconds) - its intercept the latency, its slope the inverse
-// bandwidth each way while both ways are busy. What `baton calibrate`
-// stores.
+// best of several exchanges per size; the latency is the smallest
+// message's time, the bandwidth (each way, both ways busy) the slope
+// between the two largest. What `baton calibrate` stores.
 #pragma once
 
 #include <baton/cluster/cost_model.h>
@@ -29,8 +28,8 @@ struct LinkFit {
 // with an empty fit); the fit is returned on both.
 LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes = int64_t{16} << 20);
 
-// The least-squares line through the points (InputError with fewer than 2
-// points or no positive slope).
+// Alpha from the smallest point, beta from the two largest (RuntimeError
+// with fewer than 2 points or no positive slope).
 AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points);
 
 }  // namespace baton
