@@ -11,7 +11,7 @@
 #include <baton/telemetry/telemetry.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
-#include <baton/train/trainer.h>
+#include <baton/train/step_probe.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,14 +26,6 @@
 #include "cli_paths.h"
 
 namespace baton::cli {
-
-std::string default_calibration_path() {
-  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
-    return std::string(xdg) + "/baton/calibration.json";
-  }
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/.local/share/baton/calibration.json";
-}
 
 void add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   CLI::App* c = app.add_subcommand(
@@ -174,100 +166,15 @@ int run_calibrate(const CalibrateArgs& a) {
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-struct Measured {
-  ModelCost cost;
-  std::string model;
-  int64_t parameters = 0;
-  int threads = 1;
-  int copies = 1;  // measured this many at once
-};
-
-// The model's step on one device, here: a short one_device run of the
-// config at the per-device batch, each phase's median over the steps after
-// the warm-up.
-Measured measure_model(const PredictArgs& a, const RunConfig& base, int64_t batch, int copies,
-                       const std::string& exe_path) {
-  constexpr int64_t kWarmup = 5;
+// The model's step on one device here (train/step_probe.h).
+StepProbe measure_model(const PredictArgs& a, int64_t batch, int copies,
+                        const std::string& exe_path) {
   std::vector<std::string> overrides = a.overrides;
-  overrides.insert(overrides.end(),
-                   {"strategy={\"type\":\"one_device\"}", "train.global_batch_size=" + std::to_string(batch),
-                    "train.steps=" + std::to_string(kWarmup + a.steps), "train.log_every_steps=1",
-                    "checkpoint.every_epoch=false", "checkpoint.every_steps=0"});
-  RunConfig cfg = load_run_config(a.config, overrides);
+  for (auto& o : step_probe_overrides(batch, a.steps)) overrides.push_back(std::move(o));
+  const RunConfig cfg = load_run_config(a.config, overrides);
   Registry registry;
   registry.load_plugin_dir(a.plugin_dir.empty() ? default_plugin_dir(exe_path) : a.plugin_dir);
-  // `copies` runs at once, each on its own thread: the devices of a CPU
-  // host share its caches and memory, and their steps are as slow as that
-  // makes them.
-  struct Copy {
-    Telemetry telemetry;
-    std::vector<StepEvent> steps;
-    std::unique_ptr<Trainer> trainer;
-    TrainSummary sum;
-    std::exception_ptr error;
-  };
-  std::vector<std::unique_ptr<Copy>> runs;
-  for (int c = 0; c < copies; ++c) {
-    auto copy = std::make_unique<Copy>();
-    Copy* cp = copy.get();
-    cp->telemetry.add(std::make_shared<CallbackSink>([cp](const Event& e) {
-      if (const auto* s = std::get_if<StepEvent>(&e)) cp->steps.push_back(*s);
-    }));
-    TrainOptions opt;
-    opt.run_id = "predict-probe-" + std::to_string(c);
-    cp->trainer = std::make_unique<Trainer>(cfg, registry, cp->telemetry, opt);
-    runs.push_back(std::move(copy));
-  }
-  std::vector<std::thread> threads;
-  for (auto& r : runs) {
-    threads.emplace_back([cp = r.get()] {
-      try {
-        cp->sum = cp->trainer->run();
-      } catch (...) {
-        cp->error = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& r : runs) {
-    if (r->error) std::rethrow_exception(r->error);
-  }
-  const TrainSummary& sum = runs[0]->sum;
-  Trainer& trainer = *runs[0]->trainer;
-  // Each copy's medians; the slowest copy's step (a synchronous step waits
-  // for its slowest device).
-  Measured m;
-  double slowest = -1;
-  for (const auto& r : runs) {
-    std::vector<double> data, compute, optim;
-    for (const auto& s : r->steps) {
-      if (s.step <= kWarmup) continue;
-      data.push_back(s.data_ms / 1e3);
-      compute.push_back(s.compute_ms / 1e3);
-      optim.push_back(s.optimizer_ms / 1e3);
-    }
-    if (compute.empty()) throw RuntimeError("predict: the measuring run reported no steps");
-    const double total = median(data) + median(compute) + median(optim);
-    if (total <= slowest) continue;
-    slowest = total;
-    m.cost.data_s = median(data);
-    m.cost.forward_s = median(compute) / 3.0;  // forward : backward taken as 1 : 2
-    m.cost.backward_s = median(compute) - m.cost.forward_s;
-    m.cost.optimizer_s = median(optim);
-  }
-  m.cost.gradient_bytes = sum.parameters * static_cast<int64_t>(sizeof(float));
-  m.cost.per_device_batch = batch;
-  m.parameters = sum.parameters;
-  m.model = trainer.model(0).describe();
-  m.threads = base.threads;
-  m.copies = copies;
-  return m;
+  return measure_step(cfg, registry, copies);
 }
 
 Algorithm algorithm_of(const std::string& name) {
@@ -322,7 +229,7 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
   const int copies = topo.device == "cpu" && topo.device_samples_per_s <= 0
                          ? std::clamp(topo.devices_per_host, 1, cores)
                          : 1;
-  const Measured m = measure_model(a, base, batch, copies, exe_path);
+  const StepProbe m = measure_model(a, batch, copies, exe_path);
   const Algorithm configured = algorithm_of(base.strategy.algorithm);
 
   nlohmann::json rows = nlohmann::json::array();
@@ -351,7 +258,7 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
       {"per_device_batch", batch},
       {"compute",
        {{"measured_on", cpu},
-        {"threads", m.threads},
+        {"threads", base.threads},
         {"copies_at_once", m.copies},
         {"data_ms", m.cost.data_s * 1e3},
         {"forward_ms", m.cost.forward_s * 1e3},
@@ -380,7 +287,7 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
         "%.3f taken 1:2, optimizer %.3f) on %s, %d thread(s) per device, %d cop%s at once\n",
         m.cost.compute_s() * 1e3, static_cast<long long>(batch), m.cost.data_s * 1e3,
         (m.cost.forward_s + m.cost.backward_s) * 1e3, m.cost.optimizer_s * 1e3, cpu.c_str(),
-        m.threads, m.copies, m.copies == 1 ? "y" : "ies");
+        base.threads, m.copies, m.copies == 1 ? "y" : "ies");
   }
   if (topo.device == "gpu" && topo.device_samples_per_s <= 0) {
     std::printf(

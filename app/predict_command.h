@@ -27,14 +27,11 @@ struct PredictArgs {
   std::string topology;
   std::string devices;  // "1,2,...,512"; default: powers of two up to the topology's devices
   long long per_device_batch = 0;  // 0: the config's global batch
-  std::string calibration;         // default: default_calibration_path() when it exists
+  std::string calibration;         // default: baton::default_calibration_path() when it exists
   long long steps = 40;            // measured steps (after 5 warm-up steps)
   std::string plugin_dir;
   bool json = false;
 };
-
-// $XDG_DATA_HOME/baton/calibration.json (~/.local/share/baton/...).
-std::string default_calibration_path();
 
 void add_calibrate_command(CLI::App& app, CalibrateArgs& args);
 void add_predict_command(CLI::App& app, PredictArgs& args);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace baton {
 
@@ -254,6 +255,14 @@ StepPrediction autotune(const Topology& t, const LinkCosts& links, const ModelCo
     }
   }
   return best;
+}
+
+std::string default_calibration_path() {
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/baton/calibration.json";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/share/baton/calibration.json";
 }
 
 std::vector<int> parse_device_counts(const std::string& text, const std::string& flag) {

@@ -129,6 +129,10 @@ StepPrediction predict_step(const Topology& t, const LinkCosts& links, const Mod
 StepPrediction autotune(const Topology& t, const LinkCosts& links, const ModelCost& model,
                         int devices, bool overlap = true);
 
+// Where `baton calibrate` keeps its fit by default:
+// $XDG_DATA_HOME/baton/calibration.json (~/.local/share/baton/...).
+std::string default_calibration_path();
+
 // "8,16,...,512": a comma list of device counts where "..." continues the
 // geometric progression of the two before it. InputError naming `flag`.
 std::vector<int> parse_device_counts(const std::string& text, const std::string& flag);
