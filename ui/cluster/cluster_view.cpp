@@ -30,6 +30,7 @@
 #include <optional>
 
 #include "cluster/cluster_panel.h"
+#include "cluster/prediction_panel.h"
 #include "cluster/topology_commands.h"
 #include "cluster/topology_model.h"
 #include "cluster/topology_scene.h"
@@ -85,6 +86,9 @@ ClusterView::ClusterView(const StudioContext& ctx, TopologyModel& model, QWidget
   preview->addTab(tf_page, tr("TF_CONFIG"));
   preview->addTab(hostfile_text_, tr("Hostfile"));
   preview->addTab(strategy_text_, tr("Run config \"strategy\""));
+  prediction_ = new PredictionPanel(ctx_, model_);
+  preview->addTab(prediction_, tr("Prediction (modelled)"));
+  preview_ = preview;
 
   auto* left = new QSplitter(Qt::Vertical);
   left->addWidget(canvas_);
@@ -112,6 +116,8 @@ ClusterView::ClusterView(const StudioContext& ctx, TopologyModel& model, QWidget
   refresh_preview();
   probe_this_host();
 }
+
+void ClusterView::show_prediction_tab() { preview_->setCurrentWidget(prediction_); }
 
 ClusterView::~ClusterView() {
   // Nothing of this view may run once it goes: the probe's handlers are

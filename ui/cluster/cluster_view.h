@@ -17,12 +17,14 @@ class QGraphicsView;
 class QLabel;
 class QPlainTextEdit;
 class QProcess;
+class QTabWidget;
 class QVBoxLayout;
 class QUndoStack;
 
 namespace baton::ui {
 
 class ClusterPanel;
+class PredictionPanel;
 class TopologyModel;
 class TopologyScene;
 
@@ -36,6 +38,10 @@ class ClusterView : public QWidget {
   QUndoStack& undo_stack() const { return *undo_stack_; }
   TopologyScene& scene() const { return *scene_; }
   ClusterPanel& panel() const { return *panel_; }
+  // The Prediction tab (modelled step time, throughput, scaling chart).
+  PredictionPanel& prediction() const { return *prediction_; }
+  // Shows the Prediction tab (for the screenshot).
+  void show_prediction_tab();
   QGraphicsView& canvas() const { return *canvas_; }
   // The last message shown in the view's message line ("" = none).
   QString message() const;
@@ -90,6 +96,8 @@ class ClusterView : public QWidget {
   TopologyScene* scene_ = nullptr;
   QGraphicsView* canvas_ = nullptr;
   ClusterPanel* panel_ = nullptr;
+  PredictionPanel* prediction_ = nullptr;
+  QTabWidget* preview_ = nullptr;
   QLabel* message_ = nullptr;
   QComboBox* task_ = nullptr;
   QPlainTextEdit* tf_text_ = nullptr;

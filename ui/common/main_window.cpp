@@ -17,8 +17,10 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "cluster/cluster_view.h"
+#include "cluster/prediction_panel.h"
 #include "cluster/topology_model.h"
 #include "history/history_view.h"
+#include "train/run_form.h"
 #include "train/train_view.h"
 
 namespace baton::ui {
@@ -44,6 +46,10 @@ MainWindow::MainWindow(StudioContext ctx, QWidget* parent)
   stack_->addWidget(history_);
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   // A live run's per-link bandwidth colours the topology canvas.
+  // The Prediction tab predicts for the Train view's config.
+  cluster_->prediction().set_config_source([this] {
+    return std::make_pair(train_->form().config(), train_->form().config_path());
+  });
   connect(train_, &TrainView::link_bandwidth, cluster_, &ClusterView::show_link_bandwidth);
   // A run's colours are its own: gone when the next starts or it ends.
   connect(train_, &TrainView::run_started, cluster_, &ClusterView::clear_link_bandwidth);

@@ -12,6 +12,7 @@
 #include <QtTest>
 
 #include "cluster/cluster_view.h"
+#include "cluster/prediction_panel.h"
 #include "cluster/topology_items.h"
 #include "cluster/topology_model.h"
 #include "cluster/topology_scene.h"
@@ -103,6 +104,21 @@ class ScreenshotTest : public QObject {
     const int replots = h.dashboard().replot_count();
     QTRY_VERIFY(h.dashboard().replot_count() > replots);
     save_view(w, QStringLiteral("history.png"));
+
+    // Cluster, Prediction tab: the model measured here, the topology's
+    // prediction, and the run above as a measured point on the chart (the
+    // same model at the same per-device batch).
+    w.show_view(MainWindow::View::kCluster);
+    w.cluster_view().show_prediction_tab();
+    PredictionPanel& p = w.cluster_view().prediction();
+    QSignalSpy measured(&p, &PredictionPanel::measured);
+    p.measure();
+    QVERIFY(measured.wait(120000));
+    QVERIFY2(p.summary().contains(QLatin1String("modelled")), qPrintable(p.summary()));
+    QCOMPARE(p.predicted_points(), 10);
+    QCOMPARE(p.measured_points(), 1);
+    QTest::qWait(100);  // the queued replot (rpQueuedReplot) before the grab
+    save_view(w, QStringLiteral("prediction.png"));
   }
 
   // A run launched as 2 processes: the Ranks tab lists both, running, with
