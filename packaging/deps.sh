@@ -21,6 +21,7 @@ packages=(
 if [ "${1:-}" = test ]; then
   packages+=(bindfs fuse3)  # a FUSE mount: the history on a network-like file system
   packages+=(iproute2 util-linux)  # the multi-host test bed: ip netns, tc, unshare
+  packages+=(clang libclang-rt-14-dev)  # libFuzzer targets (tests/fuzz)
 fi
 
 missing=()

@@ -4,7 +4,8 @@
 #   2. an ASan + UBSan build of the engine and its tests, and ctest -L engine
 #      (the Release run alone also trains the example GPT to its loss goal,
 #      label model, and GPT-2 small's step);
-#   3. the Debian package (cpack -G DEB) from the Release build.
+#   3. the libFuzzer targets (tests/fuzz), 20 s each on their seed corpora;
+#   4. the Debian package (cpack -G DEB) from the Release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/packaging/deps.sh" test
@@ -26,6 +27,14 @@ bash "$root/packaging/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDeb
 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L engine \
     -E "Gpt2SmallTrainsAStep"
+
+echo "== Fuzzing: every parser of others' input, 20 s each on its seed corpus =="
+# clang's libFuzzer with ASan + UBSan; each target compiles only the engine
+# sources it reads with (tests/fuzz/CMakeLists.txt), so nothing else builds.
+CC=clang CXX=clang++ cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DBATON_FUZZ=ON -DBATON_BUILD_TESTS=OFF -DBATON_BUILD_UI=OFF -DBATON_WITH_CUDA=OFF >/dev/null
+cmake --build "$root/build-fuzz" --target baton_fuzzers -j "${BATON_JOBS:-2}"
+bash "$root/tests/fuzz/run_fuzzers.sh" "$root/build-fuzz" 20 2
 
 echo "== Debian package =="
 (cd "$root/build" && cpack -G DEB >/dev/null && ls -1 "$root"/build/baton_*.deb)

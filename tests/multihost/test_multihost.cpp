@@ -105,7 +105,10 @@ class MultiHost : public testing::Test {
             // Only the test bed's own network, between the hosts and to mpirun.
             "OMPI_MCA_oob_tcp_if_include=10.77.0.0/24", "OMPI_MCA_btl_tcp_if_include=10.77.0.0/24",
             // 4 ranks on 2 cores: a rank waiting in MPI lets the others run.
-            "OMPI_MCA_mpi_yield_when_idle=1"};
+            "OMPI_MCA_mpi_yield_when_idle=1",
+            // As baton launch sets it (launch/mpirun_command.h): OpenMPI's
+            // shared topology mapping crashed daemons on one machine.
+            "OMPI_MCA_rtc_hwloc_vmhole=none"};
   }
 
   // `baton launch` to its end; its events (--events -) as they came.

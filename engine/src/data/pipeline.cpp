@@ -10,14 +10,6 @@
 
 namespace baton {
 
-ShardPolicy parse_shard_policy(const std::string& name) {
-  if (name == "auto") return ShardPolicy::kAuto;
-  if (name == "file") return ShardPolicy::kFile;
-  if (name == "data") return ShardPolicy::kData;
-  if (name == "off") return ShardPolicy::kOff;
-  throw InputError("shard_policy \"" + name + "\" is not one of auto, file, data, off");
-}
-
 Pipeline::Pipeline(std::shared_ptr<const Dataset> data, PipelineOptions options)
     : data_(std::move(data)), opt_(options) {
   if (opt_.global_batch <= 0) throw InputError("batch size must be > 0");

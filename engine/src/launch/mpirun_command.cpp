@@ -1,5 +1,7 @@
 #include <baton/discovery/discovery.h>
 #include <baton/launch/mpirun_command.h>
+
+#include <cstdlib>
 #include <unistd.h>
 
 #include <filesystem>
@@ -39,8 +41,19 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
 }
 
 std::vector<std::pair<std::string, std::string>> mpirun_environment() {
-  if (::geteuid() != 0) return {};
-  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+  std::vector<std::pair<std::string, std::string>> env;
+  if (::geteuid() == 0) {
+    env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+  }
+  // OpenMPI 4.1's daemons share the topology through memory mapped at an
+  // address they guess is free ("the biggest hole"); seen here to segfault
+  // a daemon (hwloc_shmem_topology_write: address not mapped) when several
+  // start on one machine, which ends the job. Without the hole each process
+  // reads the topology itself (milliseconds). The caller's setting wins.
+  if (std::getenv("OMPI_MCA_rtc_hwloc_vmhole") == nullptr) {
+    env.emplace_back("OMPI_MCA_rtc_hwloc_vmhole", "none");
+  }
+  return env;
 }
 
 namespace {

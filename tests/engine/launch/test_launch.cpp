@@ -255,14 +255,24 @@ TEST(MpirunCommand, OversubscribeOnlyWhenTheRanksOutnumberTheCores) {
 }
 
 TEST(MpirunCommand, RootGetsOpenMpisPermission) {
+  ::unsetenv("OMPI_MCA_rtc_hwloc_vmhole");
   const auto env = mpirun_environment();
+  const std::pair<std::string, std::string> vmhole{"OMPI_MCA_rtc_hwloc_vmhole", "none"};
   if (::geteuid() == 0) {
-    ASSERT_EQ(env.size(), 2u);
+    ASSERT_EQ(env.size(), 3u);
     EXPECT_EQ(env[0].first, "OMPI_ALLOW_RUN_AS_ROOT");
     EXPECT_EQ(env[1].first, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
+    EXPECT_EQ(env[2], vmhole);
   } else {
-    EXPECT_TRUE(env.empty());
+    ASSERT_EQ(env.size(), 1u);
+    EXPECT_EQ(env[0], vmhole);
   }
+  // The caller's own setting is left alone.
+  ::setenv("OMPI_MCA_rtc_hwloc_vmhole", "biggest", 1);
+  const auto mine = mpirun_environment();
+  EXPECT_TRUE(std::none_of(mine.begin(), mine.end(),
+                           [](const auto& kv) { return kv.first == "OMPI_MCA_rtc_hwloc_vmhole"; }));
+  ::unsetenv("OMPI_MCA_rtc_hwloc_vmhole");
 }
 
 TEST(AbsolutizePaths, RelativeDatasetAndCheckpointPathsBecomeAbsolute) {

@@ -39,7 +39,10 @@ struct MpirunSpec {
 std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
 
 // What mpirun needs in its environment beyond the caller's: OpenMPI refuses
-// to run as root unless told (the studio may run as root in a container).
+// to run as root unless told (the studio may run as root in a container),
+// and its daemons' shared topology mapping is turned off
+// (OMPI_MCA_rtc_hwloc_vmhole=none, unless the caller sets it: it crashed
+// daemons here).
 std::vector<std::pair<std::string, std::string>> mpirun_environment();
 
 // A copy of `config` with its dataset paths (data.train/validation: path,
