@@ -554,6 +554,17 @@ if [ "$HAVE_MPIRUN" = 1 ]; then
   check "timeline: two ranks' trace" 0 "trace ok: .* 2 processes" -- python3 "$SRC/tests/cli/check_trace.py" "$TL/mwm.json" 2 5
 fi
 
+# Found by fuzzing: a number past a double's range is bad JSON (exit 2, the
+# file named), and a host name that is not UTF-8 is named, not a crash.
+printf '{"name": "x", "seed": 1e999}' >"$WORK/huge.json"
+check "fuzz: a number out of range" 2 "huge.json: invalid JSON" -- \
+  "$BATON" train "$WORK/huge.json" --no-db --runs-dir "$WORK/runs"
+check "fuzz: an integer key given 2e101" 2 "train.epochs: expected an integer" -- \
+  "$BATON" train "$EX" --no-db --runs-dir "$WORK/runs" --set train.epochs=2e101
+printf 'node\377 slots=2\n' >"$WORK/hosts_bad_utf8"
+check "fuzz: a host name that is not UTF-8" 2 "hosts_bad_utf8" -- \
+  "$BATON" launch "$EX" --hostfile "$WORK/hosts_bad_utf8"
+
 # The scaling predictor: its inputs' errors, and a prediction's shape.
 PR="$WORK/predict"
 mkdir -p "$PR"

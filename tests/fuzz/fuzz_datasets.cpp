@@ -33,6 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const nlohmann::json cfg = {{"type", "csv"}, {"path", path}, {"label", -1}};
       read_all(*baton::datasets::make_csv(baton::ConfigNode(cfg, "fuzz.json"), ctx));
     } else if (kind == 1) {
+      if (size < 2) return;
       // Two bytes of length, then the image file, then the label file.
       const size_t cut = std::min<size_t>(size - 2, static_cast<size_t>(data[0]) * 256 + data[1]);
       const std::string images = baton_fuzz::as_file(data + 2, cut, ".images");

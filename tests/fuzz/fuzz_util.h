@@ -3,9 +3,12 @@
 // throw - Baton's InputError and RuntimeError are the errors a bad input
 // is allowed to cause; anything else (a crash, an uncaught exception of
 // another type, a sanitizer report, a hang) is a bug libFuzzer keeps.
+// The checkpoint reader's CheckpointError (a torn or foreign file) is one
+// of Baton's errors too.
 #pragma once
 
 #include <baton/core/error.h>
+#include <baton/train/checkpoint.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -36,6 +39,7 @@ void expect_clean(F&& fn) {
     fn();
   } catch (const baton::InputError&) {
   } catch (const baton::RuntimeError&) {
+  } catch (const baton::CheckpointError&) {
   }
 }
 

@@ -23,7 +23,12 @@ std::string show(const nlohmann::json& v) {
   return s;
 }
 
-std::string json_quoted(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+// Bytes that are not UTF-8 (a hostfile is any file) show as U+FFFD, not
+// as an exception from the JSON writer (found by fuzzing).
+std::string json_quoted(std::string_view s) {
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace);
+}
 
 std::vector<HostPort>& list_of(ClusterSpec& spec, TaskRole role) {
   switch (role) {
@@ -238,6 +243,10 @@ ClusterSpec parse_tf_config(const std::string& json_text, const std::string& sou
     const auto pos = what.find("parse error");
     throw InputError(source +
                      ": invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const nlohmann::json::exception& e) {
+    // A number past a double's range (1e999) is out_of_range, not a
+    // parse_error (found by fuzzing).
+    throw InputError(source + ": invalid JSON: " + e.what());
   }
   return parse_tf_config(doc, source);
 }

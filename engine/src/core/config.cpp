@@ -88,9 +88,10 @@ int64_t ConfigNode::integer(std::string_view key, int64_t min, int64_t max) cons
       fail(key, "expected an integer <= " + std::to_string(max) + ", got " + show(v));
     }
     out = static_cast<int64_t>(u);
-  } else if (v.is_number_float() &&
-             v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())) &&
-             std::abs(v.get<double>()) < 9.0e15) {
+  } else if (v.is_number_float() && std::abs(v.get<double>()) < 9.0e15 &&
+             v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
+    // (The range first: casting a double past int64's range is undefined -
+    // found by fuzzing.)
     out = static_cast<int64_t>(v.get<double>());
   } else {
     fail(key, "expected an integer, got " + json_type_name(v) + " " + show(v));
@@ -301,6 +302,10 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& path)
     auto pos = what.find("parse error");
     throw InputError(path + ":" + std::to_string(line) +
                      ": invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const nlohmann::json::exception& e) {
+    // A number past a double's range (1e999) is out_of_range, not a
+    // parse_error (found by fuzzing).
+    throw InputError(path + ": invalid JSON: " + e.what());
   }
 }
 
