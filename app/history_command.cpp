@@ -324,7 +324,9 @@ int timeline(const HistoryArgs& a, const HistoryStore& store) {
   }
   const nlohmann::json& record = all[a.attempt > 0 ? static_cast<size_t>(a.attempt - 1)
                                                    : all.size() - 1];
-  const std::string text = chrome_trace(record).dump() + "\n";
+  // A record read back from a file may hold bytes that are not UTF-8.
+  const std::string text =
+      chrome_trace(record).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   OutputFile out("--out", a.out);
   if (std::fwrite(text.data(), 1, text.size(), out.get()) != text.size()) {
     throw RuntimeError((a.out.empty() || a.out == "-" ? std::string("standard output")

@@ -273,19 +273,23 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
       std::fflush(events);
     }
     if (a.quiet) return;
-    // Progress: a line per epoch of the chief's, and the run's end.
+    // Progress: a line per epoch of the chief's, and the run's end (a line
+    // whose fields have other types is only in the events).
     const auto js = nlohmann::json::parse(line, nullptr, false);
     if (!js.is_object()) return;
-    const std::string type = js.value("type", "");
-    if (type == "epoch") {
-      std::fprintf(human, "epoch %lld  step %lld  train loss %.4f", js.value("epoch", 0LL),
-                   js.value("step", 0LL), js.value("train_loss", 0.0));
-      if (js.contains("val_loss"))
-        std::fprintf(human, "  val loss %.4f", js.value("val_loss", 0.0));
-      std::fprintf(human, "\n");
-    } else if (type == "run_end") {
-      std::fprintf(human, "attempt ended: %s at step %lld\n", js.value("status", "").c_str(),
-                   js.value("step", 0LL));
+    try {
+      const std::string type = js.value("type", "");
+      if (type == "epoch") {
+        std::fprintf(human, "epoch %lld  step %lld  train loss %.4f", js.value("epoch", 0LL),
+                     js.value("step", 0LL), js.value("train_loss", 0.0));
+        if (js.contains("val_loss"))
+          std::fprintf(human, "  val loss %.4f", js.value("val_loss", 0.0));
+        std::fprintf(human, "\n");
+      } else if (type == "run_end") {
+        std::fprintf(human, "attempt ended: %s at step %lld\n", js.value("status", "").c_str(),
+                     js.value("step", 0LL));
+      }
+    } catch (const nlohmann::json::exception&) {
     }
   };
   obs.on_output = [&](int rank, const std::string& line) {

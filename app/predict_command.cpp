@@ -177,12 +177,6 @@ StepProbe measure_model(const PredictArgs& a, int64_t batch, int copies,
   return measure_step(cfg, registry, copies);
 }
 
-Algorithm algorithm_of(const std::string& name) {
-  if (name == "ring") return Algorithm::kRing;
-  if (name == "hierarchical") return Algorithm::kHierarchical;
-  return Algorithm::kNative;
-}
-
 nlohmann::json prediction_json(const StepPrediction& p) {
   return {{"algorithm", to_string(p.algorithm)},
           {"bucket_bytes", p.bucket_bytes},
@@ -230,7 +224,7 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
                          ? std::clamp(topo.devices_per_host, 1, cores)
                          : 1;
   const StepProbe m = measure_model(a, batch, copies, exe_path);
-  const Algorithm configured = algorithm_of(base.strategy.algorithm);
+  const Algorithm configured = algorithm_from_name(base.strategy.algorithm);
 
   nlohmann::json rows = nlohmann::json::array();
   for (int n : counts) {

@@ -197,7 +197,9 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
     // The chief's timeline event (every process's spans) becomes the file.
     telemetry.add(std::make_shared<CallbackSink>([path = a.timeline](const Event& e) {
       if (const auto* t = std::get_if<TimelineEvent>(&e)) {
-        write_file_atomic(path, chrome_trace(t->trace).dump() + "\n");
+        write_file_atomic(path, chrome_trace(t->trace).dump(-1, ' ', false,
+                                                             nlohmann::json::error_handler_t::replace) +
+                                    "\n");
       }
     }));
   }

@@ -42,12 +42,6 @@ baton::LinkClass engine_class(ui::LinkClass c) {
   }
 }
 
-Algorithm algorithm_named(const std::string& name) {
-  if (name == "ring") return Algorithm::kRing;
-  if (name == "hierarchical") return Algorithm::kHierarchical;
-  return Algorithm::kNative;
-}
-
 int64_t global_batch_of(const nlohmann::json& cfg) {
   const auto train = cfg.find("train");
   if (train == cfg.end() || !train->is_object()) return 32;
@@ -272,7 +266,7 @@ void PredictionPanel::update_prediction() {
   const std::string alg = allreduce.is_object() ? allreduce.value("algorithm", "native") : "native";
   const double bucket_mb = allreduce.is_object() ? allreduce.value("bucket_mb", 25.0) : 25.0;
   const StepPrediction best = autotune(t, links_, probe_->cost, n);
-  const StepPrediction conf = predict_step(t, links_, probe_->cost, n, algorithm_named(alg),
+  const StepPrediction conf = predict_step(t, links_, probe_->cost, n, algorithm_from_name(alg),
                                            static_cast<int64_t>(bucket_mb * (1 << 20)));
   summary_->setText(
       tr("<b>Predicted (modelled, not measured)</b> for %1 device(s) on %2 host(s): step "

@@ -236,88 +236,95 @@ void LaunchedRun::read_stdout() {
   take_lines(out_buf_, [this](const QByteArray& raw) {
     const QByteArray line = raw.trimmed();
     if (line.isEmpty()) return;
-    const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr,
-                                         /*allow_exceptions=*/false);
-    if (!j.is_object()) {
-      Q_EMIT output(QString::fromUtf8(line));
-      return;
-    }
-    const std::string type = j.value("type", "");
-    // The launcher's own: a failed attempt and what happens next, and the end.
-    if (type == "restart" || type == "launch_failure") {
-      Q_EMIT output(
-          tr("attempt %1 failed: %2%3")
-              .arg(j.value("attempt", 0))
-              .arg(QString::fromStdString(j.value("cause", "")))
-              .arg(type == "restart" ? tr("; restarting from the newest checkpoint") : QString()));
-      ++restarts_;
-      Q_EMIT restarted(QString::fromStdString(j.value("run", "")), j.value("step", qint64{0}),
-                       j.value("detected", j.value("time", 0.0)),
-                       QString::fromStdString(j.value("cause", "")));
-      return;
-    }
-    if (type == "rescale") {
-      const int from = j.value("from", 0), to = j.value("to", 0);
-      const QString cause = QString::fromStdString(j.value("cause", ""));
-      Q_EMIT output(tr("attempt %1 stopped at step %2: %3; going on with %4 worker(s)")
-                        .arg(j.value("attempt", 0))
-                        .arg(j.value("step", qint64{0}))
-                        .arg(cause)
-                        .arg(to));
-      Q_EMIT rescaled(QString::fromStdString(j.value("run", "")), j.value("step", qint64{0}),
-                      j.value("time", 0.0), from, to, cause);
-      return;
-    }
-    if (type == "ranks") {
-      const auto rows = rank_rows_from_json(j.value("ranks", nlohmann::json::array()));
-      Q_EMIT ranks(j.value("attempt", 0), static_cast<int>(rows.size()), rows);
-      return;
-    }
-    if (type == "attempt_start") {
-      QStringList hosts;
-      for (const auto& h : j.value("hosts", nlohmann::json::array())) {
-        hosts << QStringLiteral("%1 (%2)")
-                     .arg(QString::fromStdString(h.value("host", "")))
-                     .arg(h.value("ranks", 0));
-      }
-      Q_EMIT ranks_note(hosts.isEmpty() ? tr("Attempt %1: starting %2 rank(s)")
-                                              .arg(j.value("attempt", 0))
-                                              .arg(j.value("workers", 0))
-                                        : tr("Attempt %1: starting %2 rank(s) on %3")
-                                              .arg(j.value("attempt", 0))
-                                              .arg(j.value("workers", 0))
-                                              .arg(hosts.join(QStringLiteral(", "))));
-      return;
-    }
-    if (type == "waiting_for_hosts") {
-      const QString note = tr("Waiting for hosts: %1 usable slot(s), at least %2 needed")
-                               .arg(j.value("slots", 0))
-                               .arg(j.value("min_workers", 0));
-      Q_EMIT ranks_note(note);
-      Q_EMIT output(note);
-      return;
-    }
-    if (type == "launch_end") {
-      launch_status_ = QString::fromStdString(j.value("status", ""));
-      const std::string reason = j.value("reason", "");
-      if (!reason.empty()) last_error_ = QString::fromStdString(reason);
-      return;
-    }
-    std::optional<Event> e;
+    // The launcher's lines are another process's output: a field of the
+    // wrong type shows the line in the log, never an exception out of a
+    // slot (that would end the studio).
     try {
-      e = event_from_json(j);
-    } catch (const std::exception&) {
-      e.reset();
-    }
-    if (!e) {
+      const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr,
+                                           /*allow_exceptions=*/false);
+      if (!j.is_object()) {
+        Q_EMIT output(QString::fromUtf8(line));
+        return;
+      }
+      const std::string type = j.value("type", "");
+      // The launcher's own: a failed attempt and what happens next, and the end.
+      if (type == "restart" || type == "launch_failure") {
+        Q_EMIT output(
+            tr("attempt %1 failed: %2%3")
+                .arg(j.value("attempt", 0))
+                .arg(QString::fromStdString(j.value("cause", "")))
+                .arg(type == "restart" ? tr("; restarting from the newest checkpoint") : QString()));
+        ++restarts_;
+        Q_EMIT restarted(QString::fromStdString(j.value("run", "")), j.value("step", qint64{0}),
+                         j.value("detected", j.value("time", 0.0)),
+                         QString::fromStdString(j.value("cause", "")));
+        return;
+      }
+      if (type == "rescale") {
+        const int from = j.value("from", 0), to = j.value("to", 0);
+        const QString cause = QString::fromStdString(j.value("cause", ""));
+        Q_EMIT output(tr("attempt %1 stopped at step %2: %3; going on with %4 worker(s)")
+                          .arg(j.value("attempt", 0))
+                          .arg(j.value("step", qint64{0}))
+                          .arg(cause)
+                          .arg(to));
+        Q_EMIT rescaled(QString::fromStdString(j.value("run", "")), j.value("step", qint64{0}),
+                        j.value("time", 0.0), from, to, cause);
+        return;
+      }
+      if (type == "ranks") {
+        const auto rows = rank_rows_from_json(j.value("ranks", nlohmann::json::array()));
+        Q_EMIT ranks(j.value("attempt", 0), static_cast<int>(rows.size()), rows);
+        return;
+      }
+      if (type == "attempt_start") {
+        QStringList hosts;
+        for (const auto& h : j.value("hosts", nlohmann::json::array())) {
+          hosts << QStringLiteral("%1 (%2)")
+                       .arg(QString::fromStdString(h.value("host", "")))
+                       .arg(h.value("ranks", 0));
+        }
+        Q_EMIT ranks_note(hosts.isEmpty() ? tr("Attempt %1: starting %2 rank(s)")
+                                                .arg(j.value("attempt", 0))
+                                                .arg(j.value("workers", 0))
+                                          : tr("Attempt %1: starting %2 rank(s) on %3")
+                                                .arg(j.value("attempt", 0))
+                                                .arg(j.value("workers", 0))
+                                                .arg(hosts.join(QStringLiteral(", "))));
+        return;
+      }
+      if (type == "waiting_for_hosts") {
+        const QString note = tr("Waiting for hosts: %1 usable slot(s), at least %2 needed")
+                                 .arg(j.value("slots", 0))
+                                 .arg(j.value("min_workers", 0));
+        Q_EMIT ranks_note(note);
+        Q_EMIT output(note);
+        return;
+      }
+      if (type == "launch_end") {
+        launch_status_ = QString::fromStdString(j.value("status", ""));
+        const std::string reason = j.value("reason", "");
+        if (!reason.empty()) last_error_ = QString::fromStdString(reason);
+        return;
+      }
+      std::optional<Event> e;
+      try {
+        e = event_from_json(j);
+      } catch (const std::exception&) {
+        e.reset();
+      }
+      if (!e) {
+        Q_EMIT output(QString::fromUtf8(line));
+        return;
+      }
+      if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
+        last_status_ = QString::fromStdString(end->status);
+        if (!end->error.empty()) last_error_ = QString::fromStdString(end->error);
+      }
+      pending_.push_back(std::move(*e));
+    } catch (const nlohmann::json::exception&) {
       Q_EMIT output(QString::fromUtf8(line));
-      return;
     }
-    if (const auto* end = std::get_if<RunEndEvent>(&*e)) {
-      last_status_ = QString::fromStdString(end->status);
-      if (!end->error.empty()) last_error_ = QString::fromStdString(end->error);
-    }
-    pending_.push_back(std::move(*e));
   });
   // Delivered in batches every 30 ms, as an embedded run's are.
   if (!pending_.empty() && !flush_.isActive()) flush_.start();

@@ -18,7 +18,7 @@ constexpr std::array<TaskRole, 4> kRoles = {TaskRole::kChief, TaskRole::kWorker,
                                             TaskRole::kEvaluator};
 
 std::string show(const nlohmann::json& v) {
-  std::string s = v.dump();
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }

@@ -44,6 +44,12 @@ const char* to_string(Algorithm a) {
   }
 }
 
+Algorithm algorithm_from_name(const std::string& name) {
+  if (name == "ring") return Algorithm::kRing;
+  if (name == "hierarchical") return Algorithm::kHierarchical;
+  return Algorithm::kNative;
+}
+
 LinkCosts LinkCosts::nominal() {
   LinkCosts c;
   c.by_class[LinkClass::kSharedMemory] = {1.5e-6, 8e9, "nominal (run baton calibrate to measure)"};

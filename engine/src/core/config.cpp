@@ -14,7 +14,9 @@ namespace baton {
 namespace {
 
 std::string show(const nlohmann::json& v) {
-  std::string s = v.dump();
+  // Bytes that are not UTF-8 (a --set value is any string) show as U+FFFD
+  // rather than make the JSON writer throw (found by fuzzing).
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }

@@ -20,39 +20,6 @@
 
 namespace baton {
 
-std::string& TaggedLines::partial(int rank, bool err) {
-  for (auto& [key, text] : partial_) {
-    if (key.first == rank && key.second == err) return text;
-  }
-  partial_.push_back({{rank, err}, {}});
-  return partial_.back().second;
-}
-
-void TaggedLines::feed(const std::string& line, std::vector<Line>& out) {
-  // The tags on the line, in order: "[job,rank]<stdout>:" or "<stderr>:".
-  static const std::regex tag(R"(\[\d+,(\d+)\]<(stdout|stderr)>:)");
-  auto it = std::sregex_iterator(line.begin(), line.end(), tag);
-  const auto end = std::sregex_iterator();
-  if (it == end || it->position() != 0) {
-    out.push_back({-1, false, line});
-    return;
-  }
-  while (it != end) {
-    const std::smatch m = *it;
-    const int rank = std::stoi(m[1]);
-    const bool err = m[2] == "stderr";
-    const size_t from = static_cast<size_t>(m.position() + m.length());
-    ++it;
-    const size_t to = it == end ? line.size() : static_cast<size_t>(it->position());
-    std::string& part = partial(rank, err);
-    part.append(line, from, to - from);
-    if (it == end) {
-      out.push_back({rank, err, std::move(part)});
-      part.clear();
-    }
-  }
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -385,39 +352,36 @@ class Supervisor {
       if (obs_.on_output) obs_.on_output(-1, line);
       return;
     }
-    if (!err && !text.empty() && text.front() == '{') {
-      nlohmann::json js = nlohmann::json::parse(text, nullptr, false);
-      if (js.is_object() && js.value("type", "") == "heartbeat") {
-        RankState& st = a.ranks[rank];
-        if (st.last_beat_s < 0) a.ranks_changed = true;  // heard for the first time
-        st.rank = rank;
-        st.pid = js.value("pid", 0L);
-        a.node[rank] = js.value("host", "");
-        st.host = spec_.elastic.enabled ? host_of_rank(a.placement, rank) : a.node[rank];
-        st.step = std::max(st.step, js.value("step", int64_t{-1}));
-        st.last_beat_s = now;
-        return;
-      }
+    const RankLine rl = err ? RankLine{} : parse_rank_line(text);
+    if (rl.kind == RankLine::Kind::kHeartbeat) {
+      RankState& st = a.ranks[rank];
+      if (st.last_beat_s < 0) a.ranks_changed = true;  // heard for the first time
+      st.rank = rank;
+      st.pid = rl.pid;
+      a.node[rank] = rl.host;
+      st.host = spec_.elastic.enabled ? host_of_rank(a.placement, rank) : a.node[rank];
+      st.step = std::max(st.step, rl.step);
+      st.last_beat_s = now;
+      return;
+    }
+    if (rl.kind == RankLine::Kind::kEvent) {
       // A step event says how far its rank got, sooner than its next beat.
-      if (js.is_object() && js.value("type", "") == "step" && a.ranks.count(rank) != 0) {
+      if (rl.type == "step" && a.ranks.count(rank) != 0) {
         RankState& st = a.ranks[rank];
-        st.step = std::max(st.step, js.value("step", int64_t{-1}));
+        st.step = std::max(st.step, rl.step);
       }
-      if (js.is_object() && rank == 0) {
-        if (js.value("type", "") == "run_end") {
-          a.chief_status = js.value("status", "");
-          a.chief_step = js.value("step", int64_t{-1});
+      if (rank == 0) {
+        if (rl.type == "run_end") {
+          a.chief_status = rl.status;
+          a.chief_step = rl.step;
         }
         if (obs_.on_event) obs_.on_event(text);
         return;
       }
       // The other ranks' events: their own step and link figures go on
       // (each names its rank, or its link); the run's events are the chief's.
-      if (js.is_object() && js.contains("type")) {
-        const std::string type = js.value("type", "");
-        if ((type == "step" || type == "link") && obs_.on_event) obs_.on_event(text);
-        return;
-      }
+      if ((rl.type == "step" || rl.type == "link") && obs_.on_event) obs_.on_event(text);
+      return;
     }
     take_lost_host(text, a);
     take_rank_message(rank, text, a);

@@ -17,7 +17,11 @@ class Reader {
     try {
       out = it->template get<T>();
     } catch (const nlohmann::json::exception&) {
-      throw RuntimeError(std::string("telemetry event \"") + j_.value("type", "?") +
+      // (The type itself may be what is wrong: not read as a string here -
+      // found by fuzzing.)
+      const auto t = j_.find("type");
+      const std::string type = t != j_.end() && t->is_string() ? t->get<std::string>() : "?";
+      throw RuntimeError(std::string("telemetry event \"") + type +
                          "\": field \"" + key + "\" has the wrong type (" + it->type_name() + ")");
     }
   }

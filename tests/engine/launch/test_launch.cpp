@@ -197,6 +197,34 @@ TEST_F(RunSessionTest, AGivenRunIdIsKept) {
   EXPECT_EQ(session.run().dir.path, (dir_ / "runs" / "chosen-id").string());
 }
 
+// A rank's output is another process's: fields of the wrong type read as
+// absent, a rank number past int's range is not a tag - nothing throws
+// (found by fuzzing: the launcher stopped on such a line).
+TEST(RankLines, WhatALineSaysAndWhatItCannotBreak) {
+  const RankLine beat =
+      parse_rank_line(R"({"type":"heartbeat","pid":41,"host":"a","step":7})");
+  EXPECT_EQ(beat.kind, RankLine::Kind::kHeartbeat);
+  EXPECT_EQ(beat.pid, 41);
+  EXPECT_EQ(beat.host, "a");
+  EXPECT_EQ(beat.step, 7);
+  const RankLine odd = parse_rank_line(R"({"type":"heartbeat","pid":"x","host":5,"step":[1]})");
+  EXPECT_EQ(odd.kind, RankLine::Kind::kHeartbeat);
+  EXPECT_EQ(odd.pid, 0);
+  EXPECT_EQ(odd.host, "");
+  EXPECT_EQ(odd.step, -1);
+  const RankLine end = parse_rank_line(R"({"type":"run_end","status":"completed","step":12})");
+  EXPECT_EQ(end.kind, RankLine::Kind::kEvent);
+  EXPECT_EQ(end.status, "completed");
+  EXPECT_EQ(parse_rank_line(R"({"type":5})").kind, RankLine::Kind::kText);
+  EXPECT_EQ(parse_rank_line("{not json").kind, RankLine::Kind::kText);
+  EXPECT_EQ(parse_rank_line("plain text").kind, RankLine::Kind::kText);
+  TaggedLines tagged;
+  std::vector<TaggedLines::Line> lines;
+  tagged.feed("[1,99999999999]<stdout>:x", lines);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rank, -1);  // not a tag: mpirun's own line
+}
+
 TEST(MpirunCommand, TheArgumentVectorInOrder) {
   MpirunSpec s;
   s.ranks = 3;

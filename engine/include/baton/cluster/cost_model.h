@@ -100,6 +100,9 @@ struct ModelCost {
 
 enum class Algorithm : int { kUnset = 0, kNative = 1, kRing = 2, kHierarchical = 3 };
 const char* to_string(Algorithm a);
+// A run config's strategy.allreduce.algorithm ("native", "ring",
+// "hierarchical"; anything else is the backend's own, native).
+Algorithm algorithm_from_name(const std::string& name);
 
 // How a configuration of the allreduce performs.
 struct StepPrediction {

@@ -24,6 +24,7 @@
 
 #include <baton/cluster/cluster_spec.h>
 #include <baton/launch/mpirun_command.h>
+#include <baton/launch/rank_lines.h>
 
 #include <atomic>
 #include <cstdint>
@@ -135,28 +136,5 @@ struct LaunchObserver {
 // a checkpoint ("interrupted"). RuntimeError when mpirun cannot be started.
 LaunchOutcome launch(const LaunchSpec& spec, const LaunchObserver& observer,
                      const std::atomic<bool>* stop);
-
-// Reassembles the ranks' lines from mpirun --tag-output's output. mpirun
-// tags each chunk it reads from a rank, not each line: a long line read in
-// two chunks comes out with a second tag in its middle, and another rank's
-// chunk may come in between ("[1,0]<stdout>:{\"a\":[1,1]<stdout>:beat\n
-// [1,0]<stdout>:1}\n"). The newline that ends an output line ends the last
-// chunk on it; every chunk before it on that line is a partial line of
-// its rank, kept until that rank's line ends.
-class TaggedLines {
- public:
-  struct Line {
-    int rank;  // -1: mpirun's own (untagged) line
-    bool is_stderr;
-    std::string text;
-  };
-  // One line of mpirun's output (without its '\n'); appends the ranks'
-  // lines it completes.
-  void feed(const std::string& output_line, std::vector<Line>& out);
-
- private:
-  std::vector<std::pair<std::pair<int, bool>, std::string>> partial_;
-  std::string& partial(int rank, bool err);
-};
 
 }  // namespace baton
