@@ -17,10 +17,11 @@ ctest --test-dir "$root/build" --output-on-failure --no-tests=error -j 2
 echo "== ASan + UBSan build and engine tests =="
 # Line tables only (-g1) and -O1 (what the sanitizers' own docs suggest):
 # enough for their stack traces, and the build is much faster on two cores.
-# The benchmarks are not built here.
+# The benchmarks and the multi-process tests (labels mpi and launch, not
+# run here) are not built.
 bash "$root/packaging/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DBATON_SANITIZE=ON -DBATON_BUILD_UI=OFF \
-  -DBATON_WITH_CUDA=OFF -DBATON_BUILD_TESTS=ON -DBATON_BUILD_BENCH=OFF
+  -DBATON_WITH_CUDA=OFF -DBATON_BUILD_TESTS=ON -DBATON_BUILD_BENCH=OFF -DBATON_BUILD_PROCESS_TESTS=OFF
 # GPT-2 small's step (1.5 GB of parameters and moments, a 1.5 GB
 # checkpoint) is left to the Release run: under ASan it takes twice the
 # memory and minutes.
