@@ -8,6 +8,7 @@
 #include <baton/core/config.h>
 #include <baton/core/error.h>
 #include <baton/discovery/discovery.h>
+#include <baton/launch/heartbeat.h>
 #include <baton/telemetry/telemetry.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
@@ -98,7 +99,13 @@ LinkCosts read_calibration(const std::string& path, const std::string& flag) {
 
 int run_calibrate(const CalibrateArgs& a) {
   const std::string out = a.out.empty() ? default_calibration_path() : a.out;
-  check_output_file("--out", out);
+  // Rank 0 alone writes it: the other host need not have its folder. The
+  // default's folder is made, as the history's is.
+  if (rank_from_environment() <= 0) {
+    std::error_code made;
+    if (a.out.empty()) std::filesystem::create_directories(std::filesystem::path(out).parent_path(), made);
+    check_output_file("--out", out);
+  }
   LinkFit fit;
   LinkClass cls = LinkClass::kSharedMemory;
   std::string how;
