@@ -6,8 +6,12 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QIcon>
+#include <QTimer>
+#include <cstdio>
 
 #include "common/main_window.h"
+#include "train/run_form.h"
+#include "train/train_view.h"
 
 namespace {
 
@@ -38,8 +42,12 @@ int main(int argc, char** argv) {
                         QStringLiteral("PATH"));
   QCommandLineOption runs({QStringLiteral("runs-dir")}, QStringLiteral("Where run directories go."),
                           QStringLiteral("DIR"));
+  QCommandLineOption run({QStringLiteral("run")},
+                         QStringLiteral("Open this run config in the Train view and start it."),
+                         QStringLiteral("CONFIG"));
   cli.addOption(db);
   cli.addOption(runs);
+  cli.addOption(run);
   cli.process(app);
 
   baton::ui::StudioContext ctx;
@@ -51,6 +59,17 @@ int main(int argc, char** argv) {
   ctx.runs_dir = cli.value(runs);
 
   baton::ui::MainWindow window(ctx);
+  if (cli.isSet(run)) {
+    QString error;
+    if (!window.train_view().form().load(cli.value(run), &error)) {
+      std::fprintf(stderr, "baton-studio: --run %s: %s\n", qPrintable(cli.value(run)),
+                   qPrintable(error));
+      return 2;
+    }
+    window.show_view(baton::ui::MainWindow::View::kTrain);
+    // Started from the event loop, as the Start button would.
+    QTimer::singleShot(0, &window.train_view(), &baton::ui::TrainView::start);
+  }
   window.show();
   return QApplication::exec();
 }

@@ -8,13 +8,23 @@
 #   4. the Debian package (cpack -G DEB) from the Release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Each stage's wall time, for keeping the whole run inside CI's limit.
+stage_start=$SECONDS
+stage_name=""
+stage() {
+  [ -z "$stage_name" ] || echo "== $stage_name: $((SECONDS - stage_start)) s ($((SECONDS / 60)) min in all) =="
+  stage_start=$SECONDS
+  stage_name=$1
+  [ "$1" = done ] || echo "== $1 =="
+}
+stage "Installing the dependencies"
 bash "$root/packaging/deps.sh" test
 
-echo "== Release build and tests =="
+stage "Release build and tests"
 bash "$root/packaging/build.sh" "$root/build" -DCMAKE_BUILD_TYPE=Release -DBATON_BUILD_TESTS=ON
 ctest --test-dir "$root/build" --output-on-failure --no-tests=error -j 2
 
-echo "== ASan + UBSan build and engine tests =="
+stage "ASan + UBSan build and engine tests"
 # Line tables only (-g1) and -O1 (what the sanitizers' own docs suggest):
 # enough for their stack traces, and the build is much faster on two cores.
 # The benchmarks and the multi-process tests (labels mpi and launch, not
@@ -29,7 +39,7 @@ UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L engine \
     -E "Gpt2SmallTrainsAStep"
 
-echo "== Fuzzing: every parser of others' input, 20 s each on its seed corpus =="
+stage "Fuzzing: every parser of others' input, 20 s each on its seed corpus"
 # clang's libFuzzer with ASan + UBSan; each target compiles only the engine
 # sources it reads with (tests/fuzz/CMakeLists.txt), so nothing else builds.
 CC=clang CXX=clang++ cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -37,6 +47,7 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUI
 cmake --build "$root/build-fuzz" --target baton_fuzzers -j "${BATON_JOBS:-2}"
 bash "$root/tests/fuzz/run_fuzzers.sh" "$root/build-fuzz" 20 2
 
-echo "== Debian package =="
+stage "Debian package"
 (cd "$root/build" && cpack -G DEB >/dev/null && ls -1 "$root"/build/baton_*.deb)
+stage "done"
 echo "all tests passed"

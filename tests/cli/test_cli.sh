@@ -578,10 +578,10 @@ check "predict: device counts" 2 "--devices 8,4: the counts must increase" -- \
   "$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --devices 8,4
 check "predict: missing calibration" 2 "--calibration $PR/none.json: no such file" -- \
   "$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --calibration "$PR/none.json"
-check "calibrate: threads" 0 "shm: alpha .* GB/s" -- "$BATON" calibrate --out "$PR/cal.json" --max-bytes 65536
+check "calibrate: threads" 0 "shm: alpha .* GB/s" -- "$BATON" calibrate --out "$PR/cal.json" --max-bytes 4194304
 # The default file's folder is made (a fresh machine has none).
 check "calibrate: the default file" 0 "written to $PR/xdg_fresh/baton/calibration.json" -- \
-  env XDG_DATA_HOME="$PR/xdg_fresh" "$BATON" calibrate --max-bytes 65536
+  env XDG_DATA_HOME="$PR/xdg_fresh" "$BATON" calibrate --max-bytes 4194304
 check "predict: 8 hosts x 8 GPUs" 0 "512 +64 .*(compute|link|latency)" -- \
   "$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --devices 8,16,...,512 \
   --calibration "$PR/cal.json" --steps 3

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -22,9 +23,12 @@ inline std::string text(const uint8_t* data, size_t size) {
   return std::string(reinterpret_cast<const char*>(data), size);
 }
 
-// The input written to a file of this process's (the same path each time).
+// The input written to a file of this process's (the same path each time),
+// in $TMPDIR (run_fuzzers.sh gives each run its own) or /tmp.
 inline std::string as_file(const uint8_t* data, size_t size, const char* suffix) {
-  const std::string path = "/tmp/baton-fuzz-" + std::to_string(::getpid()) + suffix;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  const std::string path = dir + "/baton-fuzz-" + std::to_string(::getpid()) + suffix;
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) __builtin_trap();
   if (size > 0 && std::fwrite(data, 1, size, f) != size) __builtin_trap();

@@ -21,8 +21,9 @@ for seeds in "$here"/corpus/*/; do
 done
 run_one() {
   local t=${1%%:*} bin=${1#*:}
-  mkdir -p "$work/corpus/$t"
-  "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  mkdir -p "$work/corpus/$t" "$work/tmp/$t"
+  # The files a target writes its input to stay in WORK.
+  TMPDIR="$work/tmp/$t" "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/$t-" "$work/corpus/$t" "$here/corpus/$t" \
     >"$work/$t.log" 2>&1
   echo $? >"$work/$t.rc"

@@ -71,7 +71,9 @@ TEST(TimelineMpi, EveryRanksBucketsOverlapOnTheChiefsClock) {
   int64_t slack = 0;  // the alignment's error bound: half the worst best round trip
   for (const auto& part : record["ranks"]) {
     slack = std::max(slack, part["round_trip_ns"].get<int64_t>() / 2);
-    if (part["rank"] != 0) EXPECT_GT(part["round_trip_ns"].get<int64_t>(), 0);
+    if (part["rank"] != 0) {
+      EXPECT_GT(part["round_trip_ns"].get<int64_t>(), 0);
+    }
   }
   slack += 50'000;  // and the clock readings around a span's edges
   const auto by_rank = spans_by_rank(record);

@@ -36,6 +36,7 @@ namespace {
 struct ListResult {
   std::vector<RunRecord> runs;
   QString error;
+  QString note;  // the interrupted rule could not be stored (the list is fine)
 };
 
 struct OverlayResult {
@@ -321,14 +322,28 @@ void HistoryView::refresh() {
       show_message(r.error, true);
       return;
     }
+    if (!r.note.isEmpty()) show_message(r.note, false);
     const auto keep = selected_runs();
     const int n = static_cast<int>(r.runs.size());
     model_->set_runs(std::move(r.runs));
     select_runs(keep);
     Q_EMIT refreshed(n);
   });
-  watcher->setFuture(QtConcurrent::run([db]() -> ListResult {
+  // The first list of this studio's life stores the interrupted rule: a
+  // run whose recorder died (a studio killed during its run) is marked
+  // interrupted on the next start, not only shown so.
+  const bool first = !marked_interrupted_;
+  marked_interrupted_ = true;
+  watcher->setFuture(QtConcurrent::run([db, first]() -> ListResult {
     ListResult r;
+    if (first) {
+      try {
+        mark_interrupted_runs(db);
+      } catch (const std::exception& e) {
+        r.note = QStringLiteral("Runs whose process is gone could not be marked interrupted: %1")
+                     .arg(QString::fromUtf8(e.what()));
+      }
+    }
     try {
       // Read-only once the file is there (a list never writes it); made
       // when absent, as the studio's runs are recorded in it.

@@ -87,6 +87,7 @@ class HistoryView : public QWidget {
   QComboBox* speed_ = nullptr;
   QSlider* scrubber_ = nullptr;
   QLabel* position_ = nullptr;
+  bool marked_interrupted_ = false;  // the first list stores the interrupted rule
   quint64 list_job_ = 0, overlay_job_ = 0;  // the newest load; older results are dropped
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <string>
 
 namespace baton {
 
@@ -23,7 +24,11 @@ AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points) {
   ab.alpha_s = p.front().one_way_s;
   double slope = (big.one_way_s - before.one_way_s) / static_cast<double>(big.bytes - before.bytes);
   if (!(slope > 0)) slope = (big.one_way_s - ab.alpha_s) / static_cast<double>(big.bytes);
-  if (!(slope > 0)) throw RuntimeError("calibration: the time does not grow with the message size");
+  if (!(slope > 0))
+    throw RuntimeError("calibration: the time does not grow with the message size up to " +
+                       std::to_string(big.bytes) +
+                       " bytes (the link's noise is larger than its transfer time): measure "
+                       "larger messages (baton calibrate --max-bytes)");
   ab.bytes_per_s = 1.0 / slope;
   return ab;
 }

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <string_view>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -79,6 +82,28 @@ void AtomicFile::commit() {
 
 void AtomicFile::fail(const char* step, int err, const std::string& path) const {
   throw RuntimeError(what_ + " '" + target_ + "': " + step + " '" + path + "': " + errno_text(err));
+}
+
+std::optional<AtomicTempName> parse_atomic_temp_name(const std::string& filename) {
+  // "." stem "." pid "-" hex ".tmp"; the stem may hold dots itself.
+  constexpr std::string_view kSuffix = ".tmp";
+  if (filename.size() < 1 + kSuffix.size() || filename[0] != '.' || !filename.ends_with(kSuffix)) {
+    return std::nullopt;
+  }
+  const std::string_view body(filename.data() + 1, filename.size() - 1 - kSuffix.size());
+  const size_t dot = body.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
+  const std::string_view id = body.substr(dot + 1);
+  const size_t dash = id.find('-');
+  if (dash == std::string_view::npos || dash == 0 || dash + 1 == id.size()) return std::nullopt;
+  AtomicTempName out;
+  const auto [end, ec] = std::from_chars(id.data(), id.data() + dash, out.pid);
+  if (ec != std::errc() || end != id.data() + dash || out.pid <= 0) return std::nullopt;
+  for (char c : id.substr(dash + 1)) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  out.target_name = std::string(body.substr(0, dot));
+  return out;
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

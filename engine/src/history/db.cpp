@@ -763,6 +763,17 @@ void finish_interrupted_deletes(const Db& db) {
   for (int64_t id : left) delete_marked_run(db, id);
 }
 
+int mark_dead_runs_interrupted_in(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return 0;
+  if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, not a database");
+  check_existing_file(path);
+  Db db(path, SQLITE_OPEN_READWRITE);
+  sqlite3_busy_timeout(db.get(), 10000);
+  if (db.scalar_int("PRAGMA user_version") != kSchemaVersion) return 0;
+  return mark_dead_runs_interrupted(db);
+}
+
 int mark_dead_runs_interrupted(const Db& db) {
   struct Candidate {
     int64_t id;

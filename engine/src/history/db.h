@@ -135,6 +135,9 @@ void migrate(const Db& db, int target);
 
 // The interrupted rule (see history.h): returns how many runs were marked.
 int mark_dead_runs_interrupted(const Db& db);
+// mark_dead_runs_interrupted() on the file at `path` when it exists and has
+// this build's schema (nothing is migrated); 0 otherwise.
+int mark_dead_runs_interrupted_in(const std::string& path);
 
 // Deletes a run marked 'deleting': its samples and events in transactions of
 // at most `batch` rows (a concurrent writer waits milliseconds, not the

@@ -54,6 +54,10 @@ struct HistoryStore::Impl {
   }
 };
 
+int mark_interrupted_runs(const std::string& path) {
+  return history_detail::mark_dead_runs_interrupted_in(path);
+}
+
 HistoryStore::HistoryStore(const std::string& path, Open mode) : impl_(std::make_unique<Impl>()) {
   impl_->db = open_history_db(path, mode == Open::kReadOnly   ? OpenMode::kReadOnly
                                     : mode == Open::kExisting ? OpenMode::kExisting

@@ -4,6 +4,7 @@
 #include <baton/core/error.h>
 #include <baton/train/checkpoint.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -336,6 +337,30 @@ std::vector<std::string> CheckpointManager::list() const {
   std::vector<std::string> paths;
   for (auto& f : found) paths.push_back(std::move(f.second));
   return paths;
+}
+
+std::vector<std::string> CheckpointManager::remove_torn() {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  fs::directory_iterator it(dir_, ec);
+  if (ec == std::errc::no_such_file_or_directory) return removed;
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const auto temp = parse_atomic_temp_name(it->path().filename().string());
+    if (!temp || !step_from_name(temp->target_name)) continue;
+    // kill(pid, 0): ESRCH = no such process; EPERM = alive, another user's.
+    const auto pid = static_cast<pid_t>(temp->pid);
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+    if (rm) {
+      throw RuntimeError(cat("CheckpointManager: cannot remove the torn checkpoint '",
+                             it->path().string(), "': ", rm.message()));
+    }
+    removed.push_back(cat(it->path().string(), ": a write that did not finish (process ", pid,
+                          " is gone), removed"));
+  }
+  if (ec) throw RuntimeError(cat("CheckpointManager: cannot list '", dir_, "': ", ec.message()));
+  return removed;
 }
 
 std::optional<CheckpointData> CheckpointManager::load_latest(

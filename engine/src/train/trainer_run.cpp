@@ -108,6 +108,9 @@ void Trainer::resume(RunState& s) {
   std::optional<CheckpointData> data;
   nlohmann::json position = {{"found", false}};
   if (strategy_->is_chief()) {
+    for (const auto& torn : checkpoints_->remove_torn()) {
+      log(LogLevel::kWarning, "torn checkpoint " + torn);
+    }
     std::vector<std::string> skipped;
     data = checkpoints_->load_latest(&skipped);
     for (const auto& name : skipped) log(LogLevel::kWarning, "skipped checkpoint " + name);

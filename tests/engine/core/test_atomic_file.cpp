@@ -91,5 +91,20 @@ TEST_F(AtomicFileTest, NothingAppearsUntilCommitAndAnAbandonedWriteIsRemoved) {
   EXPECT_EQ(read(path), "abc");
 }
 
+TEST_F(AtomicFileTest, ATemporaryFilesNameSaysItsTargetAndWriter) {
+  const std::string path = (dir_ / "ckpt-0000000007.bin").string();
+  AtomicFile f(path, "test");
+  const auto parsed = parse_atomic_temp_name(fs::path(f.temp_path()).filename().string());
+  ASSERT_TRUE(parsed.has_value()) << f.temp_path();
+  EXPECT_EQ(parsed->target_name, "ckpt-0000000007.bin");
+  EXPECT_EQ(parsed->pid, static_cast<long>(::getpid()));
+  // Names that are not an AtomicFile's temporary file.
+  for (const char* name : {"ckpt-0000000007.bin", ".ckpt.bin.tmp", ".ckpt.bin.12-zz.tmp",
+                           ".ckpt.bin.-1-ab.tmp", ".ckpt.bin.0-ab.tmp", ".ckpt.bin.12-.tmp",
+                           ".ckpt.bin.x12-ab.tmp", ".12-ab.tmp", "ckpt.bin.12-ab.tmp"}) {
+    EXPECT_FALSE(parse_atomic_temp_name(name).has_value()) << name;
+  }
+}
+
 }  // namespace
 }  // namespace baton

@@ -594,6 +594,37 @@ TEST(History, AWriterKilledMidIngestLeavesASoundDatabase) {
   EXPECT_NE(events.back().message.find("marked interrupted"), std::string::npos);
 }
 
+// What the studio does on its start: the interrupted rule stored without
+// anything else written.
+TEST(History, MarkInterruptedRunsStoresTheRuleOnceAndOnlyForDeadRecorders) {
+  TempDir tmp;
+  const std::string db = tmp.path("runs.db");
+  EXPECT_EQ(mark_interrupted_runs(db), 0);  // absent: nothing made
+  EXPECT_FALSE(std::filesystem::exists(db));
+  HistorySink live(db);
+  RunStartEvent alive;
+  alive.run = "alive";
+  live.emit(alive);
+  live.flush();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    HistorySink sink(db);
+    RunStartEvent start;
+    start.run = "dead";
+    sink.emit(start);
+    sink.flush();
+    ::_exit(0);  // its recorder gone without finishing the run
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const std::string sql = "SELECT group_concat(uid || '=' || status, ',') FROM (SELECT * FROM runs ORDER BY uid)";
+  EXPECT_EQ(history_test::query_text(db, sql), "alive=running,dead=running");
+  EXPECT_EQ(mark_interrupted_runs(db), 1);
+  EXPECT_EQ(history_test::query_text(db, sql), "alive=running,dead=interrupted");
+  EXPECT_EQ(mark_interrupted_runs(db), 0);
+}
+
 TEST(History, ARunOfALiveProcessIsNotMarkedInterrupted) {
   TempDir tmp;
   const std::string db = tmp.path("runs.db");

@@ -474,4 +474,34 @@ TEST(CheckpointManager, WriterKilledMidWriteLeavesPreviousCheckpointLoadable) {
   EXPECT_EQ(mgr.list().size(), 3u);
 }
 
+// A write killed before its commit leaves a temporary file: the next
+// resume removes it and names it; a live writer's file stays.
+TEST(CheckpointManager, TornWritesOfDeadProcessesAreRemovedAndNamed) {
+  TempDir dir;
+  CheckpointManager mgr(dir.path().string(), 3);
+  mgr.save(big(3));
+  // A process that is gone: a child that exited and was reaped.
+  const pid_t gone = ::fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(gone, &status, 0), gone);
+  const std::string torn = dir.file(".ckpt-0000000004.bin." + std::to_string(gone) + "-9f3a.tmp");
+  const std::string live = dir.file(".ckpt-0000000005.bin." + std::to_string(::getppid()) + "-1b.tmp");
+  const std::string other = dir.file(".notes.txt." + std::to_string(gone) + "-2c.tmp");
+  for (const auto& p : {torn, live, other}) std::ofstream(p) << "partial";
+
+  const std::vector<std::string> removed = mgr.remove_torn();
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].rfind(torn, 0), 0u) << removed[0];
+  EXPECT_NE(removed[0].find("did not finish"), std::string::npos) << removed[0];
+  EXPECT_FALSE(fs::exists(torn));
+  EXPECT_TRUE(fs::exists(live)) << "a live process's write was removed";
+  EXPECT_TRUE(fs::exists(other)) << "a file that is not a checkpoint's was removed";
+  EXPECT_TRUE(mgr.remove_torn().empty());
+  const auto latest = mgr.load_latest();
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->step, 3);
+}
+
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace baton {
@@ -31,6 +32,16 @@ class AtomicFile {
   int fd_ = -1;
   bool renamed_ = false;
 };
+
+// A temporary file an AtomicFile leaves when its process dies before
+// commit(): ".<target name>.<pid>-<hex>.tmp". What its name says - the
+// final name it was for and the writing process - or nullopt for any
+// other name.
+struct AtomicTempName {
+  std::string target_name;
+  long pid = 0;
+};
+std::optional<AtomicTempName> parse_atomic_temp_name(const std::string& filename);
 
 // The whole of `text` written to `path` through an AtomicFile.
 void write_file_atomic(const std::string& path, const std::string& text);

@@ -37,6 +37,14 @@ namespace baton {
 // $XDG_DATA_HOME/baton/runs.db, or $HOME/.local/share/baton/runs.db.
 std::string default_history_db_path();
 
+// The interrupted rule alone, stored: the runs still `running` whose
+// recording process on this host is gone are marked `interrupted` (what a
+// program that only reads - the studio on its start - applies once).
+// Nothing is done to a file that is absent or has an older schema (that
+// waits for a write that migrates it). Returns how many runs it marked;
+// InputError / RuntimeError as opening for writing would.
+int mark_interrupted_runs(const std::string& path);
+
 // One row of `runs`. Times are Unix seconds; end_time is 0 while running.
 struct RunRecord {
   int64_t id = 0;      // the row id: short, what the CLI prints

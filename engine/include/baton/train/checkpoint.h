@@ -58,6 +58,11 @@ class CheckpointManager {
   // The newest checkpoint that reads back valid. Each one refused on the
   // way is described in `skipped` (file and reason). nullopt when none.
   std::optional<CheckpointData> load_latest(std::vector<std::string>* skipped = nullptr) const;
+  // Removes the temporary files of checkpoint writes that never finished
+  // (their process, on this host, is gone: killed mid-write); one line per
+  // file, naming it. A live writer's file is left alone. RuntimeError when
+  // one cannot be removed.
+  std::vector<std::string> remove_torn();
 
  private:
   std::string dir_;
