@@ -190,7 +190,7 @@ TEST_F(MultiHost, ParameterServerTrainsAcrossHosts) {
 TEST_F(MultiHost, LaunchRestartsTheJobWhenOneHostsRanksAreKilled) {
   bool killed = false;
   const auto events = launch(
-      "hostkill", {"--np", "4", "--set", "train.steps=3000", "--heartbeat-timeout", "10"},
+      "hostkill", {"--np", "4", "--set", "train.steps=1000", "--heartbeat-timeout", "10"},
       [&](const nlohmann::json& e) {
         if (killed || e.value("type", "") != "checkpoint" || e.value("step", int64_t{0}) < 100) {
           return;

@@ -19,6 +19,7 @@
 
 class QLabel;
 class QTableWidget;
+class QTimer;
 
 namespace baton::ui {
 
@@ -43,7 +44,8 @@ class RanksPanel : public QWidget {
   void set_ranks(int attempt, int workers, const std::vector<RankRow>& rows);
   // A line above the table (a rescale, a wait for hosts).
   void set_note(const QString& note);
-  // A rank's step event: its phases, for the straggler column.
+  // A rank's step event: its phases, for the straggler column (shown
+  // within 200 ms: the column is judged at most five times a second).
   void take_step(const StepEvent& step);
   // Forgets the phases (a new run).
   void reset_phases();
@@ -57,6 +59,7 @@ class RanksPanel : public QWidget {
   void show_stragglers();
   QLabel* note_ = nullptr;
   QTableWidget* table_ = nullptr;
+  QTimer* lag_timer_ = nullptr;
   std::map<int, RankStepPhases> phases_;  // each rank's latest
 };
 

@@ -1,6 +1,8 @@
 #include "db.h"
 
 #include <baton/core/error.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -386,6 +388,41 @@ std::string hex32(int64_t v) {
   return buf;
 }
 
+// Why this process cannot write the history at `path` (the file or, for
+// its journal, its folder), or "" when it can. Checked before anything is
+// trained: SQLite would open such a file read-only without a word and
+// fail at the first write.
+std::string unwritable_reason(const std::string& path) {
+  const auto who = [](uid_t uid) {
+    passwd entry{};
+    passwd* pw = nullptr;
+    char buf[1024];
+    const bool named = ::getpwuid_r(uid, &entry, buf, sizeof buf, &pw) == 0 && pw != nullptr;
+    return (named ? std::string(pw->pw_name) + " " : std::string()) + "(uid " +
+           std::to_string(uid) + ")";
+  };
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  std::string what, checked;
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
+    what = "the file";
+    checked = path;
+  } else if (::access(dir.c_str(), F_OK) == 0 && ::access(dir.c_str(), W_OK | X_OK) != 0) {
+    what = "its folder " + dir + " (where the journal goes)";
+    checked = dir;
+  } else {
+    return "";
+  }
+  const int err = errno;
+  if (err == EROFS) return what + " is on a read-only file system";
+  std::string why = what + " is not writable by this user, " + who(::geteuid());
+  struct stat st {};
+  if (::stat(checked.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+    why += "; it belongs to " + who(st.st_uid);
+  }
+  return why;
+}
+
 // Checks an existing file without writing to it: a read-only connection,
 // and before that the 16-byte SQLite header, so that a text file or an
 // image is reported as such rather than as a SQLite error.
@@ -602,6 +639,10 @@ Db open_history_db(const std::string& path, OpenMode mode) {
                        "it, or `baton history tag`, `note` or `delete`");
     }
     return ro;
+  }
+  if (const std::string why = unwritable_reason(path); !why.empty()) {
+    throw InputError(path + ": cannot record in this history database: " + why +
+                     " (give another with --db, or --no-db)");
   }
   Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   // Readers and the writer of other processes wait this long for a lock

@@ -60,15 +60,16 @@ class RanksPanelTest : public QObject {
     step(0, 1.0, 10.0);
     step(1, 1.0, 10.5);
     step(2, 1.1, 16.0);
+    // The column follows within 200 ms (not per event).
+    QTRY_VERIFY2(p.cell(2, 5).startsWith(QLatin1String("compute +")), qPrintable(p.cell(2, 5)));
     QCOMPARE(p.cell(0, 5), QString());
     QCOMPARE(p.cell(1, 5), QString());
-    QVERIFY2(p.cell(2, 5).startsWith(QLatin1String("compute +")), qPrintable(p.cell(2, 5)));
     // It catches up: the mark goes.
     step(2, 1.0, 10.2);
-    QCOMPARE(p.cell(2, 5), QString());
+    QTRY_COMPARE(p.cell(2, 5), QString());
     // Its data loading lags instead.
     step(1, 9.0, 10.0);
-    QVERIFY2(p.cell(1, 5).startsWith(QLatin1String("data +")), qPrintable(p.cell(1, 5)));
+    QTRY_VERIFY2(p.cell(1, 5).startsWith(QLatin1String("data +")), qPrintable(p.cell(1, 5)));
     p.reset_phases();
     QCOMPARE(p.cell(1, 5), QString());
   }
