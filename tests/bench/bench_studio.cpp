@@ -28,15 +28,14 @@
 #include <vector>
 
 #include "common/dashboard.h"
+#include "loop_lateness.h"
 #include "common/event_queue.h"
 #include "history/history_view.h"
 #include "history/run_table_model.h"
 
 namespace {
 
-struct Latency {
-  double p50 = 0, p99 = 0, max = 0;
-};
+using baton_bench::Latency;
 
 // Lateness of a 5 ms timer over `seconds`, with `events_per_s` step events
 // streaming into a shown dashboard (0: none).
@@ -65,30 +64,9 @@ Latency loop_latency(int events_per_s, double seconds) {
       std::this_thread::sleep_until(next);
     }
   });
-  std::vector<double> late;
-  QElapsedTimer clock;
-  clock.start();
-  qint64 last = clock.nsecsElapsed();
-  QTimer tick;
-  tick.setTimerType(Qt::PreciseTimer);
-  tick.setInterval(5);
-  QObject::connect(&tick, &QTimer::timeout, [&] {
-    const qint64 now = clock.nsecsElapsed();
-    late.push_back(std::max(0.0, (now - last) / 1e6 - 5.0));
-    last = now;
-    if (now > seconds * 1e9) QApplication::quit();
-  });
-  tick.start();
-  QApplication::exec();
+  const Latency l = baton_bench::run_loop_measuring_lateness(seconds);
   done = true;
   producer.join();
-  std::sort(late.begin(), late.end());
-  Latency l;
-  if (!late.empty()) {
-    l.p50 = late[late.size() / 2];
-    l.p99 = late[std::min(late.size() - 1, late.size() * 99 / 100)];
-    l.max = late.back();
-  }
   return l;
 }
 

@@ -27,7 +27,6 @@
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
-#include <QTimer>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,6 +41,7 @@
 
 #include "common/dashboard.h"
 #include "common/event_queue.h"
+#include "loop_lateness.h"
 #include "train/ranks_panel.h"
 
 namespace {
@@ -178,34 +178,22 @@ int main(int argc, char** argv) {
     }
   });
 
-  // The GUI loop's lateness: a 5 ms timer's overshoot.
-  std::vector<double> late;
-  late.reserve(static_cast<size_t>(opt.seconds * 250));
+  // The GUI loop's lateness (a 5 ms timer's overshoot); memory readings
+  // at its ticks.
   const double early_at = opt.early;
   double early_mb = 0, early_heap = 0, early_sqlite = 0;
   double next_reading = 10;  // a line every 10 s
-  QElapsedTimer clock;
-  clock.start();
-  qint64 last = clock.nsecsElapsed();
-  QTimer tick;
-  tick.setTimerType(Qt::PreciseTimer);
-  tick.setInterval(5);
-  QObject::connect(&tick, &QTimer::timeout, [&] {
-    const qint64 now = clock.nsecsElapsed();
-    late.push_back(std::max(0.0, static_cast<double>(now - last) / 1e6 - 5.0));
-    last = now;
-    if (early_mb == 0 && now > early_at * 1e9) {
-      early_mb = resident_mb(), early_heap = heap_mb(), early_sqlite = sqlite_mb();
-    }
-    if (now > next_reading * 1e9) {
-      std::printf("  at %3.0f s: resident %.1f MB, heap in use %.1f MB (SQLite's %.1f MB)\n",
-                  next_reading, resident_mb(), heap_mb(), sqlite_mb());
-      next_reading += 10;
-    }
-    if (now > opt.seconds * 1e9) QApplication::quit();
-  });
-  tick.start();
-  QApplication::exec();
+  const baton_bench::Latency late =
+      baton_bench::run_loop_measuring_lateness(opt.seconds, [&](double now_s) {
+        if (early_mb == 0 && now_s > early_at) {
+          early_mb = resident_mb(), early_heap = heap_mb(), early_sqlite = sqlite_mb();
+        }
+        if (now_s > next_reading) {
+          std::printf("  at %3.0f s: resident %.1f MB, heap in use %.1f MB (SQLite's %.1f MB)\n",
+                      next_reading, resident_mb(), heap_mb(), sqlite_mb());
+          next_reading += 10;
+        }
+      });
   const double end_mb = resident_mb(), end_heap = heap_mb(), end_sqlite = sqlite_mb();
   done = true;
   producer.join();
@@ -222,9 +210,7 @@ int main(int argc, char** argv) {
   const double drain_s = static_cast<double>(drain.nsecsElapsed()) / 1e9;
   sink.reset();
 
-  std::sort(late.begin(), late.end());
-  const auto pct = [&](size_t p) { return late.empty() ? 0.0 : late[std::min(late.size() - 1, late.size() * p / 100)]; };
-  const double p99 = pct(99);
+  const double p99 = late.p99;
   const baton::HistoryStore store(db, baton::HistoryStore::Open::kReadOnly);
   int64_t recorded = 0;
   store.for_each_sample(
@@ -238,7 +224,7 @@ int main(int argc, char** argv) {
               end_sqlite);
   std::printf("  GUI loop lateness (5 ms timer): p50 %.2f ms, p99 %.2f ms, max %.2f ms; goal p99 "
               "< 50 ms: %s\n",
-              pct(50), p99, late.empty() ? 0.0 : late.back(), p99 < 50 ? "met" : "NOT met");
+              late.p50, p99, late.max, p99 < 50 ? "met" : "NOT met");
   std::printf("  history: %lld of %lld step events recorded (the writer finished %.2f s after "
               "the last)\n",
               static_cast<long long>(recorded), static_cast<long long>(n), drain_s);

@@ -6,15 +6,17 @@
 #      the run as failed with the reason;
 #   2. `baton history export` onto a full disk: the error names the file,
 #      no file (nor a temporary one) is left;
-#   3. a read-only runs directory: a clear error naming it before anything
-#      is trained;
+#   3. a read-only runs directory, and a history database on a read-only
+#      file system: a clear error naming it before anything is trained;
 #   4. a history database owned by another user (the run is made as
 #      nobody): a clear error naming it before anything is trained.
 # Exit 77 (ctest: skipped) where a tmpfs cannot be mounted; part 4 is
 # skipped, and says so, where this is not root.
 # Needs: BATON, SRC, WORK.
 set -u
-rm -rf "$WORK" && mkdir -p "$WORK/ck" "$WORK/full" "$WORK/ro"
+# Mounts a run killed earlier left behind, then a fresh folder.
+for m in ck full ro rodb; do umount "$WORK/$m" 2>/dev/null; done
+rm -rf "$WORK" && mkdir -p "$WORK/ck" "$WORK/full" "$WORK/ro" "$WORK/rodb"
 export XDG_DATA_HOME="$WORK/xdg"
 mounted=()
 cleanup() { for m in "${mounted[@]}"; do umount "$m"; done; }
@@ -26,8 +28,11 @@ mount_tmpfs() {  # DIR OPTIONS
   fi
   mounted+=("$1")
 }
+# Every mount up front: a skip never hides a part that already failed.
 mount_tmpfs "$WORK/ck" size=1m
 mount_tmpfs "$WORK/full" size=64k
+mount_tmpfs "$WORK/ro" ro,size=64k
+mount_tmpfs "$WORK/rodb" size=4m
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 EX="$SRC/resources/examples/digits.json"
@@ -73,7 +78,6 @@ grep -q "$WORK/full/samples.csv.*No space left on device" "$WORK/err2" ||
 [ "$(ls -A "$WORK/full")" = filler ] || bad "export on a full disk left files: $(ls -A "$WORK/full")"
 
 # 3. A read-only runs directory.
-mount_tmpfs "$WORK/ro" ro,size=64k
 code=0
 "$BATON" train "$EX" --runs-dir "$WORK/ro/runs" --no-db --events - -q >"$WORK/out3" 2>"$WORK/err3" || code=$?
 [ "$code" = 2 ] || bad "read-only runs directory: exit $code, expected 2"
@@ -81,21 +85,35 @@ grep -q "$WORK/ro/runs.*Read-only file system" "$WORK/err3" ||
   bad "read-only runs directory: the error does not name it: $(head -3 "$WORK/err3")"
 grep -q '"type": *"step"' "$WORK/out3" && bad "read-only runs directory: training started"
 
+# 3b. A history database on a read-only file system.
+cp "$DB" "$WORK/rodb/history.db"
+mount -o remount,ro "$WORK/rodb" || bad "cannot remount $WORK/rodb read-only"
+code=0
+"$BATON" train "$EX" --runs-dir "$WORK/runs" --db "$WORK/rodb/history.db" --events - -q \
+  >"$WORK/out3b" 2>"$WORK/err3b" || code=$?
+[ "$code" = 2 ] || bad "a history on a read-only file system: exit $code, expected 2"
+grep -q "$WORK/rodb/history.db: cannot record in this history database: the file is on a read-only file system" "$WORK/err3b" ||
+  bad "a history on a read-only file system: $(head -3 "$WORK/err3b")"
+grep -q '"type": *"step"' "$WORK/out3b" && bad "a history on a read-only file system: training started"
+
 # 4. A history database owned by another user.
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+  as_nobody test -r "$EX" -a -x "$BATON" 2>/dev/null; then
   mkdir -p "$WORK/nobody"
   chmod 777 "$WORK/nobody"
   chmod 755 "$WORK"
   code=0
-  setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$WORK/nobody" XDG_DATA_HOME="$WORK/nobody" \
+  as_nobody env HOME="$WORK/nobody" XDG_DATA_HOME="$WORK/nobody" \
     "$BATON" train "$EX" --runs-dir "$WORK/nobody/runs" --db "$DB" --events - -q \
     >"$WORK/out4" 2>"$WORK/err4" || code=$?
   [ "$code" = 2 ] || bad "another user's history: exit $code, expected 2"
-  grep -q "$DB" "$WORK/err4" || bad "another user's history: the error does not name it: $(head -3 "$WORK/err4")"
+  grep -q "$DB: cannot record in this history database: .*belongs to root" "$WORK/err4" ||
+    bad "another user's history: the error does not name it and its owner: $(head -3 "$WORK/err4")"
   grep -q '"type": *"step"' "$WORK/out4" && bad "another user's history: training started"
 else
-  echo "skipped: another user's history (needs root and setpriv to run as nobody)"
+  echo "skipped: another user's history (needs root, setpriv, and the build readable by nobody)"
 fi
 
-[ "$fail" = 0 ] || { for f in err1 err2 err3 err4; do [ -s "$WORK/$f" ] && sed "s/^/    $f: /" "$WORK/$f" | head -5; done; exit 1; }
+[ "$fail" = 0 ] || { for f in err1 err2 err3 err3b err4; do [ -s "$WORK/$f" ] && sed "s/^/    $f: /" "$WORK/$f" | head -5; done; exit 1; }
 echo "disk faults: ok"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <limits>
 #include <string_view>
 #include <cerrno>
 #include <cstdio>
@@ -98,7 +99,10 @@ std::optional<AtomicTempName> parse_atomic_temp_name(const std::string& filename
   if (dash == std::string_view::npos || dash == 0 || dash + 1 == id.size()) return std::nullopt;
   AtomicTempName out;
   const auto [end, ec] = std::from_chars(id.data(), id.data() + dash, out.pid);
-  if (ec != std::errc() || end != id.data() + dash || out.pid <= 0) return std::nullopt;
+  if (ec != std::errc() || end != id.data() + dash || out.pid <= 0 ||
+      out.pid > std::numeric_limits<pid_t>::max()) {
+    return std::nullopt;
+  }
   for (char c : id.substr(dash + 1)) {
     if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
   }

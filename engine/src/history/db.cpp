@@ -1,6 +1,7 @@
 #include "db.h"
 
 #include <baton/core/error.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -404,16 +405,27 @@ std::string unwritable_reason(const std::string& path) {
   const fs::path parent = fs::path(path).parent_path();
   const std::string dir = parent.empty() ? std::string(".") : parent.string();
   std::string what, checked;
-  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
+  int err = 0;
+  const auto unwritable = [&err](const std::string& p, int mode) {
+    // AT_EACCESS: as this process's effective user, whom the message names.
+    if (::access(p.c_str(), F_OK) != 0 || ::faccessat(AT_FDCWD, p.c_str(), mode, AT_EACCESS) == 0) {
+      return false;
+    }
+    err = errno;
+    return true;
+  };
+  if (unwritable(path, W_OK)) {
     what = "the file";
     checked = path;
-  } else if (::access(dir.c_str(), F_OK) == 0 && ::access(dir.c_str(), W_OK | X_OK) != 0) {
+  } else if (unwritable(dir, W_OK | X_OK) &&
+             // (journal files already there and writable need no new file)
+             !(::faccessat(AT_FDCWD, (path + "-wal").c_str(), W_OK, AT_EACCESS) == 0 &&
+               ::faccessat(AT_FDCWD, (path + "-shm").c_str(), W_OK, AT_EACCESS) == 0)) {
     what = "its folder " + dir + " (where the journal goes)";
     checked = dir;
   } else {
     return "";
   }
-  const int err = errno;
   if (err == EROFS) return what + " is on a read-only file system";
   std::string why = what + " is not writable by this user, " + who(::geteuid());
   struct stat st {};
@@ -621,6 +633,14 @@ Db open_history_db(const std::string& path, OpenMode mode) {
   }
   if (fs::exists(path, ec)) {
     if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, not a database");
+    // For writing, first whether it can be written at all (on a read-only
+    // file system SQLite cannot even read a WAL database).
+    if (mode != OpenMode::kReadOnly) {
+      if (const std::string why = unwritable_reason(path); !why.empty()) {
+        throw InputError(path + ": cannot record in this history database: " + why +
+                         " (record elsewhere: baton train --db PATH, or --no-db)");
+      }
+    }
     check_existing_file(path);
   }
   if (mode == OpenMode::kReadOnly) {
@@ -639,10 +659,6 @@ Db open_history_db(const std::string& path, OpenMode mode) {
                        "it, or `baton history tag`, `note` or `delete`");
     }
     return ro;
-  }
-  if (const std::string why = unwritable_reason(path); !why.empty()) {
-    throw InputError(path + ": cannot record in this history database: " + why +
-                     " (give another with --db, or --no-db)");
   }
   Db db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   // Readers and the writer of other processes wait this long for a lock
@@ -808,6 +824,8 @@ int mark_dead_runs_interrupted_in(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return 0;
   if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, not a database");
+  // A history this user cannot write: the rule is shown by readers, not stored.
+  if (!unwritable_reason(path).empty()) return 0;
   check_existing_file(path);
   Db db(path, SQLITE_OPEN_READWRITE);
   sqlite3_busy_timeout(db.get(), 10000);

@@ -108,8 +108,15 @@ void Trainer::resume(RunState& s) {
   std::optional<CheckpointData> data;
   nlohmann::json position = {{"found", false}};
   if (strategy_->is_chief()) {
-    for (const auto& torn : checkpoints_->remove_torn()) {
-      log(LogLevel::kWarning, "torn checkpoint " + torn);
+    // Tidying only: a file that cannot be removed is said, and the resume
+    // goes on (an error here, on the chief alone, would leave the other
+    // ranks waiting for its position).
+    try {
+      for (const auto& torn : checkpoints_->remove_torn()) {
+        log(LogLevel::kWarning, "torn checkpoint " + torn);
+      }
+    } catch (const RuntimeError& e) {
+      log(LogLevel::kWarning, e.what());
     }
     std::vector<std::string> skipped;
     data = checkpoints_->load_latest(&skipped);

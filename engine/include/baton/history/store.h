@@ -40,8 +40,8 @@ std::string default_history_db_path();
 // The interrupted rule alone, stored: the runs still `running` whose
 // recording process on this host is gone are marked `interrupted` (what a
 // program that only reads - the studio on its start - applies once).
-// Nothing is done to a file that is absent or has an older schema (that
-// waits for a write that migrates it). Returns how many runs it marked;
+// Nothing is done to a file that is absent, that this user cannot write,
+// or that has an older schema (that waits for a write that migrates it). Returns how many runs it marked;
 // InputError / RuntimeError as opening for writing would.
 int mark_interrupted_runs(const std::string& path);
 
