@@ -49,9 +49,12 @@ void CpuBackend::activation_backward_bias(const float* y, const float* pre, cons
                                   nullptr, r1 - r0, cols, act);
   });
   if (dbias == nullptr) return;
-  cpu::parallel_columns(cols, rows, [&](int64_t c0, int64_t c1) {
-    for (int64_t r = 0; r < rows; ++r) cpu::add_inplace(dbias + c0, dpre + r * cols + c0, c1 - c0);
-  });
+  cpu::column_sums(rows, cols, dbias, nullptr,
+                   [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* db, float*) {
+                     for (int64_t r = r0; r < r1; ++r) {
+                       cpu::add_inplace(db + c0, dpre + r * cols + c0, c1 - c0);
+                     }
+                   });
 }
 
 void CpuBackend::activation_forward(const float* x, float* y, int64_t n, Activation act) const {
@@ -79,6 +82,11 @@ void CpuBackend::fill(float* y, int64_t n, float value) const {
 void CpuBackend::add(const float* a, const float* b, float* y, int64_t n) const {
   cpu::parallel_range(n, kGrain,
                       [&](int64_t i0, int64_t i1) { cpu::add(a + i0, b + i0, y + i0, i1 - i0); });
+}
+
+void CpuBackend::add_relu(const float* a, const float* b, float* y, int64_t n) const {
+  cpu::parallel_range(
+      n, kGrain, [&](int64_t i0, int64_t i1) { cpu::add_relu(a + i0, b + i0, y + i0, i1 - i0); });
 }
 
 void CpuBackend::add_inplace(float* y, const float* x, int64_t n) const {

@@ -29,6 +29,7 @@ class CpuBackend final : public Backend {
   void copy(const float* x, float* y, int64_t n) const override;
   void fill(float* y, int64_t n, float value) const override;
   void add(const float* a, const float* b, float* y, int64_t n) const override;
+  void add_relu(const float* a, const float* b, float* y, int64_t n) const override;
   void add_inplace(float* y, const float* x, int64_t n) const override;
   void multiply(const float* a, const float* b, float* y, int64_t n) const override;
   void scale(float* x, int64_t n, float s) const override;
@@ -57,13 +58,14 @@ class CpuBackend final : public Backend {
   void batch_norm_running(const float* running_mean, const float* running_var, float eps,
                           float* mean, float* rstd, int64_t f) const override;
   void batch_norm_apply(const float* x, const float* mean, const float* rstd, const float* gain,
-                        const float* bias, float* xhat, float* y, int64_t rows,
-                        int64_t f) const override;
-  void batch_norm_param_grads(const float* dy, const float* xhat, float* dgain, float* dbias,
-                              int64_t rows, int64_t f) const override;
-  void batch_norm_input_grad(const float* dy, const float* xhat, const float* gain,
-                             const float* rstd, const float* sum_dy, const float* sum_dy_xhat,
-                             float inv_rows, float* dx, int64_t rows, int64_t f) const override;
+                        const float* bias, float* xhat, float* y, int64_t rows, int64_t f,
+                        bool relu) const override;
+  void batch_norm_param_grads(const float* dy, const float* relu_y, const float* xhat,
+                              float* dgain, float* dbias, int64_t rows, int64_t f) const override;
+  void batch_norm_input_grad(const float* dy, const float* relu_y, const float* xhat,
+                             const float* gain, const float* rstd, const float* sum_dy,
+                             const float* sum_dy_xhat, float inv_rows, float* dx, int64_t rows,
+                             int64_t f) const override;
 
   double softmax_xent(const float* logits, const int32_t* labels, float* dlogits, int64_t rows,
                       int64_t classes, float grad_scale, int64_t* correct) const override;

@@ -17,11 +17,14 @@ void CpuBackend::column_products(const float* a, const float* b, const float* s,
                                  int64_t cols, float* sum_ab, float* sum_a) const {
   if (sum_ab != nullptr) fill(sum_ab, cols, 0.0f);
   if (sum_a != nullptr) fill(sum_a, cols, 0.0f);
-  cpu::parallel_columns(cols, rows, [&](int64_t c0, int64_t c1) {
-    cpu::column_sums_into(a + c0, b != nullptr ? b + c0 : nullptr, s, rows, cols, c1 - c0,
-                          sum_ab != nullptr ? sum_ab + c0 : nullptr,
-                          sum_a != nullptr ? sum_a + c0 : nullptr);
-  });
+  cpu::column_sums(rows, cols, sum_ab, sum_a,
+                   [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* ab, float* sa) {
+                     const int64_t at = r0 * cols + c0;
+                     cpu::column_sums_into(a + at, b != nullptr ? b + at : nullptr,
+                                           s != nullptr ? s + r0 : nullptr, r1 - r0, cols,
+                                           c1 - c0, ab != nullptr ? ab + c0 : nullptr,
+                                           sa != nullptr ? sa + c0 : nullptr);
+                   });
 }
 
 void CpuBackend::layer_norm_forward(const float* x, const float* g, const float* b, float* y,
@@ -62,9 +65,11 @@ void CpuBackend::rms_norm_backward(const float* dy, const float* x, const float*
 void CpuBackend::column_centered_squares(const float* x, const float* mean, int64_t rows,
                                          int64_t cols, float* out) const {
   fill(out, cols, 0.0f);
-  cpu::parallel_columns(cols, rows, [&](int64_t c0, int64_t c1) {
-    cpu::column_centered_squares_into(x + c0, mean + c0, rows, cols, c1 - c0, out + c0);
-  });
+  cpu::column_sums(rows, cols, out, nullptr,
+                   [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sq, float*) {
+                     cpu::column_centered_squares_into(x + r0 * cols + c0, mean + c0, r1 - r0,
+                                                       cols, c1 - c0, sq + c0);
+                   });
 }
 
 void CpuBackend::batch_norm_statistics(const float* sum, const float* m2, float rows,
@@ -92,23 +97,34 @@ void CpuBackend::batch_norm_running(const float* running_mean, const float* runn
 
 void CpuBackend::batch_norm_apply(const float* x, const float* mean, const float* rstd,
                                   const float* g, const float* b, float* xhat, float* y,
-                                  int64_t rows, int64_t f) const {
+                                  int64_t rows, int64_t f, bool relu) const {
   cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
-    cpu::batch_norm_apply_rows(x + r0 * f, mean, rstd, g, b, xhat + r0 * f, y + r0 * f, r1 - r0, f);
+    cpu::batch_norm_apply_rows(x + r0 * f, mean, rstd, g, b, xhat + r0 * f, y + r0 * f, r1 - r0, f,
+                               relu);
   });
 }
 
-void CpuBackend::batch_norm_param_grads(const float* dy, const float* xhat, float* dg, float* db,
-                                        int64_t rows, int64_t f) const {
-  column_products(dy, xhat, nullptr, rows, f, dg, db);
+void CpuBackend::batch_norm_param_grads(const float* dy, const float* relu_y, const float* xhat,
+                                        float* dg, float* db, int64_t rows, int64_t f) const {
+  fill(dg, f, 0.0f);
+  fill(db, f, 0.0f);
+  cpu::column_sums(rows, f, dg, db,
+                   [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sg, float* sb) {
+                     const int64_t at = r0 * f + c0;
+                     cpu::batch_norm_grad_sums_into(dy + at,
+                                                    relu_y != nullptr ? relu_y + at : nullptr,
+                                                    xhat + at, r1 - r0, f, c1 - c0, sg + c0,
+                                                    sb + c0);
+                   });
 }
 
-void CpuBackend::batch_norm_input_grad(const float* dy, const float* xhat, const float* g,
-                                       const float* rstd, const float* sum_dy,
+void CpuBackend::batch_norm_input_grad(const float* dy, const float* relu_y, const float* xhat,
+                                       const float* g, const float* rstd, const float* sum_dy,
                                        const float* sum_dy_xhat, float inv_n, float* dx,
                                        int64_t rows, int64_t f) const {
   cpu::parallel_range(rows, cpu::items_per_thread(f), [&](int64_t r0, int64_t r1) {
-    cpu::batch_norm_input_grad_rows(dy + r0 * f, xhat + r0 * f, g, rstd, sum_dy, sum_dy_xhat, inv_n,
+    cpu::batch_norm_input_grad_rows(dy + r0 * f, relu_y != nullptr ? relu_y + r0 * f : nullptr,
+                                    xhat + r0 * f, g, rstd, sum_dy, sum_dy_xhat, inv_n,
                                     dx + r0 * f, r1 - r0, f);
   });
 }

@@ -72,6 +72,52 @@ void parallel_columns(int64_t cols, int64_t rows, const Body& body) {
                  body, 16);
 }
 
+// Column sums of a (rows, cols) matrix into up to two outputs (out_a,
+// out_b: cols floats each, already zeroed, either may be null), split over
+// the team by a rule that depends on the shape alone, so the sums are the
+// same on any number of threads:
+// - wide matrices (kWideColumns columns or more) by columns, each column
+//   summed over every row in row order by one thread;
+// - narrow ones (a convolution's channels: whole rows are a cache line or
+//   two, and too few to split) by rows: chunks of rows fixed by the shape
+//   each sum into their own slots, which are then added in chunk order.
+// part(r0, r1, c0, c1, a, b) adds rows [r0, r1) of columns [c0, c1) into
+// a[c] and b[c] (a or b null where that output is).
+constexpr int64_t kWideColumns = 256;
+constexpr int64_t kMaxRowChunks = 16;
+template <class Part>
+void column_sums(int64_t rows, int64_t cols, float* out_a, float* out_b, const Part& part) {
+  if (rows <= 0 || cols <= 0) return;
+  if (cols >= kWideColumns) {
+    parallel_columns(cols, rows, [&](int64_t c0, int64_t c1) {
+      part(int64_t{0}, rows, c0, c1, out_a, out_b);
+    });
+    return;
+  }
+  const int64_t min_rows = std::max<int64_t>(1, 4096 / cols);
+  const int64_t chunk = std::max(min_rows, (rows + kMaxRowChunks - 1) / kMaxRowChunks);
+  const int64_t chunks = (rows + chunk - 1) / chunk;
+  float slots[kMaxRowChunks][2][kWideColumns];
+  parallel_range(chunks, std::max<int64_t>(1, kMinFloatsPerThread / (chunk * cols)),
+                 [&](int64_t k0, int64_t k1) {
+                   for (int64_t k = k0; k < k1; ++k) {
+                     float* a = out_a != nullptr ? slots[k][0] : nullptr;
+                     float* b = out_b != nullptr ? slots[k][1] : nullptr;
+                     for (int64_t c = 0; c < cols; ++c) {
+                       if (a != nullptr) a[c] = 0.0f;
+                       if (b != nullptr) b[c] = 0.0f;
+                     }
+                     part(k * chunk, std::min(rows, (k + 1) * chunk), int64_t{0}, cols, a, b);
+                   }
+                 });
+  for (int64_t k = 0; k < chunks; ++k) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (out_a != nullptr) out_a[c] += slots[k][0][c];
+      if (out_b != nullptr) out_b[c] += slots[k][1][c];
+    }
+  }
+}
+
 // A sum over [0, n) in chunks fixed by n alone (at least `min_chunk`, at
 // most kMaxChunks of them): part(begin, end) gives a chunk's sum; the
 // chunks run over the team and their sums are added in chunk order, so

@@ -258,6 +258,14 @@ void add(const float* a, const float* b, float* y, int64_t n) {
 }
 
 BATON_CLONES
+void add_relu(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = a[i] + b[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+BATON_CLONES
 void multiply(const float* a, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
 }

@@ -110,32 +110,57 @@ void column_centered_squares_into(const float* a, const float* mean, int64_t row
 
 BATON_CLONES
 void batch_norm_apply_rows(const float* x, const float* mean, const float* rstd, const float* g,
-                           const float* b, float* xhat, float* y, int64_t rows, int64_t f) {
+                           const float* b, float* xhat, float* y, int64_t rows, int64_t f,
+                           bool relu) {
+  const float floor = relu ? 0.0f : -INFINITY;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * f;
     float* xh = xhat + r * f;
     float* yr = y + r * f;
     for (int64_t c = 0; c < f; ++c) {
       xh[c] = (xr[c] - mean[c]) * rstd[c];
-      yr[c] = xh[c] * g[c] + b[c];
+      const float v = xh[c] * g[c] + b[c];
+      yr[c] = v > floor ? v : floor;
     }
   }
 }
 
 BATON_CLONES
-void batch_norm_input_grad_rows(const float* dy, const float* xhat, const float* g,
-                                const float* rstd, const float* sum_dy, const float* sum_dy_xhat,
-                                float inv_n, float* dx, int64_t rows, int64_t f) {
+void batch_norm_grad_sums_into(const float* dy, const float* relu_y, const float* xhat,
+                               int64_t rows, int64_t ld, int64_t cols, float* sum_dy_xhat,
+                               float* sum_dy) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dyr = dy + r * ld;
+    const float* xh = xhat + r * ld;
+    const float* yr = relu_y != nullptr ? relu_y + r * ld : nullptr;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float d = yr == nullptr || yr[c] > 0.0f ? dyr[c] : 0.0f;
+      sum_dy_xhat[c] += d * xh[c];
+      sum_dy[c] += d;
+    }
+  }
+}
+
+BATON_CLONES
+void batch_norm_input_grad_rows(const float* dy, const float* relu_y, const float* xhat,
+                                const float* g, const float* rstd, const float* sum_dy,
+                                const float* sum_dy_xhat, float inv_n, float* dx, int64_t rows,
+                                int64_t f) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* dyr = dy + r * f;
     const float* xh = xhat + r * f;
+    const float* yr = relu_y != nullptr ? relu_y + r * f : nullptr;
     float* dxr = dx + r * f;
     if (sum_dy == nullptr) {
-      for (int64_t c = 0; c < f; ++c) dxr[c] = g[c] * rstd[c] * dyr[c];
+      for (int64_t c = 0; c < f; ++c) {
+        const float d = yr == nullptr || yr[c] > 0.0f ? dyr[c] : 0.0f;
+        dxr[c] = g[c] * rstd[c] * d;
+      }
       continue;
     }
     for (int64_t c = 0; c < f; ++c) {
-      dxr[c] = g[c] * rstd[c] * (dyr[c] - inv_n * sum_dy[c] - xh[c] * inv_n * sum_dy_xhat[c]);
+      const float d = yr == nullptr || yr[c] > 0.0f ? dyr[c] : 0.0f;
+      dxr[c] = g[c] * rstd[c] * (d - inv_n * sum_dy[c] - xh[c] * inv_n * sum_dy_xhat[c]);
     }
   }
 }

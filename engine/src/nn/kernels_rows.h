@@ -32,10 +32,18 @@ void column_centered_squares_into(const float* a, const float* mean, int64_t row
                                   int64_t cols, float* out);
 
 void batch_norm_apply_rows(const float* x, const float* mean, const float* rstd, const float* g,
-                           const float* b, float* xhat, float* y, int64_t rows, int64_t f);
-void batch_norm_input_grad_rows(const float* dy, const float* xhat, const float* g,
-                                const float* rstd, const float* sum_dy, const float* sum_dy_xhat,
-                                float inv_n, float* dx, int64_t rows, int64_t f);
+                           const float* b, float* xhat, float* y, int64_t rows, int64_t f,
+                           bool relu);
+// BatchNorm's gradient sums for the first `cols` columns of (rows, ld)
+// matrices: sum_dy_xhat[c] += dy' * xhat, sum_dy[c] += dy', with
+// dy' = dy masked by relu_y > 0 when relu_y is given (Backend's contract).
+void batch_norm_grad_sums_into(const float* dy, const float* relu_y, const float* xhat,
+                               int64_t rows, int64_t ld, int64_t cols, float* sum_dy_xhat,
+                               float* sum_dy);
+void batch_norm_input_grad_rows(const float* dy, const float* relu_y, const float* xhat,
+                                const float* g, const float* rstd, const float* sum_dy,
+                                const float* sum_dy_xhat, float inv_n, float* dx, int64_t rows,
+                                int64_t f);
 
 // The causal softmax of a (seq, seq) score matrix, in place: row t keeps
 // columns 0..t (softmax over them), zeros after. Rows [first, end) only.

@@ -25,7 +25,16 @@ BatchNorm::BatchNorm(float momentum, float eps, BatchStats stats)
     : momentum_(momentum), eps_(eps), stats_scope_(stats) {}
 
 std::string BatchNorm::describe() const {
-  return stats_scope_ == BatchStats::kGlobal ? "SyncBatchNorm" : "BatchNorm";
+  const std::string name = stats_scope_ == BatchStats::kGlobal ? "SyncBatchNorm" : "BatchNorm";
+  return relu_ ? name + " + ReLU" : name;
+}
+
+bool BatchNorm::fuse_next(Layer& next) {
+  auto* act = dynamic_cast<ActivationLayer*>(&next);
+  if (act == nullptr || act->activation() != Activation::kRelu) return false;
+  relu_ = true;
+  act->set_fused();
+  return true;
 }
 
 int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
@@ -76,7 +85,7 @@ const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
     batch_stats_ = false;
   }
   be().batch_norm_apply(x.data(), mean_.data(), rstd_.data(), gain_.value.data(),
-                        bias_.value.data(), xhat_.data(), y_.data(), n, f);
+                        bias_.value.data(), xhat_.data(), y_.data(), n, f, relu_);
   return y_;
 }
 
@@ -84,13 +93,17 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows(), f = features_;
   // This replica's own contributions: the strategy sums them over replicas.
   dx_.set_rows(n);
-  be().batch_norm_param_grads(dy.data(), xhat_.data(), gain_.grad.data(), bias_.grad.data(), n, f);
+  // With a fused ReLU, dy is the gradient of its output: the backend
+  // masks it by that output (y_) as it reads it.
+  const float* relu_y = relu_ ? y_.data() : nullptr;
+  be().batch_norm_param_grads(dy.data(), relu_y, xhat_.data(), gain_.grad.data(),
+                              bias_.grad.data(), n, f);
   // need_input_grad is the same on every replica, so skipping the
   // collective here keeps them in step.
   if (!need_input_grad) return dx_;
   if (!batch_stats_) {
-    be().batch_norm_input_grad(dy.data(), xhat_.data(), gain_.value.data(), rstd_.data(), nullptr,
-                               nullptr, 0.0f, dx_.data(), n, f);
+    be().batch_norm_input_grad(dy.data(), relu_y, xhat_.data(), gain_.value.data(), rstd_.data(),
+                               nullptr, nullptr, 0.0f, dx_.data(), n, f);
     return dx_;
   }
   // The global mean and variance depend on every replica's rows: the input
@@ -102,8 +115,8 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   be().copy(gain_.grad.data(), sdg, f);
   if (comm_ != nullptr) comm_->sum_across_replicas(stats_.data(), 2 * f);
   const float inv_n = global_rows_ > 0.0f ? 1.0f / global_rows_ : 0.0f;
-  be().batch_norm_input_grad(dy.data(), xhat_.data(), gain_.value.data(), rstd_.data(), sdb, sdg,
-                             inv_n, dx_.data(), n, f);
+  be().batch_norm_input_grad(dy.data(), relu_y, xhat_.data(), gain_.value.data(), rstd_.data(),
+                             sdb, sdg, inv_n, dx_.data(), n, f);
   return dx_;
 }
 

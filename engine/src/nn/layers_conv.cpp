@@ -387,6 +387,8 @@ int64_t ResidualBlock::plan(int64_t max_rows, int64_t in_features) {
   }
   check_rows("ResidualBlock", max_rows, in_);
   const int64_t n = max_rows / in_.pixels();
+  fuse_layers(main_);
+  fuse_layers(shortcut_);
   size_t k = 0;
   for (auto* group : {&main_, &shortcut_}) {
     int64_t rows = max_rows, width = in_features;
@@ -397,7 +399,6 @@ int64_t ResidualBlock::plan(int64_t max_rows, int64_t in_features) {
     }
   }
   const int64_t out_rows = max_rows / in_.pixels() * out_.pixels();
-  sum_ = Tensor({out_rows, out_.c});
   y_ = Tensor({out_rows, out_.c});
   dsum_ = Tensor({out_rows, out_.c});
   dx_ = Tensor({max_rows, in_.c});
@@ -414,7 +415,7 @@ int64_t ResidualBlock::flops_per_row() const {
 }
 
 int64_t ResidualBlock::saved_floats_per_row(int64_t out_width) const {
-  int64_t n = 4 * out_width;
+  int64_t n = 3 * out_width;
   for (const auto& l : main_) n += l->saved_floats_per_row(out_width);
   for (const auto& l : shortcut_) n += l->saved_floats_per_row(out_width);
   return n;
@@ -433,17 +434,16 @@ const Tensor& ResidualBlock::forward(const Tensor& x, const ForwardContext& ctx)
   const Tensor* s = &x;
   for (auto& l : shortcut_) s = &l->forward(*s, ctx);
   const int64_t rows = h->rows();
-  sum_.set_rows(rows);
   y_.set_rows(rows);
-  be().add(h->data(), s->data(), sum_.data(), rows * out_.c);
-  be().activation_forward(sum_.data(), y_.data(), rows * out_.c, Activation::kRelu);
+  be().add_relu(h->data(), s->data(), y_.data(), rows * out_.c);
   return y_;
 }
 
 const Tensor& ResidualBlock::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t rows = dy.rows();
   dsum_.set_rows(rows);
-  be().activation_backward(sum_.data(), y_.data(), dy.data(), dsum_.data(), rows * out_.c,
+  // ReLU's gradient passes where its input was above 0: where its output is.
+  be().activation_backward(y_.data(), y_.data(), dy.data(), dsum_.data(), rows * out_.c,
                            Activation::kRelu);
   const Tensor* g = &dsum_;
   for (size_t i = main_.size(); i-- > 0;) g = &main_[i]->backward(*g, true);

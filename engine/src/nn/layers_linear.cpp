@@ -97,17 +97,26 @@ std::vector<Param*> Linear::params() {
   return {&w_};
 }
 
+void fuse_layers(const std::vector<std::unique_ptr<Layer>>& layers) {
+  for (size_t i = 0; i + 1 < layers.size(); ++i) layers[i]->fuse_next(*layers[i + 1]);
+}
+
 ActivationLayer::ActivationLayer(Activation act) : act_(act) {}
 
-std::string ActivationLayer::describe() const { return activation_name(act_); }
+std::string ActivationLayer::describe() const {
+  const std::string name = activation_name(act_);
+  return fused_ ? name + " (in the layer before)" : name;
+}
 
 int64_t ActivationLayer::plan(int64_t max_batch, int64_t in_features) {
+  if (fused_) return in_features;
   y_ = Tensor({max_batch, in_features});
   dx_ = Tensor({max_batch, in_features});
   return in_features;
 }
 
 const Tensor& ActivationLayer::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
+  if (fused_) return x;
   x_ = &x;
   y_.set_rows(x.rows());
   be().activation_forward(x.data(), y_.data(), x.numel(), act_);
@@ -115,6 +124,7 @@ const Tensor& ActivationLayer::forward(const Tensor& x, const ForwardContext& /*
 }
 
 const Tensor& ActivationLayer::backward(const Tensor& dy, bool need_input_grad) {
+  if (fused_) return dy;
   if (!need_input_grad) return dx_;
   dx_.set_rows(dy.rows());
   be().activation_backward(x_->data(), y_.data(), dy.data(), dx_.data(), dy.numel(), act_);

@@ -22,6 +22,7 @@ int64_t Sequential::plan(int64_t max_batch, int64_t in_features) {
   row_scale_.clear();
   saved_floats_per_sample_ = 3 * in_features;
   forward_flops_per_sample_ = 0;
+  fuse_layers(layers_);
   for (auto& l : layers_) {
     l->bind_backend(*be_);
     row_scale_.push_back(per_sample);

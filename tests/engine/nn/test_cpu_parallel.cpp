@@ -157,3 +157,60 @@ TEST_F(Threads, PoolingSplitByImageIsBitIdenticalOnOneAndTwoThreads) {
 }
 
 }  // namespace
+
+// BatchNorm's column sums, narrow (a convolution's channels: split by rows
+// in chunks fixed by the shape) and wide (split by columns), with and
+// without a fused ReLU's mask: the same bits on 1 and 2 threads, and the
+// masked sums of a plain reference.
+TEST_F(Threads, BatchNormColumnSumsAreBitIdenticalOnOneAndTwoThreads) {
+  const auto& be = cpu_backend();
+  for (const int64_t f : {16, 300}) {
+    const int64_t rows = 4099;
+    const auto x = random_values(static_cast<size_t>(rows * f), 23);
+    const auto dy = random_values(static_cast<size_t>(rows * f), 29);
+    const auto relu_y = random_values(static_cast<size_t>(rows * f), 31);  // about half > 0
+    const auto mean = random_values(static_cast<size_t>(f), 37);
+    struct Out {
+      std::vector<float> m2, dg, db, dg_masked, db_masked;
+    };
+    auto run = [&](int threads) {
+      baton::cpu::set_num_threads(threads);
+      Out o;
+      for (auto* v : {&o.m2, &o.dg, &o.db, &o.dg_masked, &o.db_masked}) {
+        v->assign(static_cast<size_t>(f), -1.0f);  // overwritten, not added to
+      }
+      be.column_centered_squares(x.data(), mean.data(), rows, f, o.m2.data());
+      be.batch_norm_param_grads(dy.data(), nullptr, x.data(), o.dg.data(), o.db.data(), rows, f);
+      be.batch_norm_param_grads(dy.data(), relu_y.data(), x.data(), o.dg_masked.data(),
+                                o.db_masked.data(), rows, f);
+      return o;
+    };
+    const Out one = run(1), two = run(2);
+    EXPECT_EQ(one.m2, two.m2) << f;
+    EXPECT_EQ(one.dg, two.dg) << f;
+    EXPECT_EQ(one.db, two.db) << f;
+    EXPECT_EQ(one.dg_masked, two.dg_masked) << f;
+    EXPECT_EQ(one.db_masked, two.db_masked) << f;
+    for (int64_t c = 0; c < f; c += 7) {
+      double m2 = 0, dg = 0, db = 0, dgm = 0, dbm = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto i = static_cast<size_t>(r * f + c);
+        const double d = x[i] - mean[static_cast<size_t>(c)];
+        m2 += d * d;
+        dg += static_cast<double>(dy[i]) * x[i];
+        db += dy[i];
+        if (relu_y[i] > 0.0f) {
+          dgm += static_cast<double>(dy[i]) * x[i];
+          dbm += dy[i];
+        }
+      }
+      const auto k = static_cast<size_t>(c);
+      EXPECT_NEAR(two.m2[k], m2, 1e-2) << f << " " << c;
+      EXPECT_NEAR(two.dg[k], dg, 1e-3) << f << " " << c;
+      EXPECT_NEAR(two.db[k], db, 1e-3) << f << " " << c;
+      EXPECT_NEAR(two.dg_masked[k], dgm, 1e-3) << f << " " << c;
+      EXPECT_NEAR(two.db_masked[k], dbm, 1e-3) << f << " " << c;
+      EXPECT_GT(std::abs(db - dbm), 1e-2) << "the mask changed nothing at column " << c;
+    }
+  }
+}

@@ -76,6 +76,59 @@ TEST(BatchNormLayer, EvalUsesRunningStatistics) {
   gradcheck_layer(layer, x, kEval, 701, 2e-3);
 }
 
+// A ReLU after a BatchNorm is computed in the BatchNorm's own passes
+// (Layer::fuse_next): the pair gives the bits of a BatchNorm followed by a
+// separate ReLU, forward and backward, in training and evaluation, for
+// narrow and wide rows.
+TEST(BatchNormLayer, AFusedReluGivesTheSameBitsAsASeparateOne) {
+  for (const int64_t f : {5, 16, 300}) {
+    for (const ForwardContext& ctx : {kTrain, kEval}) {
+      const int64_t batch = 700;
+      Rng rng(static_cast<uint64_t>(900 + f));
+      BatchNorm fused, alone;
+      baton::ActivationLayer relu(Activation::kRelu);
+      ASSERT_TRUE(fused.fuse_next(relu));
+      EXPECT_EQ(fused.describe(), "BatchNorm + ReLU");
+      EXPECT_EQ(relu.describe(), "relu (in the layer before)");
+      baton::ActivationLayer tanh(Activation::kTanh);
+      EXPECT_FALSE(alone.fuse_next(tanh)) << "only a ReLU is fused";
+      fused.plan(batch, f);
+      relu.plan(batch, f);
+      alone.plan(batch, f);
+      randomize_params(fused, rng);
+      for (size_t k = 0; k < 2; ++k) alone.params()[k]->value = fused.params()[k]->value;
+      const Tensor x = random_tensor({batch, f}, rng, -2.0f, 2.0f);
+      const Tensor dy = random_tensor({batch, f}, rng);
+
+      const Tensor& y = relu.forward(fused.forward(x, ctx), ctx);
+      Tensor want = alone.forward(x, ctx);
+      Tensor dy_masked = dy;
+      int64_t zeroed = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        if (!(want[i] > 0.0f)) {
+          want[i] = 0.0f;
+          dy_masked[i] = 0.0f;
+          ++zeroed;
+        }
+      }
+      ASSERT_GT(zeroed, 0);
+      ASSERT_LT(zeroed, want.numel());
+      ASSERT_EQ(y.numel(), want.numel());
+      for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y[i], want[i]) << f << " at " << i;
+
+      const Tensor& dx = fused.backward(relu.backward(dy, true), true);
+      const Tensor& dx_want = alone.backward(dy_masked, true);
+      for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_EQ(dx[i], dx_want[i]) << f << " at " << i;
+      for (size_t k = 0; k < 2; ++k) {
+        EXPECT_EQ(fused.params()[k]->grad.span().size(), alone.params()[k]->grad.span().size());
+        for (int64_t c = 0; c < f; ++c) {
+          ASSERT_EQ(fused.params()[k]->grad[c], alone.params()[k]->grad[c]) << f << " param " << k;
+        }
+      }
+    }
+  }
+}
+
 TEST(BatchNormLayer, RunningStatisticsFollowMomentumWithUnbiasedVariance) {
   const int64_t batch = 6, f = 4;
   const double momentum = 0.25;

@@ -92,6 +92,8 @@ class Backend {
   virtual void copy(const float* x, float* y, int64_t n) const = 0;
   virtual void fill(float* y, int64_t n, float value) const = 0;
   virtual void add(const float* a, const float* b, float* y, int64_t n) const = 0;  // y = a + b
+  // y = max(a + b, 0): a residual sum and its ReLU in one pass.
+  virtual void add_relu(const float* a, const float* b, float* y, int64_t n) const = 0;
   virtual void add_inplace(float* y, const float* x, int64_t n) const = 0;          // y += x
   virtual void multiply(const float* a, const float* b, float* y, int64_t n) const = 0;
   virtual void scale(float* x, int64_t n, float s) const = 0;
@@ -133,16 +135,22 @@ class Backend {
                                      float* running_var, int64_t f) const = 0;
   virtual void batch_norm_running(const float* running_mean, const float* running_var, float eps,
                                   float* mean, float* rstd, int64_t f) const = 0;
+  // xhat = (x - mean) * rstd, y = gain * xhat + bias, then max(y, 0) when
+  // `relu` (a ReLU fused into the same pass).
   virtual void batch_norm_apply(const float* x, const float* mean, const float* rstd,
                                 const float* gain, const float* bias, float* xhat, float* y,
-                                int64_t rows, int64_t f) const = 0;
-  // dgain = sum dy * xhat, dbias = sum dy (overwritten).
-  virtual void batch_norm_param_grads(const float* dy, const float* xhat, float* dgain,
-                                      float* dbias, int64_t rows, int64_t f) const = 0;
-  // dx from the global sums [sum dy, sum dy * xhat] over `inv_rows`'s batch;
-  // with sums == null (running statistics) dx = gain * rstd * dy.
-  virtual void batch_norm_input_grad(const float* dy, const float* xhat, const float* gain,
-                                     const float* rstd, const float* sum_dy,
+                                int64_t rows, int64_t f, bool relu) const = 0;
+  // The gradients below take dy as it comes; with relu_y (the fused ReLU's
+  // output) given, dy is that ReLU's output gradient and they use
+  // dy' = dy where relu_y > 0, 0 elsewhere; with null, dy' = dy.
+  // dgain = sum dy' * xhat, dbias = sum dy' (overwritten).
+  virtual void batch_norm_param_grads(const float* dy, const float* relu_y, const float* xhat,
+                                      float* dgain, float* dbias, int64_t rows,
+                                      int64_t f) const = 0;
+  // dx from the global sums [sum dy', sum dy' * xhat] over `inv_rows`'s
+  // batch; with sums == null (running statistics) dx = gain * rstd * dy'.
+  virtual void batch_norm_input_grad(const float* dy, const float* relu_y, const float* xhat,
+                                     const float* gain, const float* rstd, const float* sum_dy,
                                      const float* sum_dy_xhat, float inv_rows, float* dx,
                                      int64_t rows, int64_t f) const = 0;
 

@@ -124,7 +124,7 @@ class ResidualBlock final : public Layer {
   ImageSize in_, out_;
   std::vector<std::unique_ptr<Layer>> main_;      // conv, [norm], relu, conv, [norm]
   std::vector<std::unique_ptr<Layer>> shortcut_;  // empty (identity) or conv1x1, [norm]
-  Tensor sum_, y_, dsum_, dx_;
+  Tensor y_, dsum_, dx_;
 };
 
 class Flatten final : public Layer {

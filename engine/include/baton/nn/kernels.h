@@ -92,6 +92,8 @@ void scale(float* x, int64_t n, float s);
 void add_inplace(float* y, const float* x, int64_t n);
 // y = a + b, y = a * b (y may alias either)
 void add(const float* a, const float* b, float* y, int64_t n);
+// y = max(a + b, 0).
+void add_relu(const float* a, const float* b, float* y, int64_t n);
 void multiply(const float* a, const float* b, float* y, int64_t n);
 
 }  // namespace cpu

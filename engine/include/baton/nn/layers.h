@@ -97,6 +97,12 @@ class Layer {
   // statistics are over the global batch): a strategy that gives none with
   // several replicas must refuse it.
   virtual bool needs_cross_replica() const { return false; }
+  // Fusion, decided by the model at plan time (before plan()): a layer that
+  // can do the next layer's work in its own pass over the data (BatchNorm
+  // then ReLU: one read and one write of the activations fewer each way)
+  // takes it over and returns true; the next layer then passes its input
+  // and its gradient through unchanged. Results are the same either way.
+  virtual bool fuse_next(Layer& /*next*/) { return false; }
 
   void set_index(size_t i) { index_ = i; }
   size_t index() const { return index_; }
@@ -159,16 +165,27 @@ class Linear final : public Layer {
   Tensor dx_;    // (batch, in)
 };
 
+// Offers each layer of a sequence the one after it (Layer::fuse_next).
+void fuse_layers(const std::vector<std::unique_ptr<Layer>>& layers);
+
 class ActivationLayer final : public Layer {
  public:
   explicit ActivationLayer(Activation act);
   std::string describe() const override;
+  int64_t saved_floats_per_row(int64_t out_width) const override {
+    return fused_ ? 0 : Layer::saved_floats_per_row(out_width);
+  }
   int64_t plan(int64_t max_batch, int64_t in_features) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  Activation activation() const { return act_; }
+  // The layer before computes this activation (Layer::fuse_next): forward
+  // and backward pass their tensor through.
+  void set_fused() { fused_ = true; }
 
  private:
   Activation act_;
+  bool fused_ = false;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
 };
@@ -245,9 +262,13 @@ class BatchNorm : public Layer {
   }
   bool communicates() const override { return comm_ != nullptr; }
   bool needs_cross_replica() const override { return stats_scope_ == BatchStats::kGlobal; }
+  // Takes over a ReLU that follows it (applied in the same pass; its
+  // backward masks the gradient by the saved output).
+  bool fuse_next(Layer& next) override;
 
  private:
   float momentum_, eps_;
+  bool relu_ = false;  // a fused ReLU after the affine map
   BatchStats stats_scope_;
   CrossReplicaSum* comm_ = nullptr;
   Param gain_, bias_;
