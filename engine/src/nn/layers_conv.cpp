@@ -93,6 +93,7 @@ ConvShape Conv2d::shape(int64_t rows) const {
   s.stride = o_.stride;
   s.pad = o_.padding;
   s.groups = o_.groups;
+  s.algorithm = o_.algorithm;
   return s;
 }
 
@@ -115,7 +116,7 @@ int64_t Conv2d::plan(int64_t max_rows, int64_t in_features) {
   const int64_t m = s.n * s.oh() * s.ow();
   kernel_ = be().plan_conv(s);
   y_ = Tensor({m, o_.out_channels});
-  dpre_ = Tensor({m, o_.out_channels});
+  if (o_.bias || o_.act != Activation::kNone) dpre_ = Tensor({m, o_.out_channels});
   if (needs_pre_activation(o_.act)) pre_ = Tensor({m, o_.out_channels});
   dx_ = Tensor({max_rows, o_.in.c});
   return o_.out_channels;
@@ -151,7 +152,7 @@ const Tensor& Conv2d::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
     be().bias_activation(y_.data(), bias, m, o_.out_channels, Activation::kNone);
     be().copy(y_.data(), pre_.data(), m * o_.out_channels);
     be().activation_forward(pre_.data(), y_.data(), m * o_.out_channels, o_.act);
-  } else {
+  } else if (bias != nullptr || o_.act != Activation::kNone) {
     be().bias_activation(y_.data(), bias, m, o_.out_channels, o_.act);
   }
   return y_;
@@ -160,16 +161,22 @@ const Tensor& Conv2d::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
 const Tensor& Conv2d::backward(const Tensor& dy, bool need_input_grad) {
   const ConvShape s = shape(x_->rows());
   const int64_t m = s.n * s.oh() * s.ow();
-  dpre_.set_rows(m);
-  if (o_.bias) be().fill(b_.grad.data(), o_.out_channels, 0.0f);
-  be().activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
-                                dpre_.data(), o_.bias ? b_.grad.data() : nullptr, m,
-                                o_.out_channels, o_.act);
-  kernel_->backward_weights(x_->data(), dpre_.data(), w_.grad.data(), s.n);
+  // A bare convolution (followed by a norm: no bias, no activation) takes
+  // dy as it is; otherwise the pre-activation gradient and the bias's.
+  const float* g = dy.data();
+  if (o_.bias || o_.act != Activation::kNone) {
+    dpre_.set_rows(m);
+    if (o_.bias) be().fill(b_.grad.data(), o_.out_channels, 0.0f);
+    be().activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),
+                                  dpre_.data(), o_.bias ? b_.grad.data() : nullptr, m,
+                                  o_.out_channels, o_.act);
+    g = dpre_.data();
+  }
+  kernel_->backward_weights(x_->data(), g, w_.grad.data(), s.n);
   params_final();
   if (!need_input_grad) return dx_;
   dx_.set_rows(x_->rows());
-  kernel_->backward_data(dpre_.data(), w_.value.data(), dx_.data(), s.n);
+  kernel_->backward_data(g, w_.value.data(), dx_.data(), s.n);
   return dx_;
 }
 
@@ -318,9 +325,11 @@ const Tensor& Flatten::backward(const Tensor& dy, bool need_input_grad) {
 // ---- ResidualBlock ----
 
 ResidualBlock::ResidualBlock(ImageSize in, int64_t out_channels, int64_t stride,
-                             const std::function<std::unique_ptr<Layer>()>& norm)
+                             const std::function<std::unique_ptr<Layer>()>& norm,
+                             ConvAlgorithm algorithm)
     : in_(in) {
   Conv2d::Options a;
+  a.algorithm = algorithm;
   a.in = in;
   a.out_channels = out_channels;
   a.kernel = 3;

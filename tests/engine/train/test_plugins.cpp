@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 namespace baton {
 namespace {
@@ -81,6 +84,53 @@ TEST(Plugins, MlpValidatesItsConfig) {
   EXPECT_THROW(build({{"type", "mlp"}, {"layers", {4, 8, 2}}}), InputError);
   EXPECT_THROW(build({{"type", "mlp"}, {"layers", {4, 3}}, {"activaton", "relu"}}), InputError);
   EXPECT_THROW(build({{"type", "mlp"}, {"layers", {4, 3}}, {"norm", "groupnorm"}}), InputError);
+}
+
+// "conv_algorithm": "direct" keeps every convolution direct; "auto" (the
+// default) lets a 32-channel 3x3 layer take Winograd's kernels where the
+// CPU has them, which round differently: the outputs then differ, slightly.
+TEST(Plugins, ConvNetsTakeAConvAlgorithm) {
+  Registry r;
+  r.load_plugin_dir(BATON_PLUGIN_DIR);
+  const ModelShape shape{3 * 8 * 8, 4, {3, 8, 8}};
+  auto build = [&](const std::string& type, nlohmann::json j) {
+    j["type"] = type;
+    if (type == "resnet") j["stages"] = {{32, 1}};
+    if (type == "cnn") j["blocks"] = {{{"conv", 32}}, {{"conv", 32}}};
+    ConfigNode node(j, "run.json", "model");
+    return r.model(type, node)(node, shape);
+  };
+  const int64_t batch = 3;
+  Tensor x({batch, shape.in_features});
+  Rng data(3);
+  for (auto& v : x.span()) v = static_cast<float>(data.uniform());
+  for (const std::string type : {"cnn", "resnet"}) {
+    std::vector<std::vector<float>> outs;
+    for (const char* algorithm : {"auto", "direct"}) {
+      auto m = build(type, {{"conv_algorithm", algorithm}});
+      ASSERT_EQ(m->plan(batch, shape.in_features), shape.out_features);
+      Rng rng(11);
+      m->init(rng);
+      const Tensor& y = m->forward(x, ForwardContext{Mode::kEval, 1});
+      outs.emplace_back(y.span().begin(), y.span().end());
+    }
+    double largest = 0;
+    for (size_t i = 0; i < outs[0].size(); ++i) {
+      largest = std::max(largest, std::abs(static_cast<double>(outs[0][i]) - outs[1][i]));
+    }
+    EXPECT_LT(largest, 1e-4) << type;
+    if (__builtin_cpu_supports("avx512f")) {
+      EXPECT_GT(largest, 0.0) << type << ": \"auto\" ran the direct kernels too";
+    } else {
+      std::printf("no AVX-512 here: both algorithms ran direct kernels (%s)\n", type.c_str());
+    }
+    try {
+      build(type, {{"conv_algorithm", "winograd"}});
+      ADD_FAILURE() << type << ": an unknown algorithm was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("conv_algorithm"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

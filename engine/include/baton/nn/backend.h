@@ -34,9 +34,15 @@ struct AttentionShape {
 // Images are channels last: a batch of n images of h x w pixels is a
 // (n * h * w, c) matrix, one row per pixel, so per-pixel ops (bias,
 // activation, batch norm over (N, H, W)) are the row ops above.
+// How a device may compute a convolution: kAuto lets it pick its fastest
+// kernels for the shape (on the CPU, Winograd for 3x3 layers of 32 or more
+// channels, whose rounding differs from a direct sum's); kDirect keeps the
+// direct algorithm everywhere.
+enum class ConvAlgorithm { kAuto, kDirect };
 struct ConvShape {
   int64_t n = 0, h = 0, w = 0, c_in = 0, c_out = 0, kh = 1, kw = 1, stride = 1, pad = 0;
   int64_t groups = 1;
+  ConvAlgorithm algorithm = ConvAlgorithm::kAuto;
   int64_t oh() const { return (h + 2 * pad - kh) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - kw) / stride + 1; }
 };

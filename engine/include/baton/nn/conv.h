@@ -50,6 +50,7 @@ class Conv2d final : public Layer {
     int64_t out_channels = 0, kernel = 3, stride = 1, padding = 1, groups = 1;
     Activation act = Activation::kNone;
     bool bias = true;
+    ConvAlgorithm algorithm = ConvAlgorithm::kAuto;
   };
   explicit Conv2d(const Options& o);
   std::string describe() const override;
@@ -98,11 +99,13 @@ class Pool2d final : public Layer {
 // A ResNet basic block: relu(bn(conv3x3(relu(bn(conv3x3_s(x))))) + shortcut),
 // the shortcut the identity, or a strided 1x1 convolution and norm where the
 // shape changes. `norm` makes the block's norms (BatchNorm or
-// SyncBatchNorm, over (N, H, W)); null: none.
+// SyncBatchNorm, over (N, H, W)); null: none. `algorithm` is its
+// convolutions' (ConvAlgorithm).
 class ResidualBlock final : public Layer {
  public:
   ResidualBlock(ImageSize in, int64_t out_channels, int64_t stride,
-                const std::function<std::unique_ptr<Layer>()>& norm);
+                const std::function<std::unique_ptr<Layer>()>& norm,
+                ConvAlgorithm algorithm = ConvAlgorithm::kAuto);
   ~ResidualBlock() override;
   std::string describe() const override;
   void bind_backend(const Backend& backend) override;
