@@ -179,15 +179,15 @@ double softmax_xent(const float* logits, const int32_t* labels, float* dlogits, 
     if (dlogits) {
       // Each exponential once: kept in the gradient row, then scaled.
       float* d = dlogits + r * classes;
-      for (int64_t c = 0; c < classes; ++c) {
-        d[c] = std::exp(z[c] - mx);
-        sum += d[c];
-      }
+      for (int64_t c = 0; c < classes; ++c) d[c] = fast_exp(z[c] - mx);
+#pragma omp simd reduction(+ : sum)
+      for (int64_t c = 0; c < classes; ++c) sum += d[c];
       const float inv = grad_scale / sum;
       for (int64_t c = 0; c < classes; ++c) d[c] *= inv;
       d[label] -= grad_scale;
     } else {
-      for (int64_t c = 0; c < classes; ++c) sum += std::exp(z[c] - mx);
+#pragma omp simd reduction(+ : sum)
+      for (int64_t c = 0; c < classes; ++c) sum += fast_exp(z[c] - mx);
     }
     const float log_sum = std::log(sum);
     loss += static_cast<double>(log_sum - (z[label] - mx));

@@ -170,7 +170,7 @@ namespace {
 inline void softmax_inplace(float* row, int64_t n) {
   float mx = row[0];
   for (int64_t j = 1; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-  for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - mx);
+  for (int64_t j = 0; j < n; ++j) row[j] = fast_exp(row[j] - mx);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) sum += row[j];
@@ -193,8 +193,9 @@ BATON_CLONES
 void softmax_row(float* row, int64_t n) { softmax_inplace(row, n); }
 
 BATON_CLONES
-void causal_softmax_backward(const float* p, float* dp, int64_t seq, float scale) {
-  for (int64_t t = 0; t < seq; ++t) {
+void causal_softmax_backward(const float* p, float* dp, int64_t seq, float scale, int64_t first,
+                             int64_t end) {
+  for (int64_t t = first; t < end; ++t) {
     const float* pr = p + t * seq;
     float* dr = dp + t * seq;
     float dot = 0.0f;

@@ -53,7 +53,9 @@ void softmax_row(float* row, int64_t n);
 // The causal softmax's backward, in place on dp (seq, seq): from the
 // probabilities p and the gradient of the probabilities, the gradient of
 // the scores times `scale` (the 1/sqrt(d) the scores were scaled by);
-// zeros above the diagonal.
-void causal_softmax_backward(const float* p, float* dp, int64_t seq, float scale);
+// zeros above the diagonal. Rows [first, end) only; each reads its own
+// row's entries up to the diagonal.
+void causal_softmax_backward(const float* p, float* dp, int64_t seq, float scale, int64_t first,
+                             int64_t end);
 
 }  // namespace baton::cpu
