@@ -229,25 +229,28 @@ TEST_F(MultiHost, LaunchRestartsTheJobWhenOneHostsRanksAreKilled) {
 // measures the link between the hosts (its "network" class), `baton
 // predict` predicts a 2-host step from it and the model's step measured
 // here, and a multi_worker_mirrored run across the hosts measures it:
-// within 25%. Up to three prediction/run pairs (a busy shared machine is
-// noise; a wrong model is wrong every time), each printed.
+// within 25%. Up to three calibration/prediction/run rounds (a busy shared
+// machine is noise; a wrong model is wrong every time), each printed.
 TEST_F(MultiHost, PredictedStepIsWithinAQuarterOfTheMeasured) {
   ASSERT_TRUE(exited_ok(
       run_child(kTestbed, {"testbed.sh", "shape", "bt-t2", "200mbit", "-"}, {}, 30).status));
   std::ofstream(path("hosts_1")) << "bt-t1 slots=1\nbt-t2 slots=1\n";
   std::ofstream(path("topology_2.json")) << R"({"hosts": 2, "devices_per_host": 1})";
   const std::string mpirun = find_on_path("mpirun");
-  const ChildResult cal =
-      run_child(mpirun,
-                {"mpirun", "-n", "2", "--hostfile", path("hosts_1"), BATON_BINARY, "calibrate",
-                 "--out", path("cal.json"), "--max-bytes", "1048576"},
-                env(), 180);
-  ASSERT_TRUE(exited_ok(cal.status)) << cal.out << cal.err;
-  std::printf("%s", cal.out.c_str());
-  const auto links = nlohmann::json::parse(std::ifstream(path("cal.json")))["links"];
-  ASSERT_TRUE(links.contains("network")) << links.dump();
   bool close = false;
   for (int attempt = 1; attempt <= 3 && !close; ++attempt) {
+    // Calibrated again each attempt: the calibration is measured too, and
+    // a neighbour's burst can spoil it (seen in CI: 32-byte messages at
+    // 3.9 ms, so a fitted line 50% off the link's real cost).
+    const ChildResult cal =
+        run_child(mpirun,
+                  {"mpirun", "-n", "2", "--hostfile", path("hosts_1"), BATON_BINARY, "calibrate",
+                   "--out", path("cal.json"), "--max-bytes", "1048576"},
+                  env(), 180);
+    ASSERT_TRUE(exited_ok(cal.status)) << cal.out << cal.err;
+    std::printf("%s", cal.out.c_str());
+    const auto links = nlohmann::json::parse(std::ifstream(path("cal.json")))["links"];
+    ASSERT_TRUE(links.contains("network")) << links.dump();
     const ChildResult pred =
         run_child(BATON_BINARY,
                   {"baton", "predict", path("config.json"), "--topology", path("topology_2.json"),
