@@ -116,7 +116,7 @@ int64_t Conv2d::plan(int64_t max_rows, int64_t in_features) {
   const int64_t m = s.n * s.oh() * s.ow();
   kernel_ = be().plan_conv(s);
   y_ = Tensor({m, o_.out_channels});
-  if (o_.bias || o_.act != Activation::kNone) dpre_ = Tensor({m, o_.out_channels});
+  if (has_epilogue()) dpre_ = Tensor({m, o_.out_channels});
   if (needs_pre_activation(o_.act)) pre_ = Tensor({m, o_.out_channels});
   dx_ = Tensor({max_rows, o_.in.c});
   return o_.out_channels;
@@ -152,7 +152,7 @@ const Tensor& Conv2d::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
     be().bias_activation(y_.data(), bias, m, o_.out_channels, Activation::kNone);
     be().copy(y_.data(), pre_.data(), m * o_.out_channels);
     be().activation_forward(pre_.data(), y_.data(), m * o_.out_channels, o_.act);
-  } else if (bias != nullptr || o_.act != Activation::kNone) {
+  } else if (has_epilogue()) {
     be().bias_activation(y_.data(), bias, m, o_.out_channels, o_.act);
   }
   return y_;
@@ -164,7 +164,7 @@ const Tensor& Conv2d::backward(const Tensor& dy, bool need_input_grad) {
   // A bare convolution (followed by a norm: no bias, no activation) takes
   // dy as it is; otherwise the pre-activation gradient and the bias's.
   const float* g = dy.data();
-  if (o_.bias || o_.act != Activation::kNone) {
+  if (has_epilogue()) {
     dpre_.set_rows(m);
     if (o_.bias) be().fill(b_.grad.data(), o_.out_channels, 0.0f);
     be().activation_backward_bias(y_.data(), pre_.empty() ? nullptr : pre_.data(), dy.data(),

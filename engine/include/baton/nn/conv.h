@@ -68,6 +68,9 @@ class Conv2d final : public Layer {
 
  private:
   ConvShape shape(int64_t rows) const;
+  // Whether a bias or an activation follows the product (else dy is the
+  // product's own gradient: no pre-activation gradient to hold).
+  bool has_epilogue() const { return o_.bias || o_.act != Activation::kNone; }
   Options o_;
   Param w_, b_;  // w: (out, kernel * kernel * in / groups)
   const Tensor* x_ = nullptr;
