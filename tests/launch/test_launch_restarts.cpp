@@ -66,6 +66,11 @@ if [ -n "${FAULT_TRUNCATE:-}" ] && [ "$OMPI_COMM_WORLD_RANK" = 0 ] && [ -d "$FAU
   newest=$(ls -1 "$FAULT_TRUNCATE"/ckpt-*.bin | sort -V | tail -1)
   truncate -s 100 "$newest" && basename "$newest" > "$FAULT_MARK.cut/name"
 fi
+# LINGER_RANK stays LINGER_S seconds after its baton has exited, as a rank
+# slow to exit does (its last files, a sanitizer's exit report).
+if [ "$OMPI_COMM_WORLD_RANK" = "${LINGER_RANK:--1}" ]; then
+  "$@"; rc=$?; sleep "$LINGER_S"; exit $rc
+fi
 exec "$@"
 )";
 
@@ -302,6 +307,17 @@ TEST_F(LaunchRestarts, ARankThatAlwaysDiesSpendsTheRestartsAndFails) {
   EXPECT_EQ(run.status, "failed");
   EXPECT_NE(run.error.find("attempt 3"), std::string::npos) << run.error;
   EXPECT_NE(run.error.find("rank 1"), std::string::npos) << run.error;
+}
+
+// The run is over (the chief sent its end) and one rank's process is gone
+// while another is still exiting: not a death, no restart.
+TEST_F(LaunchRestarts, RanksExitingAtTheirOwnPaceAfterTheEndAreNotDeaths) {
+  const Launched l = launch("linger", {"FAULT_RANK=-1", "LINGER_RANK=1", "LINGER_S=3"},
+                            {"--max-restarts", "0", "--set", "train.steps=300"});
+  EXPECT_EQ(l.exit_code(), 0) << l.result.err << l.result.out;
+  EXPECT_EQ(l.of_type("restart").size(), 0u);
+  HistoryStore store(db(), HistoryStore::Open::kExisting);
+  EXPECT_EQ(store.run(store.resolve("linger")).status, "completed");
 }
 
 // parameter_server (sync, 2 workers and a server): a killed server, or a

@@ -132,6 +132,10 @@ LaunchedRun::LaunchedRun(const StudioContext& ctx, RunRequest request, int ranks
 }
 
 LaunchedRun::~LaunchedRun() {
+  // Waiting below still delivers the launcher's output: nothing of it may
+  // reach this half-destroyed controller or its receivers.
+  QObject::disconnect(&proc_, nullptr, this, nullptr);
+  blockSignals(true);
   if (proc_.state() != QProcess::NotRunning) {
     proc_.terminate();
     if (!proc_.waitForFinished(5000)) proc_.kill();

@@ -22,6 +22,9 @@ namespace baton {
 
 namespace {
 
+// After the chief's run_end, how long the ranks have to exit.
+constexpr double kExitWaitS = 120.0;
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -40,6 +43,7 @@ struct Attempt {
   std::map<int, std::string> node;       // the host each rank says it runs on
   std::string chief_status;              // the chief's run_end status, when it came
   int64_t chief_step = -1;               // and the step it ended at
+  double chief_end_s = -1;               // and when (seconds into the attempt)
   bool ranks_changed = false;  // a rank was heard for the first time since the last report
   std::string rescale;         // why the launcher stopped it to change its worker count
   int rescale_to = 0;
@@ -300,6 +304,8 @@ class Supervisor {
       } else if (state.empty()) {
         if (it == a.ranks.end() || it->second.last_beat_s < 0) {
           state = "starting";
+        } else if (it->second.ended) {
+          state = "done";
         } else {
           state = now - it->second.last_beat_s > 3 * spec_.heartbeat_s ? "late" : "running";
         }
@@ -370,10 +376,15 @@ class Supervisor {
         RankState& st = a.ranks[rank];
         st.step = std::max(st.step, rl.step);
       }
+      if (rl.type == "run_end" && rl.status != "failed" && a.ranks.count(rank) != 0) {
+        a.ranks[rank].ended = true;
+        a.ranks_changed = true;
+      }
       if (rank == 0) {
         if (rl.type == "run_end") {
           a.chief_status = rl.status;
           a.chief_step = rl.step;
+          a.chief_end_s = now;
         }
         if (obs_.on_event) obs_.on_event(text);
         return;
@@ -528,6 +539,17 @@ class Supervisor {
         furthest = a.furthest_step();
         last_progress = now;
       }
+      // The run is over (the chief sent its end): the ranks finish and
+      // exit, each in its own time (a rank writing its last files, a
+      // sanitizer's exit report), and send no more steps. Only a job that
+      // does not exit at all is ended.
+      if (a.chief_end_s >= 0) {
+        if (now - a.chief_end_s > kExitWaitS) {
+          return end_now("the ranks did not exit within " + seconds_text(kExitWaitS) +
+                         " of the run's end");
+        }
+        continue;
+      }
       if (std::string dead = find_dead(a); !dead.empty()) return end_now(std::move(dead));
       if (std::string hung = find_hang(a, now); !hung.empty()) return end_now(std::move(hung));
       if (now - last_progress > spec_.progress_timeout_s) {
@@ -568,7 +590,7 @@ class Supervisor {
   // reports a death only once it has ended the others).
   std::string find_dead(Attempt& a) const {
     for (const auto& [r, st] : a.ranks) {
-      if (st.pid <= 0 || a.node.at(r) != local_host_) continue;
+      if (st.pid <= 0 || st.ended || a.node.at(r) != local_host_) continue;
       if (::kill(static_cast<pid_t>(st.pid), 0) != 0 && errno == ESRCH) {
         a.stalled_rank = r;
         return "rank " + std::to_string(r) + " (pid " + std::to_string(st.pid) + " on " + st.host +
@@ -582,7 +604,9 @@ class Supervisor {
     for (int r = 0; r < a.np; ++r) {
       const auto it = a.ranks.find(r);
       const double last = it == a.ranks.end() ? 0.0 : it->second.last_beat_s;
-      if (now - last <= spec_.heartbeat_timeout_s) continue;
+      if (now - last <= spec_.heartbeat_timeout_s || (it != a.ranks.end() && it->second.ended)) {
+        continue;
+      }
       a.stalled_rank = r;
       if (it == a.ranks.end()) {
         return "rank " + std::to_string(r) + " sent no heartbeat within " +

@@ -88,6 +88,9 @@ struct RankState {
   std::string host;
   int64_t step = -1;
   double last_beat_s = -1;  // seconds since the attempt started; -1: never
+  // Sent its run_end (completed or stopped): its exit, and its silence
+  // while the others finish, are expected.
+  bool ended = false;
 };
 
 struct Restart {
