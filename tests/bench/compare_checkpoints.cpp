@@ -3,13 +3,14 @@
 // Loads each folder's newest valid checkpoint and compares its tensors
 // (parameters, buffers, optimizer state) bit for bit. Prints the step and
 // "identical (N tensors)" or the first difference; exit 0 identical, 1 not,
-// 2 when a folder has no checkpoint.
+// 2 when a folder is missing or has no checkpoint.
 #include <baton/core/error.h>
 #include <baton/train/checkpoint.h>
 
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <optional>
 
 int main(int argc, char** argv) {
@@ -20,6 +21,12 @@ int main(int argc, char** argv) {
   try {
     std::optional<baton::CheckpointData> d[2];
     for (int i = 0; i < 2; ++i) {
+      // Read only: a CheckpointManager makes its folder when it is absent.
+      std::error_code ec;
+      if (!std::filesystem::is_directory(argv[1 + i], ec)) {
+        std::fprintf(stderr, "%s: not a folder\n", argv[1 + i]);
+        return 2;
+      }
       d[i] = baton::CheckpointManager(argv[1 + i], 1).load_latest();
       if (!d[i]) {
         std::fprintf(stderr, "%s: no valid checkpoint\n", argv[1 + i]);
