@@ -42,6 +42,10 @@ bash "$root/packaging/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDeb
 # The studio's tests run the sanitized `baton` too, under mpirun for its
 # launched runs (OpenMPI's own leaks at exit are suppressed in that binary:
 # app/sanitizer_defaults.cpp).
+# (The studio is left out of a build without Qt or QCustomPlot: here it
+# must be there.)
+ctest --test-dir "$root/build-asan" -N -L '^ui$' | grep -q 'Total Tests: [1-9]' ||
+  { echo "the ASan build has no studio tests (Qt 6 or QCustomPlot not found?)"; exit 1; }
 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L "^(engine|ui)$" \
     -E "Gpt2SmallTrainsAStep"

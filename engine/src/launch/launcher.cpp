@@ -59,6 +59,11 @@ struct Attempt {
   int stalled_rank = -1;
   double detected_unix_s = 0;
 
+  double newest_beat() const {
+    double t = -1;
+    for (const auto& [r, st] : ranks) t = std::max(t, st.last_beat_s);
+    return t;
+  }
   int64_t furthest_step() const {
     int64_t s = -1;
     for (const auto& [r, st] : ranks) s = std::max(s, st.step);
@@ -384,7 +389,8 @@ class Supervisor {
         if (rl.type == "run_end") {
           a.chief_status = rl.status;
           a.chief_step = rl.step;
-          a.chief_end_s = now;
+          // A failed chief's end is its failure (its error line names it).
+          if (rl.status != "failed") a.chief_end_s = now;
         }
         if (obs_.on_event) obs_.on_event(text);
         return;
@@ -496,8 +502,9 @@ class Supervisor {
       // Not before every rank has been heard: a rank's first heartbeat
       // comes after it installed its stop handler, and a SIGUSR1 before
       // that would kill it (a failure, a restart spent) instead of
-      // stopping it at a checkpoint.
-      if (spec_.elastic.enabled && !stop_sent && a.rescale.empty() && every_rank_heard(a) &&
+      // stopping it at a checkpoint. Nor once the run has ended.
+      if (spec_.elastic.enabled && !stop_sent && a.chief_end_s < 0 && a.rescale.empty() &&
+          every_rank_heard(a) &&
           now - last_discovery >= spec_.elastic.discovery_interval_s) {
         last_discovery = now;
         int to = 0;
@@ -540,13 +547,14 @@ class Supervisor {
         last_progress = now;
       }
       // The run is over (the chief sent its end): the ranks finish and
-      // exit, each in its own time (a rank writing its last files, a
-      // sanitizer's exit report), and send no more steps. Only a job that
-      // does not exit at all is ended.
+      // exit, each in its own time (the chief's history and summary, a
+      // sanitizer's exit report), and send no more steps. A rank beats
+      // until its work is done; only a job silent and not exiting for
+      // kExitWaitS after that is ended.
       if (a.chief_end_s >= 0) {
-        if (now - a.chief_end_s > kExitWaitS) {
+        if (now - std::max(a.chief_end_s, a.newest_beat()) > kExitWaitS) {
           return end_now("the ranks did not exit within " + seconds_text(kExitWaitS) +
-                         " of the run's end");
+                         " of the run's end and their last heartbeat");
         }
         continue;
       }
