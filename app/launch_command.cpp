@@ -4,6 +4,7 @@
 #include <baton/core/child_process.h>
 #include <baton/core/error.h>
 #include <baton/core/temp_file.h>
+#include <baton/history/sink.h>
 #include <baton/history/store.h>
 #include <baton/launch/host_pool.h>
 #include <baton/launch/launcher.h>
@@ -107,6 +108,31 @@ namespace {
 
 std::string absolute(const std::string& path) {
   return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+}
+
+// A run whose every attempt failed before its chief recorded it: its
+// record, failed with `why`, and the launcher's error event.
+void record_unstarted_run(const std::string& db_path, const std::string& run_id,
+                          const RunConfig& cfg, int ranks, int64_t step, const std::string& why,
+                          const std::string& data) {
+  {
+    HistorySink sink(db_path);
+    RunStartEvent start;
+    start.run = run_id;
+    start.name = cfg.name;
+    start.strategy = cfg.strategy.type;
+    // One replica a process (the chief would say how many it made).
+    start.replicas = cfg.strategy.type == "parameter_server" ? ranks - cfg.strategy.num_ps : ranks;
+    start.config = cfg.raw;
+    sink.emit(start);
+    RunEndEvent end;
+    end.run = run_id;
+    end.status = "failed";  // and why: the launcher's event below
+    sink.emit(end);
+    sink.close();
+  }
+  HistoryStore(db_path, HistoryStore::Open::kExisting)
+      .record_launcher_event(run_id, step, "error", why, data, true);
 }
 
 }  // namespace
@@ -301,6 +327,11 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   };
   obs.on_restart = [&](const Restart& r) {
     const bool last = r.attempt > spec.max_restarts;
+    const std::string message = "attempt " + std::to_string(r.attempt) + ": " + r.cause;
+    const std::string data =
+        nlohmann::json{{"source", "launcher"}, {"attempt", r.attempt}, {"rank", r.rank},
+                       {"host", r.host},       {"step", r.step},       {"restarting", !last}}
+            .dump();
     std::fprintf(human, "baton launch: attempt %d failed: %s%s\n", r.attempt, r.cause.c_str(),
                  last ? "" : "; restarting from the newest checkpoint");
     std::fflush(human);
@@ -310,12 +341,13 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
       std::error_code ec;
       if (std::filesystem::exists(db_path, ec)) {
         HistoryStore store(db_path, HistoryStore::Open::kExisting);
-        const nlohmann::json data = {{"source", "launcher"}, {"attempt", r.attempt},
-                                     {"rank", r.rank},       {"host", r.host},
-                                     {"step", r.step},       {"restarting", !last}};
-        store.record_launcher_event(spec.run_id, r.step, "error",
-                                    "attempt " + std::to_string(r.attempt) + ": " + r.cause,
-                                    data.dump(), last);
+        if (store.record_launcher_event(spec.run_id, r.step, "error", message, data, last)) return;
+      }
+      // No attempt got as far as recording the run (its ranks died before
+      // the chief's start, every time): the launcher records it, failed,
+      // with why, once there is no attempt left to do so.
+      if (last) {
+        record_unstarted_run(db_path, spec.run_id, cfg, spec.job.ranks, r.step, message, data);
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "baton launch: warning: could not record the failure in %s: %s\n",

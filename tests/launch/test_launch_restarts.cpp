@@ -309,6 +309,22 @@ TEST_F(LaunchRestarts, ARankThatAlwaysDiesSpendsTheRestartsAndFails) {
   EXPECT_NE(run.error.find("rank 1"), std::string::npos) << run.error;
 }
 
+// Ranks that die before the chief has recorded the run, in every attempt:
+// the launcher records it itself once no attempt is left, failed, with why.
+TEST_F(LaunchRestarts, ARunWhoseRanksNeverStartIsStillRecordedAsFailed) {
+  const Launched l =
+      launch("stillborn", {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=0", "FAULT_ALWAYS=1"},
+             {"--max-restarts", "1"});
+  EXPECT_EQ(l.exit_code(), 1) << l.result.err;
+  EXPECT_EQ(l.of_type("restart").size(), 1u);
+  HistoryStore store(db(), HistoryStore::Open::kExisting);
+  const RunRecord run = store.run(store.resolve("stillborn"));
+  EXPECT_EQ(run.status, "failed");
+  EXPECT_EQ(run.name, "launch-test");
+  EXPECT_NE(run.error.find("attempt 2"), std::string::npos) << run.error;
+  EXPECT_NE(run.error.find("rank 1"), std::string::npos) << run.error;
+}
+
 // The run is over (the chief sent its end) and one rank's process is gone
 // while another is still exiting: not a death, no restart.
 TEST_F(LaunchRestarts, RanksExitingAtTheirOwnPaceAfterTheEndAreNotDeaths) {
