@@ -12,6 +12,7 @@
 #include <baton/train/run_config.h>
 #include <baton/train/run_dir.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -121,8 +122,10 @@ void record_unstarted_run(const std::string& db_path, const std::string& run_id,
     start.run = run_id;
     start.name = cfg.name;
     start.strategy = cfg.strategy.type;
-    // One replica a process (the chief would say how many it made).
-    start.replicas = cfg.strategy.type == "parameter_server" ? ranks - cfg.strategy.num_ps : ranks;
+    // One replica a process (the chief would say how many it made); an
+    // elastic job's count is the launcher's, unknown here.
+    start.replicas = std::max(
+        1, cfg.strategy.type == "parameter_server" ? ranks - cfg.strategy.num_ps : ranks);
     start.config = cfg.raw;
     sink.emit(start);
     RunEndEvent end;
