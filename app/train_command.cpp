@@ -1,6 +1,7 @@
 #include "train_command.h"
 
 #include <baton/comm/mpi.h>
+#include <baton/comm/tcp.h>
 #include <baton/core/atomic_file.h>
 #include <baton/core/error.h>
 #include <baton/launch/heartbeat.h>
@@ -72,6 +73,21 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                     "Write a Chrome trace (open it in Perfetto or chrome://tracing) of every "
                     "process's step phases and collectives, on one clock, to FILE when the run "
                     "ends; the history keeps it too (baton history timeline ID)");
+  train
+      ->add_option("--ps-workers", a.ps_workers,
+                   "parameter_server (async): the job's worker slots, with workers reaching "
+                   "the servers over TCP so one can die and be replaced while the others go on. "
+                   "The MPI job then holds the chief and the servers; other workers run with "
+                   "--ps-worker (baton launch sets these)")
+      ->check(CLI::PositiveNumber);
+  train
+      ->add_option("--ps-worker", a.ps_worker,
+                   "With --ps-workers: this process is worker K (1 to slots - 1) outside the "
+                   "MPI job, joining the servers at --ps-servers")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--ps-servers", a.ps_servers,
+                    "With --ps-worker: the servers' HOST:PORT, comma-separated, in server order "
+                    "(the chief's run_start event lists them)");
   train->add_option("--sample-log", a.sample_log,
                     "Write the dataset indices every replica trains on at each step to files "
                     "in DIR (one per process): for checking that restarts and rescales skip and "
@@ -148,6 +164,32 @@ void check_flag_paths(const TrainArgs& a) {
   }
 }
 
+PsJoin ps_join_of(const TrainArgs& a) {
+  PsJoin j;
+  if ((a.ps_worker >= 1 || !a.ps_servers.empty()) && a.ps_workers <= 0) {
+    throw InputError("--ps-worker and --ps-servers need --ps-workers (the job's worker slots)");
+  }
+  if ((a.ps_worker >= 1) != !a.ps_servers.empty()) {
+    throw InputError("--ps-worker and --ps-servers go together: a worker outside the MPI job "
+                     "and the servers it joins");
+  }
+  j.workers = a.ps_workers;
+  j.worker = a.ps_worker;
+  size_t at = 0;
+  while (!a.ps_servers.empty() && at <= a.ps_servers.size()) {
+    const size_t comma = a.ps_servers.find(',', at);
+    const std::string one =
+        a.ps_servers.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    std::string host;
+    int port = 0;
+    tcp::split_address(one, &host, &port, "--ps-servers");
+    j.servers.push_back(one);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return j;
+}
+
 int train_in_process(const TrainArgs& a, const std::string& exe_path,
                      const std::atomic<bool>* stop) {
   check_flag_paths(a);
@@ -175,6 +217,7 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   req.progress = &progress;
   req.sample_log_dir = a.sample_log;
   req.timeline = !a.timeline.empty();
+  req.ps_join = ps_join_of(a);
   req.record_history = !a.no_db;
   req.history_db = a.db;
   req.stop = stop;

@@ -24,6 +24,11 @@ struct TrainArgs {
   double heartbeat_s = 0;  // > 0: a heartbeat line on stdout this often (baton launch)
   std::string sample_log;  // a folder: each step's sample indices (train/sample_log.h)
   std::string timeline;    // a Chrome trace of every process's spans, written at the end
+  // parameter_server (async) over TCP (baton launch sets these): the job's
+  // worker slots; this process's slot outside the MPI job; its servers.
+  int ps_workers = 0;
+  int ps_worker = -1;
+  std::string ps_servers;  // host:port,host:port
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

@@ -10,7 +10,11 @@ namespace baton {
 RunSession::RunSession(RunSpec request, Telemetry& telemetry)
     : req_(std::move(request)), telemetry_(telemetry) {
   const RunConfig& cfg = req_.config;
-  if (req_.in_mpi_job) place_ = place_in_job(cfg.strategy.type);
+  if (req_.ps_join.worker >= 1) {
+    place_ = JobPlace{req_.ps_join.worker, 1};
+  } else if (req_.in_mpi_job) {
+    place_ = place_in_job(cfg.strategy.type);
+  }
   registry_.load_plugin_dir(req_.plugin_dir);
 
   root_ = req_.runs_root.empty() ? default_runs_root() : req_.runs_root;
@@ -42,6 +46,7 @@ RunSession::RunSession(RunSpec request, Telemetry& telemetry)
   opt.progress = req_.progress;
   opt.sample_log_dir = req_.sample_log_dir;
   opt.timeline = req_.timeline;
+  opt.ps_join = req_.ps_join;
   opt.checkpoint_dir = checkpoint_dir_;
   // Building the trainer validates the model and data against the plugins.
   trainer_ = std::make_unique<Trainer>(cfg, registry_, telemetry_, opt);

@@ -24,6 +24,9 @@
 #include <baton/nn/kernels.h>
 #include <baton/strategy/strategy.h>
 
+#include "ps_shard.h"
+#include "ps_tcp.h"
+
 #ifdef BATON_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -36,6 +39,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <unistd.h>
 
 namespace baton {
 
@@ -79,26 +83,7 @@ int count_of(int64_t n) {
 struct ParameterServerStrategy::Impl {};
 #endif
 
-ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, int64_t max_staleness,
-                                                 const std::string& file)
-    : num_ps_(num_ps), sync_(sync), max_staleness_(max_staleness) {
-#ifdef BATON_HAVE_MPI
-  if (!MpiRuntime::is_initialized()) {
-    throw InputError(file +
-                     ": strategy.type: parameter_server runs one process per MPI rank "
-                     "(workers, then num_ps servers): start it with mpirun, e.g. mpirun -n 3 "
-                     "baton train " +
-                     file);
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  if (num_ps_ < 1 || num_ps_ >= size_) {
-    throw InputError(file + ": strategy.num_ps: " + std::to_string(num_ps_) +
-                     " parameter server(s) in a job of " + std::to_string(size_) +
-                     " process(es) leave no worker; start at least " + std::to_string(num_ps_ + 1) +
-                     " ranks or lower num_ps");
-  }
-  num_workers_ = size_ - num_ps_;
+void ParameterServerStrategy::check_staleness(const std::string& file) const {
   if (max_staleness_ >= 0 && max_staleness_ < num_workers_ - 1) {
     // Every push is one update: once each worker has pushed, some push is
     // always at least workers - 1 versions stale.
@@ -109,6 +94,35 @@ ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, int64_t 
                      "best); use at least " +
                      std::to_string(num_workers_ - 1) + ", or mode sync");
   }
+}
+
+ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, int64_t max_staleness,
+                                                 const std::string& file, PsJoin join)
+    : num_ps_(num_ps), sync_(sync), max_staleness_(max_staleness), join_(std::move(join)) {
+  if (tcp()) {
+    start_tcp(file);
+    return;
+  }
+#ifdef BATON_HAVE_MPI
+  if (!MpiRuntime::is_initialized()) {
+    throw InputError(file +
+                     ": strategy.type: parameter_server runs one process per MPI rank "
+                     "(workers, then num_ps servers): start it with mpirun, e.g. mpirun -n 3 "
+                     "baton train " +
+                     file);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  mpi_rank_ = rank_;
+  mpi_size_ = size_;
+  if (num_ps_ < 1 || num_ps_ >= size_) {
+    throw InputError(file + ": strategy.num_ps: " + std::to_string(num_ps_) +
+                     " parameter server(s) in a job of " + std::to_string(size_) +
+                     " process(es) leave no worker; start at least " + std::to_string(num_ps_ + 1) +
+                     " ranks or lower num_ps");
+  }
+  num_workers_ = size_ - num_ps_;
+  check_staleness(file);
   is_ps_ = rank_ >= num_workers_;
   impl_ = std::make_unique<Impl>();
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
@@ -131,6 +145,81 @@ ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, int64_t 
 }
 
 ParameterServerStrategy::~ParameterServerStrategy() = default;
+
+void ParameterServerStrategy::start_tcp(const std::string& file) {
+  num_workers_ = join_.workers;
+  size_ = num_workers_ + num_ps_;
+  if (num_ps_ < 1) {
+    throw InputError(file + ": strategy.num_ps: " + std::to_string(num_ps_) +
+                     " parameter servers; expected at least 1");
+  }
+  if (sync_) {
+    throw InputError(file +
+                     ": strategy.mode: sync; workers that join their servers over TCP "
+                     "(--ps-workers) need mode async (a synchronous round would wait for a "
+                     "dead worker)");
+  }
+  check_staleness(file);
+  tcp_ = std::make_unique<Tcp>();
+  impl_ = std::make_unique<Impl>();
+  if (outside_job()) {
+    if (join_.worker >= num_workers_) {
+      throw InputError("--ps-worker " + std::to_string(join_.worker) + ": the job has " +
+                       std::to_string(num_workers_) + " worker slots (--ps-workers): 1 to " +
+                       std::to_string(num_workers_ - 1) + " (0 is the chief, in the MPI job)");
+    }
+    if (static_cast<int>(join_.servers.size()) != num_ps_) {
+      throw InputError("--ps-servers: " + std::to_string(join_.servers.size()) +
+                       " address(es), but strategy.num_ps is " + std::to_string(num_ps_));
+    }
+    rank_ = join_.worker;
+    addresses_ = join_.servers;
+    return;
+  }
+#ifdef BATON_HAVE_MPI
+  if (!MpiRuntime::is_initialized()) {
+    throw InputError(file + ": --ps-workers: the chief and the servers run as one MPI job (" +
+                     std::to_string(1 + num_ps_) + " ranks): start them with mpirun");
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &mpi_size_);
+  if (mpi_size_ != 1 + num_ps_) {
+    throw InputError(file + ": strategy.num_ps: with --ps-workers the MPI job holds the chief and " +
+                     std::to_string(num_ps_) + " server(s), " + std::to_string(1 + num_ps_) +
+                     " ranks; this one has " + std::to_string(mpi_size_));
+  }
+  is_ps_ = mpi_rank_ >= 1;
+  rank_ = is_ps_ ? num_workers_ + mpi_rank_ - 1 : 0;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
+  check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  // Each server listens; the chief learns where ("host:port", this host's
+  // as 127.0.0.1) and passes it on (its run_start names them).
+  constexpr int kRecord = 320;
+  std::array<char, kRecord> mine{};
+  if (is_ps_) {
+    tcp_->listener = tcp::listen_any(&tcp_->port);
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    std::snprintf(mine.data(), mine.size(), "%s:%d", host, tcp_->port);
+  }
+  std::vector<char> all(mpi_rank_ == 0 ? static_cast<size_t>(kRecord * mpi_size_) : 0);
+  check(MPI_Gather(mine.data(), kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR, 0, impl_->comm),
+        "MPI_Gather");
+  if (mpi_rank_ == 0) {
+    char here[256] = {};
+    ::gethostname(here, sizeof(here) - 1);
+    for (int r = 1; r < mpi_size_; ++r) {
+      std::string record(all.data() + static_cast<size_t>(r) * kRecord);
+      const size_t colon = record.rfind(':');
+      if (record.substr(0, colon) == here) record = "127.0.0.1" + record.substr(colon);
+      addresses_.push_back(record);
+    }
+  }
+#else
+  throw InputError(file + ": --ps-workers: the chief and the servers run as one MPI job, and "
+                          "this build has no MPI (BATON_WITH_MPI=OFF)");
+#endif
+}
 
 std::vector<std::string> ParameterServerStrategy::devices() const {
   if (is_ps_) return {"ps:" + std::to_string(rank_ - num_workers_) + "/cpu:0"};
@@ -174,29 +263,6 @@ void ParameterServerStrategy::plan(const std::vector<Param*>& params) {
 #endif
 }
 
-#ifdef BATON_HAVE_MPI
-namespace {
-// Flattens the `field` (grad or value) of shard s's parameters into out.
-void pack(const std::vector<Param*>& params, const std::vector<int>& shard_of, int s, bool grad,
-          float* out) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (shard_of[i] != s) continue;
-    const Tensor& t = grad ? params[i]->grad : params[i]->value;
-    std::memcpy(out, t.data(), sizeof(float) * static_cast<size_t>(t.numel()));
-    out += t.numel();
-  }
-}
-void unpack(const std::vector<Param*>& params, const std::vector<int>& shard_of, int s, bool grad,
-            const float* in) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (shard_of[i] != s) continue;
-    Tensor& t = grad ? params[i]->grad : params[i]->value;
-    std::memcpy(t.data(), in, sizeof(float) * static_cast<size_t>(t.numel()));
-    in += t.numel();
-  }
-}
-}  // namespace
-#endif
 
 void ParameterServerStrategy::reduce_gradients(const PerReplica<std::vector<Param*>>& /*pr*/) {
   // Nothing to combine among workers: the servers do it (apply_updates).
@@ -207,6 +273,10 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
   // Clipping (and the norm for telemetry); the trainer does not step its own
   // optimizer under remote updates.
   apply(0);
+  if (tcp()) {
+    push_pull_tcp(per_replica[0]);
+    return;
+  }
 #ifdef BATON_HAVE_MPI
   const std::vector<Param*>& params = per_replica[0];
   if (shard_of_.size() != params.size()) plan(params);
@@ -226,7 +296,7 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
     check(MPI_Irecv(m.values[us].data(), n, MPI_FLOAT, server, kTagReply, m.comm,
                     &m.requests[4 * us + 1]),
           "MPI_Irecv");
-    pack(params, shard_of_, s, true, buf_[us].data());
+    ps_pack(params, shard_of_, s, true, buf_[us].data());
     m.send_header[us] = {kPush, static_cast<double>(version_[us]), static_cast<double>(rows_),
                          static_cast<double>(global_rows_)};
     check(MPI_Isend(m.send_header[us].data(), 4, MPI_DOUBLE, server, kTagHeader, m.comm,
@@ -240,7 +310,7 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
         "MPI_Waitall");
   for (int s = 0; s < num_ps_; ++s) {
     const size_t us = static_cast<size_t>(s);
-    unpack(params, shard_of_, s, false, m.values[us].data());
+    ps_unpack(params, shard_of_, s, false, m.values[us].data());
     version_[us] = static_cast<int64_t>(m.recv_header[us][0]);
     const auto stale = static_cast<int64_t>(m.recv_header[us][1]);
     window_.add(stale);
@@ -255,6 +325,10 @@ void ParameterServerStrategy::apply_updates(const PerReplica<std::vector<Param*>
 void ParameterServerStrategy::finish() {
   if (is_ps_ || finished_) return;
   finished_ = true;
+  if (tcp()) {
+    finish_tcp();
+    return;
+  }
 #ifdef BATON_HAVE_MPI
   for (int s = 0; s < num_ps_; ++s) {
     const std::array<double, 4> done{kDone, 0, 0, 0};
@@ -265,6 +339,7 @@ void ParameterServerStrategy::finish() {
 }
 
 void ParameterServerStrategy::share_from_chief(std::string& text) const {
+  if (outside_job()) return;  // no collective reaches it
 #ifdef BATON_HAVE_MPI
   // Every process, the servers too (they resume before they serve).
   uint64_t n = text.size();
@@ -279,6 +354,7 @@ void ParameterServerStrategy::share_from_chief(std::string& text) const {
 
 ClockOffset ParameterServerStrategy::clock_offset_to_chief(
     const std::function<int64_t()>& now_ns) {
+  if (outside_job()) return {};
 #ifdef BATON_HAVE_MPI
   // Every process, the servers too (their serving shows on the timeline).
   constexpr int kTagClock = 17;
@@ -292,7 +368,7 @@ ClockOffset ParameterServerStrategy::clock_offset_to_chief(
           "MPI_Recv");
     return v;
   };
-  return clock_offset_to_root(rank_, size_, 0, link, now_ns);
+  return clock_offset_to_root(mpi_rank_, mpi_size_, 0, link, now_ns);
 #else
   (void)now_ns;
   return {};
@@ -300,9 +376,10 @@ ClockOffset ParameterServerStrategy::clock_offset_to_chief(
 }
 
 std::vector<std::string> ParameterServerStrategy::gather_to_chief(const std::string& text) {
+  if (outside_job()) return {};
 #ifdef BATON_HAVE_MPI
   const int n = count_of(static_cast<int64_t>(text.size()));
-  std::vector<int> sizes(static_cast<size_t>(size_), 0);
+  std::vector<int> sizes(static_cast<size_t>(mpi_size_), 0);
   check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, impl_->comm), "MPI_Gather");
   std::vector<int> offsets(sizes.size(), 0);
   int64_t total = 0;
@@ -310,11 +387,11 @@ std::vector<std::string> ParameterServerStrategy::gather_to_chief(const std::str
     offsets[r] = count_of(total);
     total += sizes[r];
   }
-  std::string all(rank_ == 0 ? static_cast<size_t>(total) : 0, '\0');
+  std::string all(mpi_rank_ == 0 ? static_cast<size_t>(total) : 0, '\0');
   check(MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
                     0, impl_->comm),
         "MPI_Gatherv");
-  if (rank_ != 0) return {};
+  if (mpi_rank_ != 0) return {};
   std::vector<std::string> parts;
   for (size_t r = 0; r < sizes.size(); ++r) {
     parts.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(sizes[r])));
@@ -326,6 +403,7 @@ std::vector<std::string> ParameterServerStrategy::gather_to_chief(const std::str
 }
 
 void ParameterServerStrategy::broadcast_tensors_from_chief(const std::vector<Tensor*>& tensors) {
+  if (outside_job()) return;
 #ifdef BATON_HAVE_MPI
   for (Tensor* t : tensors) {
     check(MPI_Bcast(t->data(), count_of(t->numel()), MPI_FLOAT, 0, impl_->comm), "MPI_Bcast");
@@ -340,8 +418,9 @@ std::vector<int64_t> ParameterServerStrategy::fetch_remote_state(
     const std::vector<Tensor*>& optimizer) {
   std::vector<int64_t> updates;
   if (is_ps_) return updates;
-#ifdef BATON_HAVE_MPI
   if (shard_of_.size() != params.size()) plan(params);
+  if (tcp()) return snapshot_tcp(params, values, optimizer);
+#ifdef BATON_HAVE_MPI
   const size_t np = params.size();
   if (values.size() != np || (np > 0 && optimizer.size() % np != 0)) {
     throw RuntimeError("parameter_server: a snapshot's tensors do not match the model");
@@ -384,70 +463,24 @@ StalenessStats ParameterServerStrategy::drain_staleness() {
   return out;
 }
 
-#ifdef BATON_HAVE_MPI
-namespace {
-// Bounded staleness: whether applying one more update now (the server at
-// `version`) keeps every other live worker's next push within `bound`
-// versions, were the servers to apply them oldest first from here on.
-// `reads`: the versions the other live workers' values came from.
-bool keeps_bound(int64_t version, std::vector<int64_t>& reads, int64_t bound) {
-  std::sort(reads.begin(), reads.end());
-  for (size_t i = 0; i < reads.size(); ++i) {
-    if (version + 1 + static_cast<int64_t>(i) - reads[i] > bound) return false;
-  }
-  return true;
-}
-}  // namespace
-#endif
 
 int64_t ParameterServerStrategy::serve(
     const std::vector<Param*>& params, const OptimizerOptions& opt,
     const std::function<float(int64_t)>& lr_of_update,
     const std::vector<std::pair<std::string, Tensor*>>& restored) {
-  int64_t version = 0;
-#ifdef BATON_HAVE_MPI
   plan(params);
   const int me = rank_ - num_workers_;
-  std::vector<Param*> mine;
-  std::vector<size_t> index_of_mine;  // each one's index in the model
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (shard_of_[i] != me) continue;
-    mine.push_back(params[i]);
-    index_of_mine.push_back(i);
-  }
-  const std::vector<int> mine_shard(mine.size(), me);
-  // The trainer does not clip under a synchronous server: the server clips
-  // the round's sum (below). The optimizer itself never clips.
-  Optimizer optimizer(opt, mine);
-  const auto state = optimizer.state();  // m0.., v0.. over `mine`
-  const size_t kinds = mine.empty() ? 0 : state.size() / mine.size();
-  if (!restored.empty()) {
-    // A resume: this shard's share of the whole model's optimizer state,
-    // and the update count the server had (the values came with the
-    // chief's broadcast).
-    const size_t np = params.size();
-    if (restored.size() != kinds * np) {
-      throw RuntimeError("parameter_server: the restored optimizer state holds " +
-                         std::to_string(restored.size()) + " tensors; this server's needs " +
-                         std::to_string(kinds) + " per parameter");
-    }
-    for (size_t c = 0; c < kinds; ++c) {
-      for (size_t k = 0; k < mine.size(); ++k) {
-        *state[c * mine.size() + k].second = *restored[c * np + index_of_mine[k]].second;
-      }
-    }
-    version = version_[static_cast<size_t>(me)];
-    optimizer.set_steps_taken(version);
-  }
+  PsShard shard(params, shard_of_, me, opt, restored,
+                restored.empty() ? 0 : version_[static_cast<size_t>(me)]);
+  if (tcp()) return serve_tcp(shard, lr_of_update);
+  int64_t version = shard.version();
+#ifdef BATON_HAVE_MPI
   const int n = count_of(shard_size_[static_cast<size_t>(me)]);
-  // A checkpoint's snapshot of this shard: its values, then its optimizer
-  // state (kTagSnap).
-  std::vector<float> snap(static_cast<size_t>(n) * (1 + kinds));
   const bool bounded = !sync_ && max_staleness_ >= 0;
   // A slot per worker holds a push the bound keeps waiting (one otherwise).
   std::vector<std::vector<float>> slot(bounded ? static_cast<size_t>(num_workers_) : 1,
                                        std::vector<float>(static_cast<size_t>(n)));
-  std::vector<float> acc(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+  std::vector<float> acc(static_cast<size_t>(n));
   struct Pending {
     int source;
     int64_t read;  // the version the worker's values came from
@@ -467,10 +500,8 @@ int64_t ParameterServerStrategy::serve(
     const TimelineScope span(timeline_, "update", "optimizer",
                              timeline_lane(TimelineLane::kStepLoop), version,
                              n * static_cast<int64_t>(sizeof(float)));
-    unpack(mine, mine_shard, me, true, g);
-    optimizer.step(lr_of_update(version));
-    ++version;
-    pack(mine, mine_shard, me, false, out.data());
+    shard.apply(g, lr_of_update(version));
+    version = shard.version();
     for (size_t k = 0; k < count; ++k) {
       const int64_t stale = version - 1 - to[k].read;
       window_.add(stale);
@@ -480,7 +511,7 @@ int64_t ParameterServerStrategy::serve(
                                          norm};
       check(MPI_Send(header.data(), 3, MPI_DOUBLE, to[k].source, kTagReplyHeader, comm),
             "MPI_Send");
-      check(MPI_Send(out.data(), n, MPI_FLOAT, to[k].source, kTagReply, comm), "MPI_Send");
+      check(MPI_Send(shard.out(), n, MPI_FLOAT, to[k].source, kTagReply, comm), "MPI_Send");
     }
   };
   // Bounded: applies held pushes, oldest first, while the bound allows.
@@ -495,7 +526,7 @@ int64_t ParameterServerStrategy::serve(
             reads.push_back(read_of[static_cast<size_t>(w)]);
           }
         }
-        if (keeps_bound(version, reads, max_staleness_)) pick = k;
+        if (ps_keeps_bound(version, reads, max_staleness_)) pick = k;
       }
       if (pick == pending.size()) return;
       const Pending p = pending[pick];
@@ -512,12 +543,8 @@ int64_t ParameterServerStrategy::serve(
     const int source = st.MPI_SOURCE;
     if (header[0] == kSnapshot) {
       // The chief checkpoints: this shard as it is now (between updates).
-      pack(mine, mine_shard, me, false, snap.data());
-      float* at = snap.data() + n;
-      for (const auto& [name, t] : state) {
-        std::memcpy(at, t->data(), sizeof(float) * static_cast<size_t>(t->numel()));
-        at += t->numel();
-      }
+      shard.pack_snapshot();
+      const std::vector<float>& snap = shard.snapshot();
       const double v = static_cast<double>(version);
       check(MPI_Send(&v, 1, MPI_DOUBLE, source, kTagSnapHeader, comm), "MPI_Send");
       check(MPI_Send(snap.data(), count_of(static_cast<int64_t>(snap.size())), MPI_FLOAT, source,
@@ -578,10 +605,7 @@ int64_t ParameterServerStrategy::serve(
     }
   }
 #else
-  (void)params;
-  (void)opt;
   (void)lr_of_update;
-  (void)restored;
 #endif
   return version;
 }

@@ -68,6 +68,7 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("start_step", e.start_step);
     r("tokens_per_sample", e.tokens_per_sample);
     r("model_flops_per_step", e.model_flops_per_step);
+    r("ps_servers", e.ps_servers);
     if (j.contains("config")) e.config = j.at("config");
     return e;
   }

@@ -34,6 +34,7 @@ struct ToJson {
               {"config", e.config}});
     if (e.tokens_per_sample > 0) j["tokens_per_sample"] = e.tokens_per_sample;
     if (e.model_flops_per_step > 0) j["model_flops_per_step"] = e.model_flops_per_step;
+    if (!e.ps_servers.empty()) j["ps_servers"] = e.ps_servers;
     return j;
   }
   nlohmann::json operator()(const StepEvent& e) const {

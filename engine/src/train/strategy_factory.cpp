@@ -9,7 +9,12 @@
 
 namespace baton {
 
-std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file) {
+std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file,
+                                        const PsJoin& ps_join) {
+  if (ps_join.workers > 0 && s.type != "parameter_server") {
+    throw InputError(file + ": strategy.type: " + s.type +
+                     "; --ps-workers is for a parameter_server job (mode async)");
+  }
   if (s.type == "one_device") return std::make_unique<OneDeviceStrategy>(s.device);
   CommOptions comm;
   comm.algorithm = parse_comm_algorithm(s.algorithm);
@@ -52,7 +57,7 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
       }
     }
     return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", s.max_staleness,
-                                                     file);
+                                                     file, ps_join);
   }
   if (s.type == "central_storage") {
     return std::make_unique<CentralStorageStrategy>(s.replicas, comm, grads);

@@ -12,6 +12,9 @@ namespace baton {
 
 // `file` names the config in messages. Throws InputError for a strategy this
 // process cannot run (multi_worker_mirrored outside mpirun, no MPI, ...).
-std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file);
+// `ps_join`: a parameter_server's workers over TCP (PsJoin); InputError
+// when it is set for another strategy.
+std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file,
+                                        const PsJoin& ps_join = {});
 
 }  // namespace baton

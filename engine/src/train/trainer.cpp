@@ -72,7 +72,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     throw InputError(cfg_.file + ": loss: mse needs a regression dataset (task: regression)");
   }
 
-  strategy_ = make_strategy(cfg_.strategy, cfg_.file);
+  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join);
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;

@@ -59,6 +59,7 @@ TrainSummary Trainer::run() {
   s.run_t0 = Clock::now();
   resume(s);
   sync_timeline_clock();  // every process, servers too: a collective
+  if (strategy_->joins_servers()) join_servers(s);
   s.sum.start_step = s.step;
   if (!opt_.sample_log_dir.empty()) {
     sample_log_ =
@@ -100,7 +101,9 @@ TrainSummary Trainer::run() {
 }
 
 void Trainer::resume(RunState& s) {
-  if (!opt_.resume) return;
+  // A worker outside the MPI job learns its position from the servers
+  // (join_servers), which the chief's restore reached.
+  if (!opt_.resume || strategy_->outside_job()) return;
   if (!checkpoints_) throw InputError("--resume needs a checkpoint directory");
   // The chief alone reads the checkpoint (it alone writes them): the other
   // processes need no shared file system. What it restored reaches them as
@@ -182,6 +185,21 @@ void Trainer::resume(RunState& s) {
                            std::to_string(s.epoch) + ", batch " + std::to_string(s.skip) + ")");
 }
 
+void Trainer::join_servers(RunState& s) {
+  const int64_t start =
+      strategy_->join_servers(replicas_[0]->params, strategy_->outside_job() ? -1 : s.step);
+  if (!strategy_->outside_job()) return;
+  // A worker outside the MPI job goes on where its slot's last push left
+  // off (a replacement), or where the chief started (a new worker); its
+  // data from that step of its own shard.
+  s.step = std::clamp<int64_t>(start, 0, total_steps_);
+  s.epoch = steps_per_epoch_ > 0 ? s.step / steps_per_epoch_ : 0;
+  s.skip = s.step - s.epoch * steps_per_epoch_;
+  if (opt_.progress != nullptr) opt_.progress->store(s.step, std::memory_order_relaxed);
+  log(LogLevel::kInfo, "worker " + std::to_string(strategy_->first_replica()) +
+                           " joined its parameter servers at step " + std::to_string(s.step));
+}
+
 TrainSummary Trainer::serve(RunState& s) {
   // A parameter server: no data or model loop; serve until every worker is
   // done.
@@ -261,6 +279,7 @@ void Trainer::emit_run_start(const RunState& s) {
   start.tokens_per_sample = tokens_per_sample();
   start.model_flops_per_step = model_flops_per_step();
   start.start_step = s.step;
+  start.ps_servers = strategy_->server_addresses();
   start.config = cfg_.raw;
   emit(start);
   if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);

@@ -50,6 +50,9 @@ struct RunSpec {
   std::atomic<int64_t>* progress = nullptr;  // steps done (TrainOptions::progress)
   std::string sample_log_dir;                // TrainOptions::sample_log_dir
   bool timeline = false;                     // TrainOptions::timeline
+  // TrainOptions::ps_join. A worker outside the MPI job (worker >= 1) is
+  // that worker of the job, alone in its own process: never the chief.
+  PsJoin ps_join;
   // Called (on the history's writer thread) when the history database
   // fails during the run; the session also emits it as an error log event.
   std::function<void(const std::string&)> on_history_error;

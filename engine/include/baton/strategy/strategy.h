@@ -23,6 +23,7 @@ class LocalGroup;
 class NestedGroup;
 class ReplicaPool;
 class GradientReducer;
+class PsShard;
 struct CommOptions;
 struct LinkSample;
 }  // namespace baton
@@ -214,6 +215,21 @@ class Strategy {
   virtual void set_restored_updates(const std::vector<int64_t>& /*updates*/) {}
   // Called by a worker once its training loop has ended (or failed).
   virtual void finish() {}
+  // Parameter servers reached over TCP (PsJoin): a worker takes its values
+  // from the servers before its first step. `step` is where the trainer
+  // would start (the chief: its resumed step; -1 for a worker outside the
+  // MPI job, which learns it here); returns the step to start at.
+  virtual bool joins_servers() const { return false; }
+  virtual int64_t join_servers(const std::vector<Param*>& /*params*/, int64_t step) {
+    return step;
+  }
+  // A worker outside the MPI job: no collective reaches it, its position
+  // and values come from join_servers() (a replacement for a dead worker,
+  // or a new one).
+  virtual bool outside_job() const { return false; }
+  // The servers' addresses (host:port) a worker outside the job connects
+  // to; the chief's, once joined ("" elsewhere).
+  virtual std::vector<std::string> server_addresses() const { return {}; }
 
   // Timelines (`baton train --timeline`). The strategy records each
   // bucket's allreduce into `timeline` (null: none); set it before
@@ -362,12 +378,28 @@ class MultiWorkerMirroredStrategy final : public Strategy {
 // once and replies to all - the same update as one device with the whole
 // batch. Implemented in parameter_server.cpp (needs MPI; the constructor
 // throws InputError without it).
+// Asynchronous parameter servers whose workers can die and be replaced
+// while the servers go on (`baton launch`): workers and servers talk TCP
+// instead of MPI. The MPI job holds the chief (worker 0) and the servers,
+// whose deaths restart the whole job from its checkpoint as in TF; every
+// other worker is a process of its own that joins the servers over TCP -
+// at the start, as a dead one's replacement (it goes on from where that
+// worker's last push left it, with the servers' values), or as a new one.
+// workers == 0: every process is in the one MPI job (plain mpirun).
+struct PsJoin {
+  int workers = 0;                   // the job's worker slots (each its share of the data)
+  int worker = -1;                   // >= 1: this process is that worker, outside the MPI job
+  std::vector<std::string> servers;  // its servers' host:port, in server order
+  double timeout_s = 0;              // > 0: a server silent this long is an error
+};
+
 class ParameterServerStrategy final : public Strategy {
  public:
   // num_ps >= 1 and < the MPI world size (InputError naming strategy.num_ps
   // otherwise); max_staleness < 0: unbounded, else at least workers - 1
   // (InputError naming strategy.max_staleness); `file` prefixes messages.
-  ParameterServerStrategy(int num_ps, bool sync, int64_t max_staleness, const std::string& file);
+  ParameterServerStrategy(int num_ps, bool sync, int64_t max_staleness, const std::string& file,
+                          PsJoin join = {});
   ~ParameterServerStrategy() override;
   std::string name() const override { return "parameter_server"; }
   int num_replicas() const override { return num_workers_; }
@@ -404,19 +436,39 @@ class ParameterServerStrategy final : public Strategy {
   ClockOffset clock_offset_to_chief(const std::function<int64_t()>& now_ns) override;
   std::vector<std::string> gather_to_chief(const std::string& text) override;
   void finish() override;
+  bool joins_servers() const override { return join_.workers > 0 && !is_ps_; }
+  int64_t join_servers(const std::vector<Param*>& params, int64_t step) override;
+  bool outside_job() const override { return join_.worker >= 1; }
+  std::vector<std::string> server_addresses() const override { return addresses_; }
   StalenessStats drain_staleness() override;
   StalenessStats total_staleness() const override { return total_; }
   int num_ps() const { return num_ps_; }
   bool sync() const { return sync_; }
 
   struct Impl;
+  struct Tcp;
 
  private:
+  bool tcp() const { return join_.workers > 0; }
+  void check_staleness(const std::string& file) const;
+  // The TCP side (ps_tcp.cpp): the servers' loop, a worker's push and pull,
+  // the chief's snapshot, the end.
+  void start_tcp(const std::string& file);
+  int64_t serve_tcp(PsShard& shard, const std::function<float(int64_t)>& lr_of_update);
+  void push_pull_tcp(const std::vector<Param*>& params);
+  std::vector<int64_t> snapshot_tcp(const std::vector<Param*>& params,
+                                    const std::vector<Tensor*>& values,
+                                    const std::vector<Tensor*>& optimizer);
+  void finish_tcp();
   // shard_of_[i]: the server index (0..num_ps-1) owning parameter i.
   void plan(const std::vector<Param*>& params);
   int num_ps_ = 1, num_workers_ = 1, rank_ = 0, size_ = 1;
   bool sync_ = false, is_ps_ = false, finished_ = false;
   int64_t max_staleness_ = -1;          // < 0: unbounded
+  int mpi_rank_ = 0, mpi_size_ = 1;       // in the MPI job (rank_: in the whole job)
+  PsJoin join_;
+  std::vector<std::string> addresses_;  // the servers' host:port (TCP; the workers')
+  int64_t step_ = 0;                    // TCP: the step of this worker's next push
   int64_t rows_ = 0, global_rows_ = 0;  // of the coming push
   double remote_norm_ = 0.0;            // sync: the last round's norm over all shards
   std::vector<int> shard_of_;
@@ -426,6 +478,7 @@ class ParameterServerStrategy final : public Strategy {
   std::vector<std::vector<float>> buf_;    // per server: the flat gradients / values
   StalenessStats window_, total_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Tcp> tcp_;
 };
 
 // Everything on one device; no communication.

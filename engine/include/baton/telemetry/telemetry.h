@@ -41,6 +41,9 @@ struct RunStartEvent {
   // Model FLOPs of one training step of the global batch: counted from the
   // layer shapes (3x the forward products), not measured.
   double model_flops_per_step = 0;
+  // parameter_server over TCP: the servers' host:port, where workers
+  // outside the MPI job join them (`baton launch` reads it).
+  std::vector<std::string> ps_servers;
   nlohmann::json config;
 };
 

@@ -54,6 +54,9 @@ struct TrainOptions {
   // dropped.
   bool timeline = false;
   size_t timeline_capacity = 0;
+  // parameter_server (async): workers that reach their servers over TCP
+  // (`baton launch`; see PsJoin). workers == 0: one MPI job.
+  PsJoin ps_join;
 };
 
 struct TrainSummary {
@@ -126,6 +129,7 @@ class Trainer {
   // The phases of run(), in order.
   void resume(RunState& s);         // --resume: restore the newest valid checkpoint
   TrainSummary serve(RunState& s);  // a parameter server's whole run
+  void join_servers(RunState& s);   // a worker of servers over TCP: values, and where to start
   void emit_run_start(const RunState& s);
   // A token model's tokens per sample (0 otherwise), and the counted model
   // FLOPs of one training step of the global batch.
