@@ -236,6 +236,17 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   spec.mpirun = mpirun;
   for (const auto& [k, v] : mpirun_environment()) spec.mpirun_env.push_back(k + "=" + v);
   spec.job.ranks = a.np > 0 ? a.np : std::max(1, slots);
+  // Asynchronous parameter servers on this host outlive their workers: the
+  // MPI job holds the chief and the servers, the other workers join them
+  // over TCP and are replaced when they die (LaunchSpec::ps_workers).
+  const int total_ranks = spec.job.ranks;
+  const int num_ps = std::max(1, cfg.strategy.num_ps);
+  if (cfg.strategy.type == "parameter_server" && cfg.strategy.mode == "async" && !elastic &&
+      a.hostfile.empty() && a.tf_config.empty() && total_ranks - num_ps >= 2) {
+    spec.ps_workers = total_ranks - num_ps;
+    spec.ps_servers = num_ps;
+    spec.job.ranks = 1 + num_ps;
+  }
   spec.job.hostfile = tf_hostfile ? tf_hostfile->path() : absolute(a.hostfile);
   spec.job.available_slots = slots;
   spec.job.baton = exe_path;
@@ -350,10 +361,31 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
       // the chief's start, every time): the launcher records it, failed,
       // with why, once there is no attempt left to do so.
       if (last) {
-        record_unstarted_run(db_path, spec.run_id, cfg, spec.job.ranks, r.step, message, data);
+        record_unstarted_run(db_path, spec.run_id, cfg, total_ranks, r.step, message, data);
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "baton launch: warning: could not record the failure in %s: %s\n",
+                   db_path.c_str(), e.what());
+    }
+  };
+
+  obs.on_replace = [&](const Restart& r) {
+    const std::string message = "attempt " + std::to_string(r.attempt) + ": " + r.cause +
+                                "; replaced, the servers and the other workers going on";
+    std::fprintf(human, "baton launch: %s\n", message.c_str() + message.find(": ") + 2);
+    std::fflush(human);
+    try {
+      std::error_code ec;
+      if (std::filesystem::exists(db_path, ec)) {
+        HistoryStore store(db_path, HistoryStore::Open::kExisting);
+        const std::string data = nlohmann::json{{"source", "launcher"}, {"attempt", r.attempt},
+                                                {"rank", r.rank},        {"host", r.host},
+                                                {"step", r.step},        {"replaced", true}}
+                                     .dump();
+        store.record_launcher_event(spec.run_id, r.step, "warning", message, data, false);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "baton launch: warning: could not record the replacement in %s: %s\n",
                    db_path.c_str(), e.what());
     }
   };
@@ -392,8 +424,14 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
                    spec.max_restarts == 1 ? "" : "s");
     } else {
       std::fprintf(human, "baton launch: run %s, %d rank%s, up to %d restart%s\n",
-                   spec.run_id.c_str(), spec.job.ranks, spec.job.ranks == 1 ? "" : "s",
+                   spec.run_id.c_str(), total_ranks, total_ranks == 1 ? "" : "s",
                    spec.max_restarts, spec.max_restarts == 1 ? "" : "s");
+      if (spec.ps_workers > 0) {
+        std::fprintf(human,
+                     "baton launch: the chief and %d server%s in one MPI job; workers 1-%d join "
+                     "them over TCP, each replaced if it dies\n",
+                     spec.ps_servers, spec.ps_servers == 1 ? "" : "s", spec.ps_workers - 1);
+      }
     }
   }
   const LaunchOutcome out = launch(spec, obs, signals.flag());
@@ -406,6 +444,10 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   if (elastic) {
     std::fprintf(human, ", %zu rescale%s", out.rescales.size(),
                  out.rescales.size() == 1 ? "" : "s");
+  }
+  if (spec.ps_workers > 0) {
+    std::fprintf(human, ", %zu worker%s replaced", out.replacements.size(),
+                 out.replacements.size() == 1 ? "" : "s");
   }
   std::fprintf(human, ") ==\n");
   if (!out.reason.empty()) std::fprintf(human, "reason          %s\n", out.reason.c_str());

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -55,6 +56,7 @@ struct Attempt {
   std::string mpirun_host;
   std::string lost_host;     // a host the job lost contact with (its daemon, a peer rank)
   bool daemon_lost = false;  // mpirun's "unable to reliably start ... daemons" once running
+  std::vector<std::string> ps_servers;  // the chief's servers (LaunchSpec::ps_workers)
   std::string stalled;       // the launcher's own finding (hang, stall)
   int stalled_rank = -1;
   double detected_unix_s = 0;
@@ -69,6 +71,18 @@ struct Attempt {
     for (const auto& [r, st] : ranks) s = std::max(s, st.step);
     return s;
   }
+};
+
+// A parameter-server worker outside the MPI job (LaunchSpec::ps_workers):
+// an mpirun job of its own rank.
+struct SideWorker {
+  int rank = 0;
+  std::unique_ptr<RunningChild> child;
+  TaggedLines tagged;
+  RunningChild::Lines lines;
+  double started_s = 0;  // seconds into the attempt
+  std::string said;      // its mpirun's report of how it died
+  bool hung = false;     // the launcher killed it for its silence
 };
 
 class Supervisor {
@@ -98,7 +112,7 @@ class Supervisor {
         }
         hostfile.emplace("baton-hosts", to_hostfile(a.placement));
       } else {
-        a.np = spec_.job.ranks;
+        a.np = ps_mode() ? spec_.ps_workers + spec_.ps_servers : spec_.job.ranks;
       }
       nlohmann::json hosts = nlohmann::json::array();
       for (const auto& h : a.placement) hosts.push_back({{"host", h.host}, {"ranks", h.slots}});
@@ -107,6 +121,7 @@ class Supervisor {
             {"attempt", attempt},
             {"workers", a.np},
             {"hosts", hosts}});
+      failures_before_ = static_cast<int>(out.restarts.size());
       const int status = run_attempt(attempt, a, hostfile ? hostfile->path() : std::string());
       const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (a.chief_status == "completed" && exited_ok) {
@@ -147,7 +162,7 @@ class Supervisor {
         break;
       }
       out.restarts.push_back(r);
-      const int failures = static_cast<int>(out.restarts.size());
+      const int failures = static_cast<int>(out.restarts.size() + replacements_.size());
       const bool again = failures <= spec_.max_restarts;
       // The host whose rank failed sits out a while (it may be failing).
       if (spec_.elastic.enabled && !r.host.empty()) pool_.failed(r.host, elapsed());
@@ -171,18 +186,31 @@ class Supervisor {
         break;
       }
     }
+    out.replacements = replacements_;
     emit({{"type", "launch_end"},
           {"run", spec_.run_id},
           {"status", out.status},
           {"attempts", out.attempts},
           {"restarts", static_cast<int>(out.restarts.size())},
           {"rescales", static_cast<int>(out.rescales.size())},
+          {"replacements", static_cast<int>(out.replacements.size())},
           {"reason", out.reason}});
     return out;
   }
 
  private:
   bool stop_requested() const { return stop_ != nullptr && stop_->load(); }
+
+  // LaunchSpec::ps_workers: the MPI job holds the chief and the servers;
+  // the other workers are jobs of their own.
+  bool ps_mode() const { return spec_.ps_workers >= 2 && !spec_.elastic.enabled; }
+  bool is_side(int rank) const { return ps_mode() && rank >= 1 && rank < spec_.ps_workers; }
+  // A rank of the MPI job as a rank of the whole job (its servers come
+  // after every worker).
+  int logical_rank(int mpi_rank) const {
+    if (!ps_mode() || mpi_rank <= 0) return mpi_rank;
+    return spec_.ps_workers + mpi_rank - 1;
+  }
 
   void emit(nlohmann::json js) {
     js["v"] = 1;
@@ -329,6 +357,146 @@ class Supervisor {
     emit({{"type", "ranks"}, {"run", spec_.run_id}, {"attempt", attempt}, {"ranks", list}});
   }
 
+  // A parameter-server worker's own job: one rank, the worker `rank` of
+  // the servers the chief named.
+  std::vector<std::string> side_arguments(int rank, const Attempt& a) const {
+    MpirunSpec job = spec_.job;
+    job.ranks = 1;
+    job.available_slots = 1;
+    job.hostfile.clear();
+    job.bind_none = true;
+    if (!spec_.config_text.empty()) job.config = "-";
+    job.tag_output = true;
+    job.events = "-";
+    job.quiet = true;
+    char beat[32];
+    std::snprintf(beat, sizeof(beat), "%g", spec_.heartbeat_s);
+    std::string servers;
+    for (const auto& s : a.ps_servers) servers += (servers.empty() ? "" : ",") + s;
+    job.train_args.insert(job.train_args.end(),
+                          {"--run-id", spec_.run_id, "--heartbeat", beat, "--ps-workers",
+                           std::to_string(spec_.ps_workers), "--ps-worker", std::to_string(rank),
+                           "--ps-servers", servers});
+    std::vector<std::string> args{spec_.mpirun};
+    for (auto& x : mpirun_arguments(job)) args.push_back(std::move(x));
+    return args;
+  }
+
+  void start_side(SideWorker& w, const Attempt& a, double now) const {
+    std::optional<std::string> input;
+    if (!spec_.config_text.empty()) input = spec_.config_text;
+    w.tagged = TaggedLines();
+    w.said.clear();
+    w.hung = false;
+    w.started_s = now;
+    w.child = std::make_unique<RunningChild>(spec_.mpirun, side_arguments(w.rank, a),
+                                             spec_.mpirun_env, input);
+  }
+
+  // Reads a side worker's output; true when it has exited (reaped).
+  bool read_side(SideWorker& w, Attempt& a, double now, bool wait) {
+    if (!w.child) return false;
+    const bool open = w.child->read(wait ? 0.05 : 0.0, w.lines);
+    for (auto* stream : {&w.lines.out, &w.lines.err}) {
+      for (const auto& line : *stream) {
+        std::vector<TaggedLines::Line> lines;
+        w.tagged.feed(line, lines);
+        for (const auto& l : lines) {
+          if (l.rank >= 0) {
+            take_line(w.rank, l.is_stderr, l.text, a, now);
+            continue;
+          }
+          // Its mpirun's own report: how the worker died.
+          static const std::regex signal_re(
+              R"(process rank \d+ with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
+          std::smatch m;
+          if (std::regex_search(l.text, m, signal_re)) {
+            w.said = "worker " + std::to_string(w.rank) + " on " + m[1].str() +
+                     " was killed by signal " + m[2].str() +
+                     (m[3].matched ? " (" + m[3].str() + ")" : "");
+          }
+          if (obs_.on_output) obs_.on_output(-1, l.text);
+        }
+      }
+      stream->clear();
+    }
+    return !open || w.child->exit_status().has_value();
+  }
+
+  // A side worker's watch, once per loop: its output, its exit, its
+  // silence. A worker that died or hung before the run's end is replaced
+  // while restarts are left; "" or the finding that ends the attempt.
+  std::string watch_side(SideWorker& w, int attempt, Attempt& a, double now, bool stopping) {
+    if (!w.child) return {};
+    bool exited = read_side(w, a, now, false) && w.child->exit_status().has_value();
+    RankState& st = a.ranks[w.rank];
+    if (!exited && !st.ended) {
+      const double last = st.last_beat_s >= 0 ? st.last_beat_s : w.started_s;
+      if (now - last > spec_.heartbeat_timeout_s) {
+        // Stopped or hung: its servers would wait for it at the end.
+        w.hung = true;
+        if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+        w.child->terminate(0.0);
+        exited = true;
+      }
+    }
+    if (!exited) return {};
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    while (!read_side(w, a, now, true) && Clock::now() < until) {
+    }
+    const int status = w.child->terminate(0.0);
+    w.child.reset();
+    // Done, or the run over, or stopping: nothing to replace.
+    if (st.ended || a.chief_end_s >= 0 || stopping || stop_requested()) return {};
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+      a.input_error = true;
+      return "worker " + std::to_string(w.rank) + " refused its input: " + a.rank_error;
+    }
+    std::string cause;
+    if (w.hung) {
+      cause = "worker " + std::to_string(w.rank) + " (pid " + std::to_string(st.pid) +
+              ") sent no heartbeat for " + seconds_text(spec_.heartbeat_timeout_s) +
+              " (stopped or hung)";
+    } else if (!w.said.empty()) {
+      cause = w.said;
+    } else {
+      cause = "worker " + std::to_string(w.rank) + " (pid " + std::to_string(st.pid) + ") " +
+              (WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
+                                 : "was killed by signal " + std::to_string(WTERMSIG(status)));
+    }
+    if (st.step >= 0) cause += " at step " + std::to_string(st.step);
+    const int used = failures_before_ + static_cast<int>(replacements_.size());
+    if (used >= spec_.max_restarts) {
+      a.stalled_rank = w.rank;
+      return cause + "; no restart left to replace it";
+    }
+    Restart r;
+    r.attempt = attempt;
+    r.cause = cause;
+    r.rank = w.rank;
+    r.host = st.host;
+    r.step = st.step;
+    r.detected_unix_s = unix_now();
+    replacements_.push_back(r);
+    emit_ranks(attempt, a, {}, w.rank, w.hung ? "hung" : "dead");
+    if (obs_.on_replace) obs_.on_replace(r);
+    emit({{"type", "replace"},
+          {"run", spec_.run_id},
+          {"attempt", attempt},
+          {"cause", r.cause},
+          {"rank", r.rank},
+          {"host", r.host},
+          {"step", r.step},
+          {"detected", r.detected_unix_s},
+          {"restarts_left", spec_.max_restarts - used - 1}});
+    // The replacement: the same slot; the servers tell it where to go on.
+    st.last_beat_s = -1;
+    st.pid = 0;
+    a.ranks_changed = true;
+    start_side(w, a, now);
+    return {};
+  }
+
   std::vector<std::string> arguments(int attempt, const Attempt& a,
                                      const std::string& hostfile) const {
     MpirunSpec job = spec_.job;
@@ -345,6 +513,10 @@ class Supervisor {
     std::snprintf(beat, sizeof(beat), "%g", spec_.heartbeat_s);
     job.train_args.insert(job.train_args.end(), {"--run-id", spec_.run_id, "--heartbeat", beat});
     if (attempt > 1 || spec_.resume) job.train_args.emplace_back("--resume");
+    if (ps_mode()) {
+      job.train_args.insert(job.train_args.end(),
+                            {"--ps-workers", std::to_string(spec_.ps_workers)});
+    }
     std::vector<std::string> args{spec_.mpirun};
     for (auto& x : mpirun_arguments(job)) args.push_back(std::move(x));
     return args;
@@ -353,7 +525,7 @@ class Supervisor {
   void take_output_line(const std::string& line, Attempt& a, double now) {
     std::vector<TaggedLines::Line> lines;
     tagged_.feed(line, lines);
-    for (const auto& l : lines) take_line(l.rank, l.is_stderr, l.text, a, now);
+    for (const auto& l : lines) take_line(logical_rank(l.rank), l.is_stderr, l.text, a, now);
   }
 
   void take_line(int rank, bool err, const std::string& text, Attempt& a, double now) {
@@ -386,6 +558,7 @@ class Supervisor {
         a.ranks_changed = true;
       }
       if (rank == 0) {
+        if (rl.type == "run_start" && ps_mode()) a.ps_servers = servers_named(text);
         if (rl.type == "run_end") {
           a.chief_status = rl.status;
           a.chief_step = rl.step;
@@ -428,7 +601,17 @@ class Supervisor {
     if (a.lost_host.empty() && std::regex_search(line, m, lost_re)) a.lost_host = m[1];
   }
 
-  static void take_mpirun_line(const std::string& line, Attempt& a) {
+  static std::vector<std::string> servers_named(const std::string& text) {
+    std::vector<std::string> out;
+    const auto js = nlohmann::json::parse(text, nullptr, false);
+    if (!js.is_object() || !js.contains("ps_servers") || !js["ps_servers"].is_array()) return out;
+    for (const auto& s : js["ps_servers"]) {
+      if (s.is_string()) out.push_back(s.get<std::string>());
+    }
+    return out;
+  }
+
+  void take_mpirun_line(const std::string& line, Attempt& a) const {
     take_lost_host(line, a);
     // What OpenMPI 4.1 says when a running host's daemon dies, too.
     if (line.find("ORTE was unable to reliably start one or more daemons") != std::string::npos &&
@@ -440,12 +623,13 @@ class Supervisor {
     static const std::regex exit_re(R"(Process name: \[\[\d+,\d+\],(\d+)\])");
     std::smatch m;
     if (std::regex_search(line, m, signal_re)) {
-      a.mpirun_rank = std::stoi(m[1]);
+      a.mpirun_rank = logical_rank(std::stoi(m[1]));
       a.mpirun_host = m[2];
-      a.mpirun_said = "rank " + m[1].str() + " on " + m[2].str() + " was killed by signal " +
+      a.mpirun_said = "rank " + std::to_string(a.mpirun_rank) + " on " + m[2].str() +
+                      " was killed by signal " +
                       m[3].str() + (m[4].matched ? " (" + m[4].str() + ")" : "");
     } else if (std::regex_search(line, m, exit_re) && a.mpirun_rank < 0) {
-      a.mpirun_rank = std::stoi(m[1]);
+      a.mpirun_rank = logical_rank(std::stoi(m[1]));
     }
   }
 
@@ -464,6 +648,19 @@ class Supervisor {
     bool stop_sent = false;
     Clock::time_point stop_sent_at;
     RunningChild::Lines lines;
+    std::vector<SideWorker> sides;  // ps_mode(): workers 1.. as jobs of their own
+    sides.reserve(static_cast<size_t>(std::max(0, spec_.ps_workers)));
+    // The side workers go with the job (their mpirun's ranks are in groups
+    // of their own: ended by pid too).
+    const auto end_sides = [&] {
+      for (auto& w : sides) {
+        if (!w.child) continue;
+        const RankState& st = a.ranks[w.rank];
+        if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+        w.child->terminate(0.0);
+        w.child.reset();
+      }
+    };
     const auto drain = [&](double now) {
       for (const auto& l : lines.out) take_output_line(l, a, now);
       for (const auto& l : lines.err) take_output_line(l, a, now);
@@ -479,6 +676,7 @@ class Supervisor {
       const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
       drain(seconds_since(t0));
       kill_local_ranks(a);
+      end_sides();
       return status;
     };
     while (true) {
@@ -491,9 +689,24 @@ class Supervisor {
         const auto until = Clock::now() + std::chrono::seconds(2);
         while (child.read(0.1, lines) && Clock::now() < until) drain(seconds_since(t0));
         drain(seconds_since(t0));
+        end_sides();
         return child.terminate(0);  // its group's leftovers go too
       }
       if (!open) continue;  // streams closed: the exit comes next
+      if (ps_mode()) {
+        // The chief named its servers: the other workers join them.
+        if (sides.empty() && !a.ps_servers.empty() && !stop_sent) {
+          for (int k = 1; k < spec_.ps_workers; ++k) {
+            sides.emplace_back();
+            sides.back().rank = k;
+            start_side(sides.back(), a, now);
+          }
+        }
+        for (auto& w : sides) {
+          std::string finding = watch_side(w, attempt, a, now, stop_sent);
+          if (!finding.empty()) return end_now(std::move(finding));
+        }
+      }
       if (now - last_ranks >= 1.0 || a.ranks_changed) {
         last_ranks = now;
         a.ranks_changed = false;
@@ -527,6 +740,9 @@ class Supervisor {
       if (stop_requested() && !stop_sent) {
         // mpirun passes SIGUSR1 on to every rank: they stop together.
         child.signal_group(SIGUSR1);
+        for (auto& w : sides) {
+          if (w.child) w.child->signal_group(SIGUSR1);
+        }
         stop_sent = true;
         stop_sent_at = Clock::now();
       }
@@ -535,6 +751,7 @@ class Supervisor {
         if (Clock::now() - stop_sent_at > std::chrono::seconds(60)) {
           const int status = child.terminate(spec_.grace_s, &lines);
           kill_local_ranks(a);
+          end_sides();
           return status;
         }
         continue;
@@ -598,7 +815,7 @@ class Supervisor {
   // reports a death only once it has ended the others).
   std::string find_dead(Attempt& a) const {
     for (const auto& [r, st] : a.ranks) {
-      if (st.pid <= 0 || st.ended || a.node.at(r) != local_host_) continue;
+      if (st.pid <= 0 || st.ended || is_side(r) || a.node.at(r) != local_host_) continue;
       if (::kill(static_cast<pid_t>(st.pid), 0) != 0 && errno == ESRCH) {
         a.stalled_rank = r;
         return "rank " + std::to_string(r) + " (pid " + std::to_string(st.pid) + " on " + st.host +
@@ -612,6 +829,7 @@ class Supervisor {
     for (int r = 0; r < a.np; ++r) {
       const auto it = a.ranks.find(r);
       const double last = it == a.ranks.end() ? 0.0 : it->second.last_beat_s;
+      if (is_side(r)) continue;  // watched as a job of its own (watch_side)
       if (now - last <= spec_.heartbeat_timeout_s || (it != a.ranks.end() && it->second.ended)) {
         continue;
       }
@@ -684,6 +902,8 @@ class Supervisor {
   std::vector<HostfileEntry> hosts_;  // the last good host list (elastic)
   std::string discovery_warning_;     // the last discovery failure said
   Clock::time_point t_start_, attempt_t0_;
+  int failures_before_ = 0;            // the attempts failed before this one
+  std::vector<Restart> replacements_;  // parameter-server workers replaced (ps_mode())
 };
 
 }  // namespace

@@ -15,6 +15,7 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
   const int slots = spec.available_slots > 0 ? spec.available_slots : probe_cpus().cores;
   if (spec.ranks > slots) a.emplace_back("--oversubscribe");
   if (spec.tag_output) a.emplace_back("--tag-output");
+  if (spec.bind_none) a.insert(a.end(), {"--bind-to", "none"});
   if (!spec.hostfile.empty()) {
     a.emplace_back("--hostfile");
     a.push_back(spec.hostfile);

@@ -79,6 +79,17 @@ struct LaunchSpec {
   double progress_timeout_s = 600.0;  // no step done on any rank for this long: stuck
   double grace_s = 5.0;               // between SIGTERM and SIGKILL
   ElasticSpec elastic;                // enabled: job.ranks and job.hostfile are the launcher's
+  // parameter_server (mode async) whose servers outlive a worker (PsJoin):
+  // with ps_workers >= 2 the MPI job (job.ranks = 1 + ps_servers) holds the
+  // chief and the servers, and once the chief's run_start names the
+  // servers the launcher starts workers 1..ps_workers-1 as mpirun jobs of
+  // one rank each (ranks 1..ps_workers-1; the servers are ranks ps_workers
+  // on). A worker that dies or hangs is replaced - the same slot, its share
+  // of the data, going on from its last push - while the others train on;
+  // each replacement counts against max_restarts. The chief's or a
+  // server's death restarts the whole job, as any rank's does otherwise.
+  int ps_workers = 0;
+  int ps_servers = 0;
 };
 
 // What a rank was last heard saying.
@@ -116,6 +127,7 @@ struct LaunchOutcome {
   int attempts = 0;
   std::vector<Restart> restarts;
   std::vector<Rescale> rescales;
+  std::vector<Restart> replacements;  // parameter-server workers replaced while the job ran
   int exit_code = 0;  // 0 completed, 130 interrupted, 1 failed, 2 a rank's input error
 };
 
@@ -132,6 +144,9 @@ struct LaunchObserver {
   std::function<void(const Restart&)> on_restart;
   // After an elastic job's attempt stopped to change its worker count.
   std::function<void(const Rescale&)> on_rescale;
+  // A parameter-server worker that died or hung, replaced while the job
+  // went on (LaunchSpec::ps_workers).
+  std::function<void(const Restart&)> on_replace;
 };
 
 // Runs the job to its end; a stop request (set by another thread: Ctrl-C)

@@ -30,6 +30,9 @@ struct MpirunSpec {
   // --tag-output: every output line starts "[job,rank]<stdout>:" (or
   // <stderr>), so a reader of the merged stream knows each line's rank.
   bool tag_output = false;
+  // --bind-to none: the rank may run on any core (a job of one rank among
+  // others on the host, which OpenMPI would bind to core 0 like the rest).
+  bool bind_none = false;
 };
 
 // mpirun's arguments (without the program itself): -n N [--oversubscribe]
