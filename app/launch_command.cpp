@@ -340,7 +340,7 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     }
   };
   obs.on_restart = [&](const Restart& r) {
-    const bool last = r.attempt > spec.max_restarts;
+    const bool last = r.last;
     const std::string message = "attempt " + std::to_string(r.attempt) + ": " + r.cause;
     const std::string data =
         nlohmann::json{{"source", "launcher"}, {"attempt", r.attempt}, {"rank", r.rank},

@@ -164,6 +164,8 @@ class Supervisor {
       out.restarts.push_back(r);
       const int failures = static_cast<int>(out.restarts.size() + replacements_.size());
       const bool again = failures <= spec_.max_restarts;
+      r.last = !again;
+      out.restarts.back().last = r.last;
       // The host whose rank failed sits out a while (it may be failing).
       if (spec_.elastic.enabled && !r.host.empty()) pool_.failed(r.host, elapsed());
       emit_ranks(attempt, a, again ? "restarting" : "stopped", r.rank,

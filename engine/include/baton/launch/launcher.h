@@ -111,6 +111,7 @@ struct Restart {
   std::string host;
   int64_t step = -1;           // the furthest step any rank had reached
   double detected_unix_s = 0;  // when the launcher saw it (before stopping the job)
+  bool last = false;           // no restart is left: the run fails with it
 };
 
 // An elastic job's change of worker count between two attempts.
