@@ -241,11 +241,17 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   // over TCP and are replaced when they die (LaunchSpec::ps_workers).
   const int total_ranks = spec.job.ranks;
   const int num_ps = std::max(1, cfg.strategy.num_ps);
-  if (cfg.strategy.type == "parameter_server" && cfg.strategy.mode == "async" && !elastic &&
-      a.hostfile.empty() && a.tf_config.empty() && total_ranks - num_ps >= 2) {
+  // Elastic (--max-workers ranks at most): the workers come and go with
+  // their hosts while the servers go on.
+  const bool ps_async = cfg.strategy.type == "parameter_server" && cfg.strategy.mode == "async";
+  if (ps_async && !elastic && a.hostfile.empty() && a.tf_config.empty() &&
+      total_ranks - num_ps >= 2) {
     spec.ps_workers = total_ranks - num_ps;
     spec.ps_servers = num_ps;
     spec.job.ranks = 1 + num_ps;
+  } else if (ps_async && elastic && a.max_workers - num_ps >= 2) {
+    spec.ps_workers = a.max_workers - num_ps;
+    spec.ps_servers = num_ps;
   }
   spec.job.hostfile = tf_hostfile ? tf_hostfile->path() : absolute(a.hostfile);
   spec.job.available_slots = slots;

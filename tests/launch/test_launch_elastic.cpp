@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -177,6 +178,74 @@ class LaunchElastic : public testing::Test {
   std::string stderr_;
   int exit_code_ = -1;
 };
+
+// Asynchronous parameter servers: the workers follow the hosts while the
+// server goes on (no stop, no restart). Slots: 127.0.0.2 holds the chief
+// and the server, .3 and .4 a worker each (the agent runs them all here;
+// these addresses reach this machine). Host .4 leaves: its worker ends and
+// the others train on; it comes back: a worker joins there, in the same
+// slot, going on from that slot's last push.
+TEST_F(LaunchElastic, ParameterServerWorkersLeaveAndJoinWithTheirHosts) {
+  set_hosts("127.0.0.2:2\n127.0.0.3:1\n127.0.0.4:1\n");
+  int phase = 0;  // 0: 3 workers; 1: .4 removed; 2: its worker left; 3: .4 back; 4: joined
+  const auto events = launch(
+      {"--min-workers", "2", "--max-workers", "4", "--set", "train.steps=60000", "--set",
+       "strategy.type=parameter_server", "--set", "strategy.num_ps=1", "--set",
+       "strategy.mode=async", "--max-restarts", "0"},
+      [&](const nlohmann::json& e) {
+        const std::string type = e.value("type", "");
+        if (phase == 0 && type == "ranks") {
+          for (const auto& r : e.value("ranks", nlohmann::json::array())) {
+            if (r.value("rank", -1) == 2 && r.value("state", "") == "running" &&
+                r.value("step", int64_t{-1}) >= 1000) {
+              set_hosts("127.0.0.2:2\n127.0.0.3:1\n");
+              phase = 1;
+            }
+          }
+        } else if (phase == 1 && type == "scale" && e.value("change", "") == "left") {
+          phase = 2;
+          set_hosts("127.0.0.2:2\n127.0.0.3:1\n127.0.0.4:1\n");
+          phase = 3;
+        } else if (phase == 3 && type == "scale" && e.value("change", "") == "joined") {
+          phase = 4;
+        }
+      });
+  ASSERT_EQ(exit_code_, 0) << stderr_;
+  EXPECT_EQ(phase, 4) << stderr_;
+  const auto scale = of_type(events, "scale");
+  ASSERT_EQ(scale.size(), 2u) << stderr_;
+  EXPECT_EQ(scale[0].value("rank", -1), 2);
+  EXPECT_EQ(scale[0].value("host", ""), "127.0.0.4");
+  EXPECT_EQ(scale[0].value("workers", 0), 2);
+  EXPECT_EQ(scale[1].value("rank", -1), 2);
+  EXPECT_EQ(scale[1].value("workers", 0), 3);
+  // The job itself never stopped.
+  EXPECT_TRUE(of_type(events, "restart").empty());
+  EXPECT_TRUE(of_type(events, "rescale").empty());
+  EXPECT_EQ(of_type(events, "attempt_start").size(), 1u);
+  // The worker that joined trained its slot to the end, from where the
+  // slot's last push left off.
+  const auto ranks = of_type(events, "ranks");
+  ASSERT_FALSE(ranks.empty());
+  int done = 0;
+  for (const auto& r : ranks.back().value("ranks", nlohmann::json::array())) {
+    if (r.value("rank", -1) < 3) {
+      EXPECT_EQ(r.value("state", ""), "done") << r.dump();
+      EXPECT_EQ(r.value("step", int64_t{-1}), 60000) << r.dump();
+      ++done;
+    }
+  }
+  EXPECT_EQ(done, 3);
+  std::vector<int64_t> starts;
+  for (const auto& f : fs::directory_iterator(path("samples"))) {
+    const std::string name = f.path().filename().string();
+    if (name.find("-replica2.") != std::string::npos) starts.push_back(std::stoll(name.substr(4)));
+  }
+  std::sort(starts.begin(), starts.end());
+  ASSERT_EQ(starts.size(), 2u) << "slot 2's sample logs";
+  EXPECT_EQ(starts[0], 0);
+  EXPECT_GE(starts[1], 1000) << "the worker that joined started its slot over";
+}
 
 // The run ends with a stop (Ctrl-C) once it has gone on with 3 workers
 // again: how long it takes follows the events, not the machine's speed.

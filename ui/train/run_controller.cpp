@@ -264,6 +264,15 @@ void LaunchedRun::read_stdout() {
                          QString::fromStdString(j.value("cause", "")));
         return;
       }
+      if (type == "replace") {
+        const QString cause = QString::fromStdString(j.value("cause", ""));
+        Q_EMIT output(tr("attempt %1: %2; replaced, the servers and the other workers going on")
+                          .arg(j.value("attempt", 0))
+                          .arg(cause));
+        Q_EMIT replaced(QString::fromStdString(j.value("run", "")), j.value("step", qint64{0}),
+                        j.value("detected", j.value("time", 0.0)), j.value("rank", -1), cause);
+        return;
+      }
       if (type == "rescale") {
         const int from = j.value("from", 0), to = j.value("to", 0);
         const QString cause = QString::fromStdString(j.value("cause", ""));

@@ -51,6 +51,9 @@ class RunController : public QObject {
   // reached, when the launcher saw it (Unix seconds), and why.
   void restarted(const QString& run, qint64 step, double unix_s, const QString& cause);
   // An elastic job stopped at `step` to go on with `to` workers instead of `from`.
+  // A parameter-server worker replaced while the job went on (baton
+  // launch's "replace" event).
+  void replaced(const QString& run, qint64 step, double unix_s, int rank, const QString& cause);
   void rescaled(const QString& run, qint64 step, double unix_s, int from, int to,
                 const QString& cause);
   // Every rank's state (launched runs, about once a second) for the Ranks

@@ -184,6 +184,12 @@ void TrainView::start() {
             dashboard_->mark_restart(run, step, unix_s - dashboard_->start_unix_s(run), cause);
             set_status(tr("Restarting from the newest checkpoint: %1").arg(cause));
           });
+  connect(run_.get(), &RunController::replaced, this,
+          [this](const QString& run, qint64 step, double unix_s, int rank, const QString& cause) {
+            dashboard_->mark_attempt_end(run, step, unix_s - dashboard_->start_unix_s(run),
+                                         tr("worker %1 replaced: %2").arg(rank).arg(cause));
+            set_status(tr("Worker %1 replaced; the job goes on: %2").arg(rank).arg(cause));
+          });
   connect(run_.get(), &RunController::rescaled, this,
           [this](const QString& run, qint64 step, double unix_s, int from, int to,
                  const QString& cause) {

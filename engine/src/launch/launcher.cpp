@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <set>
 #include <thread>
 
 namespace baton {
@@ -57,6 +58,8 @@ struct Attempt {
   std::string lost_host;     // a host the job lost contact with (its daemon, a peer rank)
   bool daemon_lost = false;  // mpirun's "unable to reliably start ... daemons" once running
   std::vector<std::string> ps_servers;  // the chief's servers (LaunchSpec::ps_workers)
+  std::map<int, std::string> side_host;  // elastic ps: where each side worker runs now
+  std::set<int> waiting;                 // elastic ps: side workers without a host now
   std::string stalled;       // the launcher's own finding (hang, stall)
   int stalled_rank = -1;
   double detected_unix_s = 0;
@@ -77,6 +80,9 @@ struct Attempt {
 // an mpirun job of its own rank.
 struct SideWorker {
   int rank = 0;
+  std::string host;                  // elastic: the host it runs on ("" = none now)
+  std::unique_ptr<TempFile> hostfile;  // elastic: that host's one slot, for its mpirun
+  bool finished = false;             // it ended its run: not started again
   std::unique_ptr<RunningChild> child;
   TaggedLines tagged;
   RunningChild::Lines lines;
@@ -205,13 +211,22 @@ class Supervisor {
 
   // LaunchSpec::ps_workers: the MPI job holds the chief and the servers;
   // the other workers are jobs of their own.
-  bool ps_mode() const { return spec_.ps_workers >= 2 && !spec_.elastic.enabled; }
+  bool ps_mode() const { return spec_.ps_workers >= 2; }
   bool is_side(int rank) const { return ps_mode() && rank >= 1 && rank < spec_.ps_workers; }
   // A rank of the MPI job as a rank of the whole job (its servers come
   // after every worker).
   int logical_rank(int mpi_rank) const {
     if (!ps_mode() || mpi_rank <= 0) return mpi_rank;
     return spec_.ps_workers + mpi_rank - 1;
+  }
+  // The host the launcher placed a rank on (elastic; "" when none).
+  std::string placed_host(const Attempt& a, int rank) const {
+    if (!ps_mode()) return host_of_rank(a.placement, rank);
+    if (is_side(rank)) {
+      const auto it = a.side_host.find(rank);
+      return it == a.side_host.end() ? std::string() : it->second;
+    }
+    return host_of_rank(a.placement, rank == 0 ? 0 : rank - spec_.ps_workers + 1);
   }
 
   void emit(nlohmann::json js) {
@@ -260,8 +275,15 @@ class Supervisor {
     while (true) {
       const auto usable = pool_.usable(*hosts, elapsed());
       const int slots = usable.empty() ? 0 : total_slots(usable);
-      if (slots >= el.min_workers) {
+      if (slots >= el.min_workers && (!ps_mode() || slots >= 1 + spec_.ps_servers)) {
         a.np = std::min(el.max_workers, slots);
+        if (ps_mode()) {
+          // The chief and the servers first; the other workers take the
+          // slots left, each as it starts (place_sides).
+          a.np = spec_.ps_workers + spec_.ps_servers;
+          a.placement = place_workers(usable, 1 + spec_.ps_servers);
+          return true;
+        }
         a.placement = place_workers(usable, a.np);
         return true;
       }
@@ -317,7 +339,7 @@ class Supervisor {
                " rank" + (placed.slots == 1 ? "" : "s") + " there)";
       }
     }
-    if (to > a.np) {
+ if (to > a.np && !ps_mode()) {
       return "hosts joined: " + std::to_string(slots) + " usable slots (" + describe_hosts(usable) +
              ")";
     }
@@ -337,7 +359,9 @@ class Supervisor {
       if (r == blamed) {
         state = blamed_state;
       } else if (state.empty()) {
-        if (it == a.ranks.end() || it->second.last_beat_s < 0) {
+        if (a.waiting.count(r) != 0) {
+          state = "waiting";  // for a host with a free slot
+        } else if (it == a.ranks.end() || it->second.last_beat_s < 0) {
           state = "starting";
         } else if (it->second.ended) {
           state = "done";
@@ -346,7 +370,7 @@ class Supervisor {
         }
       }
       nlohmann::json j = {{"rank", r}, {"state", state}};
-      std::string host = host_of_rank(a.placement, r);
+      std::string host = placed_host(a, r);
       if (it != a.ranks.end()) {
         if (host.empty()) host = it->second.host;
         j["pid"] = it->second.pid;
@@ -361,11 +385,12 @@ class Supervisor {
 
   // A parameter-server worker's own job: one rank, the worker `rank` of
   // the servers the chief named.
-  std::vector<std::string> side_arguments(int rank, const Attempt& a) const {
+  std::vector<std::string> side_arguments(const SideWorker& w, const Attempt& a) const {
+    const int rank = w.rank;
     MpirunSpec job = spec_.job;
     job.ranks = 1;
     job.available_slots = 1;
-    job.hostfile.clear();
+    job.hostfile = w.hostfile ? w.hostfile->path() : std::string();
     job.bind_none = true;
     if (!spec_.config_text.empty()) job.config = "-";
     job.tag_output = true;
@@ -373,8 +398,18 @@ class Supervisor {
     job.quiet = true;
     char beat[32];
     std::snprintf(beat, sizeof(beat), "%g", spec_.heartbeat_s);
+    // The chief names a server on its own host 127.0.0.1: from another
+    // host, that server is at the host the launcher placed it on.
     std::string servers;
-    for (const auto& s : a.ps_servers) servers += (servers.empty() ? "" : ",") + s;
+    for (size_t i = 0; i < a.ps_servers.size(); ++i) {
+      std::string s = a.ps_servers[i];
+      const std::string server_host = placed_host(a, spec_.ps_workers + static_cast<int>(i));
+      if (!w.host.empty() && s.rfind("127.0.0.1:", 0) == 0 && server_host != w.host &&
+          !server_host.empty()) {
+        s = server_host + s.substr(9);
+      }
+      servers += (servers.empty() ? "" : ",") + s;
+    }
     job.train_args.insert(job.train_args.end(),
                           {"--run-id", spec_.run_id, "--heartbeat", beat, "--ps-workers",
                            std::to_string(spec_.ps_workers), "--ps-worker", std::to_string(rank),
@@ -391,8 +426,100 @@ class Supervisor {
     w.said.clear();
     w.hung = false;
     w.started_s = now;
-    w.child = std::make_unique<RunningChild>(spec_.mpirun, side_arguments(w.rank, a),
-                                             spec_.mpirun_env, input);
+    w.hostfile.reset();
+    if (!w.host.empty()) {
+      w.hostfile = std::make_unique<TempFile>("baton-side-host", to_hostfile({{w.host, 1, 0}}));
+    }
+    w.child = std::make_unique<RunningChild>(spec_.mpirun, side_arguments(w, a), spec_.mpirun_env,
+                                             input);
+  }
+
+  // Starts every side worker that is not running, has not finished and has
+  // a slot: here (not elastic), or on a listed host with a slot free of the
+  // chief's, the servers' and the other side workers' (elastic; `hosts`
+  // the list now). `joined`: say so in a "scale" event (not at the start).
+  void place_sides(std::vector<SideWorker>& sides, Attempt& a, double now, int attempt,
+                   const std::vector<HostfileEntry>& hosts, bool joined) {
+    if (!spec_.elastic.enabled) {
+      for (auto& w : sides) {
+        if (!w.child && !w.finished) start_side(w, a, now);
+      }
+      return;
+    }
+    const auto usable = pool_.usable(hosts, elapsed());
+    std::map<std::string, int> free;
+    for (const auto& h : usable) free[h.host] += h.slots;
+    for (const auto& p : a.placement) free[p.host] -= p.slots;
+    for (const auto& w : sides) {
+      if (w.child && !w.host.empty()) free[w.host] -= 1;
+    }
+    for (auto& w : sides) {
+      if (w.child || w.finished) continue;
+      const auto h = std::find_if(usable.begin(), usable.end(),
+                                  [&](const HostfileEntry& e) { return free[e.host] > 0; });
+      if (h == usable.end()) {
+        if (a.waiting.insert(w.rank).second) a.ranks_changed = true;
+        continue;
+      }
+      --free[h->host];
+      w.host = h->host;
+      a.side_host[w.rank] = w.host;
+      a.waiting.erase(w.rank);
+      a.ranks_changed = true;
+      start_side(w, a, now);
+      if (joined) {
+        emit({{"type", "scale"},
+              {"run", spec_.run_id},
+              {"attempt", attempt},
+              {"rank", w.rank},
+              {"host", w.host},
+              {"change", "joined"},
+              {"workers", running_workers(sides)}});
+      }
+    }
+  }
+
+  static int running_workers(const std::vector<SideWorker>& sides) {
+    int n = 1;  // the chief
+    for (const auto& w : sides) n += w.child ? 1 : 0;
+    return n;
+  }
+
+  // Elastic: a side worker whose host is no longer listed (or is cooling
+  // down) is ended, not replaced; its slot waits for a host.
+  void retire_sides(std::vector<SideWorker>& sides, Attempt& a, int attempt,
+                    const std::vector<HostfileEntry>& hosts) {
+    const auto usable = pool_.usable(hosts, elapsed());
+    for (auto& w : sides) {
+      if (!w.child || w.host.empty()) continue;
+      const bool listed = std::any_of(usable.begin(), usable.end(),
+                                      [&](const HostfileEntry& e) { return e.host == w.host; });
+      if (listed) continue;
+      RankState& st = a.ranks[w.rank];
+      if (st.ended) continue;
+      if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+      w.child->terminate(0.0);
+      w.child.reset();
+      const std::string host = w.host;
+      w.host.clear();
+      a.side_host.erase(w.rank);
+      a.waiting.insert(w.rank);
+      st.last_beat_s = -1;
+      st.pid = 0;
+      a.ranks_changed = true;
+      if (obs_.on_output) {
+        obs_.on_output(-1, "baton launch: host " + host + " left the host list: worker " +
+                               std::to_string(w.rank) + " ended there; the others go on");
+      }
+      emit({{"type", "scale"},
+            {"run", spec_.run_id},
+            {"attempt", attempt},
+            {"rank", w.rank},
+            {"host", host},
+            {"change", "left"},
+            {"step", st.step},
+            {"workers", running_workers(sides)}});
+    }
   }
 
   // Reads a side worker's output; true when it has exited (reaped).
@@ -449,6 +576,7 @@ class Supervisor {
     const int status = w.child->terminate(0.0);
     w.child.reset();
     // Done, or the run over, or stopping: nothing to replace.
+    if (st.ended) w.finished = true;
     if (st.ended || a.chief_end_s >= 0 || stopping || stop_requested()) return {};
     if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
       a.input_error = true;
@@ -495,7 +623,16 @@ class Supervisor {
     st.last_beat_s = -1;
     st.pid = 0;
     a.ranks_changed = true;
-    start_side(w, a, now);
+    if (!spec_.elastic.enabled) {
+      start_side(w, a, now);
+      return {};
+    }
+    // Elastic: its host sits out its cooldown; the slot goes to the next
+    // free one (place_sides, at the next look at the hosts).
+    pool_.failed(w.host, elapsed());
+    a.side_host.erase(w.rank);
+    w.host.clear();
+    a.waiting.insert(w.rank);
     return {};
   }
 
@@ -503,9 +640,9 @@ class Supervisor {
                                      const std::string& hostfile) const {
     MpirunSpec job = spec_.job;
     if (spec_.elastic.enabled) {
-      job.ranks = a.np;
+      job.ranks = ps_mode() ? 1 + spec_.ps_servers : a.np;
       job.hostfile = hostfile;
-      job.available_slots = a.np;
+      job.available_slots = job.ranks;
     }
     if (!spec_.config_text.empty()) job.config = "-";
     job.tag_output = true;
@@ -544,7 +681,7 @@ class Supervisor {
       st.rank = rank;
       st.pid = rl.pid;
       a.node[rank] = rl.host;
-      st.host = spec_.elastic.enabled ? host_of_rank(a.placement, rank) : a.node[rank];
+      st.host = spec_.elastic.enabled ? placed_host(a, rank) : a.node[rank];
       st.step = std::max(st.step, rl.step);
       st.last_beat_s = now;
       return;
@@ -644,7 +781,7 @@ class Supervisor {
     RunningChild child(spec_.mpirun, arguments(attempt, a, hostfile), spec_.mpirun_env, input);
     const auto t0 = Clock::now();
     attempt_t0_ = t0;
-    double last_ranks = 0, last_discovery = 0;
+    double last_ranks = 0, last_discovery = 0, last_side_look = 0;
     double last_progress = 0;
     int64_t furthest = -1;
     bool stop_sent = false;
@@ -701,12 +838,23 @@ class Supervisor {
           for (int k = 1; k < spec_.ps_workers; ++k) {
             sides.emplace_back();
             sides.back().rank = k;
-            start_side(sides.back(), a, now);
           }
+          place_sides(sides, a, now, attempt, hosts_, false);
+          last_side_look = now;
         }
         for (auto& w : sides) {
           std::string finding = watch_side(w, attempt, a, now, stop_sent);
           if (!finding.empty()) return end_now(std::move(finding));
+        }
+        // Elastic: workers leave with their hosts and join on new ones
+        // while the job goes on (the chief's and the servers' hosts are
+        // watched below: theirs stop the job at a checkpoint).
+        if (spec_.elastic.enabled && !sides.empty() && !stop_sent && a.chief_end_s < 0 &&
+            now - last_side_look >= spec_.elastic.discovery_interval_s) {
+          last_side_look = now;
+          const std::vector<HostfileEntry>& listed = current_hosts();
+          retire_sides(sides, a, attempt, listed);
+          place_sides(sides, a, now, attempt, listed, true);
         }
       }
       if (now - last_ranks >= 1.0 || a.ranks_changed) {
@@ -735,6 +883,9 @@ class Supervisor {
                                    std::to_string(to) + " worker" + (to == 1 ? "" : "s"));
           }
           child.signal_group(SIGUSR1);
+          for (auto& w : sides) {
+            if (w.child) w.child->signal_group(SIGUSR1);
+          }
           stop_sent = true;
           stop_sent_at = Clock::now();
         }
@@ -791,8 +942,9 @@ class Supervisor {
     }
   }
 
-  static bool every_rank_heard(const Attempt& a) {
+  bool every_rank_heard(const Attempt& a) const {
     for (int r = 0; r < a.np; ++r) {
+      if (is_side(r)) continue;  // their jobs are their own
       const auto it = a.ranks.find(r);
       if (it == a.ranks.end() || it->second.last_beat_s < 0) return false;
     }
@@ -883,7 +1035,7 @@ class Supervisor {
                                               : "signal " + std::to_string(WTERMSIG(status))) +
                 ") before the run completed";
     }
-    if (r.rank >= 0 && spec_.elastic.enabled) r.host = host_of_rank(a.placement, r.rank);
+    if (r.rank >= 0 && spec_.elastic.enabled) r.host = placed_host(a, r.rank);
     if (r.rank >= 0 && r.host.empty()) {
       if (const auto it = a.ranks.find(r.rank); it != a.ranks.end()) r.host = it->second.host;
     }
