@@ -694,6 +694,7 @@ class Supervisor {
       }
       if (rl.type == "run_end" && rl.status != "failed" && a.ranks.count(rank) != 0) {
         a.ranks[rank].ended = true;
+        a.ranks[rank].step = std::max(a.ranks[rank].step, rl.step);
         a.ranks_changed = true;
       }
       if (rank == 0) {
