@@ -5,10 +5,12 @@
 #pragma once
 
 #include <baton/core/running_child.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,6 +26,15 @@ inline std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& ev
     if (e.value("type", "") == type) out.push_back(e);
   }
   return out;
+}
+
+// The running test's own folder under `root`, emptied.
+inline std::filesystem::path fresh_test_dir(const std::string& root) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::filesystem::path dir = std::filesystem::path(root) / info->name();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 struct LaunchedJob {

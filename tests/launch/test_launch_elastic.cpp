@@ -69,10 +69,7 @@ class LaunchElastic : public testing::Test {
  protected:
   void SetUp() override {
     if (find_on_path("mpirun").empty()) GTEST_SKIP() << "mpirun is not on PATH";
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    work_ = fs::path(BATON_TEST_WORK_DIR) / info->name();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
+    work_ = testing_launch::fresh_test_dir(BATON_TEST_WORK_DIR);
     config_ = path("config.json");
     std::ofstream(config_) << kConfig;
     for (const auto& [name, text] : {std::pair{"agent.sh", kAgent}, {"fault.sh", kWrapper}}) {

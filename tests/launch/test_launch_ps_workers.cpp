@@ -76,10 +76,7 @@ class LaunchPsWorkers : public testing::Test {
  protected:
   void SetUp() override {
     if (find_on_path("mpirun").empty()) GTEST_SKIP() << "mpirun is not on PATH";
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    work_ = fs::path(BATON_TEST_WORK_DIR) / info->name();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
+    work_ = testing_launch::fresh_test_dir(BATON_TEST_WORK_DIR);
     config_ = (work_ / "config.json").string();
     std::ofstream(config_) << kConfig;
   }

@@ -177,15 +177,8 @@ class Supervisor {
       emit_ranks(attempt, a, again ? "restarting" : "stopped", r.rank,
                  a.stalled.find("heartbeat") != std::string::npos ? "hung" : "dead");
       if (obs_.on_restart) obs_.on_restart(r);
-      emit({{"type", again ? "restart" : "launch_failure"},
-            {"run", spec_.run_id},
-            {"attempt", attempt},
-            {"cause", r.cause},
-            {"rank", r.rank},
-            {"host", r.host},
-            {"step", r.step},
-            {"detected", r.detected_unix_s},
-            {"restarts_left", std::max(0, spec_.max_restarts - failures)}});
+      emit_failure(again ? "restart" : "launch_failure", r,
+                   std::max(0, spec_.max_restarts - failures));
       if (!again) {
         out.status = "failed";
         out.exit_code = 1;
@@ -236,6 +229,19 @@ class Supervisor {
   }
 
   double elapsed() const { return seconds_since(t_start_); }
+
+  // A failure as an event: "restart", "launch_failure" or "replace".
+  void emit_failure(const char* type, const Restart& r, int restarts_left) {
+    emit({{"type", type},
+          {"run", spec_.run_id},
+          {"attempt", r.attempt},
+          {"cause", r.cause},
+          {"rank", r.rank},
+          {"host", r.host},
+          {"step", r.step},
+          {"detected", r.detected_unix_s},
+          {"restarts_left", restarts_left}});
+  }
 
   // The hosts listed now: the discovery command's output (the last good
   // one when it fails: a flaky script does not end a running job), or the
@@ -610,15 +616,7 @@ class Supervisor {
     replacements_.push_back(r);
     emit_ranks(attempt, a, {}, w.rank, w.hung ? "hung" : "dead");
     if (obs_.on_replace) obs_.on_replace(r);
-    emit({{"type", "replace"},
-          {"run", spec_.run_id},
-          {"attempt", attempt},
-          {"cause", r.cause},
-          {"rank", r.rank},
-          {"host", r.host},
-          {"step", r.step},
-          {"detected", r.detected_unix_s},
-          {"restarts_left", spec_.max_restarts - used - 1}});
+    emit_failure("replace", r, spec_.max_restarts - used - 1);
     // The replacement: the same slot; the servers tell it where to go on.
     st.last_beat_s = -1;
     st.pid = 0;
