@@ -243,12 +243,18 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   const int num_ps = std::max(1, cfg.strategy.num_ps);
   // Elastic (--max-workers ranks at most): the workers come and go with
   // their hosts while the servers go on.
+  // A fixed hostfile is placed the same way, its hosts never changing.
   const bool ps_async = cfg.strategy.type == "parameter_server" && cfg.strategy.mode == "async";
+  const bool ps_fixed_hosts = ps_async && !elastic && !a.hostfile.empty() && a.tf_config.empty() &&
+                              total_ranks - num_ps >= 2;
   if (ps_async && !elastic && a.hostfile.empty() && a.tf_config.empty() &&
       total_ranks - num_ps >= 2) {
     spec.ps_workers = total_ranks - num_ps;
     spec.ps_servers = num_ps;
     spec.job.ranks = 1 + num_ps;
+  } else if (ps_fixed_hosts) {
+    spec.ps_workers = total_ranks - num_ps;
+    spec.ps_servers = num_ps;
   } else if (ps_async && elastic && a.max_workers - num_ps >= 2) {
     spec.ps_workers = a.max_workers - num_ps;
     spec.ps_servers = num_ps;
@@ -296,6 +302,14 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     el.min_workers = a.min_workers > 0 ? a.min_workers : 1;
     if (a.max_workers > 0) el.max_workers = a.max_workers;
     el.discovery_interval_s = a.discovery_interval_s;
+    el.cooldown_s = a.host_cooldown_s;
+    el.start_timeout_s = a.start_timeout_s;
+    spec.job.hostfile.clear();
+  } else if (ps_fixed_hosts) {
+    ElasticSpec& el = spec.elastic;
+    el.enabled = true;
+    el.hosts = hosts;
+    el.min_workers = el.max_workers = total_ranks;
     el.cooldown_s = a.host_cooldown_s;
     el.start_timeout_s = a.start_timeout_s;
     spec.job.hostfile.clear();

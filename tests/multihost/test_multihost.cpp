@@ -7,7 +7,9 @@
 //  - multi_worker_mirrored (2 ranks per host, Baton's ring) and
 //    parameter_server train across the hosts, and the history and the
 //    launcher's rank reports name both hosts;
-//  - `baton launch` restarts a job when every process of one host is killed.
+//  - `baton launch` restarts a job when every process of one host is killed;
+//  - an asynchronous parameter server's worker killed on the other host is
+//    replaced there while the job goes on.
 // Needs root and `ip netns` (iproute2); reported as skipped, with the reason,
 // where they are missing. The hosts are removed after the tests, and
 // before them in case an earlier run left some.
@@ -114,9 +116,10 @@ class MultiHost : public testing::Test {
   // `baton launch` to its end; its events (--events -) as they came.
   std::vector<nlohmann::json> launch(const std::string& run_id, std::vector<std::string> extra,
                                      const std::function<void(const nlohmann::json&)>& on_event,
-                                     const std::string& config = "config.json") {
+                                     const std::string& config = "config.json",
+                                     const std::string& hostfile = "hosts") {
     std::vector<std::string> args = {
-        "baton",      "launch",      path(config), "--hostfile",       path("hosts"),
+        "baton",      "launch",      path(config), "--hostfile",       path(hostfile),
         "--runs-dir", path("runs"),  "--db",       path("history.db"), "--run-id",
         run_id,       "--heartbeat", "0.5",        "--events",         "-",
         "-q"};
@@ -183,6 +186,50 @@ TEST_F(MultiHost, ParameterServerTrainsAcrossHosts) {
   const auto ends = of_type(events, "run_end");
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0].value("status", ""), "completed");
+}
+
+// Asynchronous servers across hosts, from a hostfile of addresses: the
+// chief and the server on bt-t1, a worker job of its own for each of the
+// other two workers on bt-t2, which reach the server at bt-t1's address.
+// A worker on bt-t2 killed is replaced there while the job goes on.
+TEST_F(MultiHost, AnAsyncServersWorkerKilledOnTheOtherHostIsReplaced) {
+  std::ofstream(path("hosts_by_address")) << "10.77.0.11 slots=2\n10.77.0.12 slots=2\n";
+  auto ps = nlohmann::json::parse(kConfig);
+  ps["strategy"] = {{"type", "parameter_server"}, {"num_ps", 1}, {"mode", "async"}};
+  ps["train"]["steps"] = 100000;
+  ps["train"]["log_every_steps"] = 500;
+  std::ofstream(path("config_ps_async.json")) << ps.dump();
+  long killed = 0;
+  const auto events = launch(
+      "psasync",
+      {"--np", "4", "--host-cooldown", "0.5", "--heartbeat-timeout", "20"},
+      [&](const nlohmann::json& e) {
+        if (killed != 0 || e.value("type", "") != "ranks") return;
+        for (const auto& r : e["ranks"]) {
+          if (r.value("rank", -1) == 2 && r.value("state", "") == "running" &&
+              r.value("step", int64_t{-1}) >= 500) {
+            killed = r.value("pid", 0L);
+            ::kill(static_cast<pid_t>(killed), SIGKILL);
+          }
+        }
+      },
+      "config_ps_async.json", "hosts_by_address");
+  ASSERT_EQ(exit_code_, 0) << err_;
+  ASSERT_NE(killed, 0) << "worker 2 never seen running past step 500";
+  const auto replaced = of_type(events, "replace");
+  ASSERT_EQ(replaced.size(), 1u) << err_;
+  EXPECT_EQ(replaced[0].value("rank", -1), 2);
+  EXPECT_EQ(replaced[0].value("host", ""), "10.77.0.12");
+  EXPECT_TRUE(of_type(events, "restart").empty());
+  EXPECT_EQ(rank_hosts(events), (std::set<std::string>{"10.77.0.11", "10.77.0.12"}));
+  const auto ranks = of_type(events, "ranks");
+  ASSERT_FALSE(ranks.empty());
+  for (const auto& r : ranks.back()["ranks"]) {
+    if (r.value("rank", -1) < 3) {
+      EXPECT_EQ(r.value("state", ""), "done") << r.dump();
+      EXPECT_EQ(r.value("step", int64_t{-1}), 100000) << r.dump();
+    }
+  }
 }
 
 // Every process on bt-t2 killed (its daemon and its two ranks: the host is

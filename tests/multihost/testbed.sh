@@ -9,7 +9,9 @@
 #   testbed.sh down [PREFIX]   remove every host and the bridge (always safe)
 #   testbed.sh agent HOST CMD...  OpenMPI's rsh agent: runs CMD in HOST's
 #                              namespace with a UTS namespace of its own whose
-#                              hostname is HOST (so its ranks say where they run)
+#                              hostname is HOST (so its ranks say where they run);
+#                              HOST may be a host's address (10.77.0.11), as a
+#                              hostfile of addresses names them
 # Traffic stays between these namespaces and the bridge's 10.77.0.1.
 set -euo pipefail
 prefix_of() { echo "${1:-bt-h}"; }
@@ -58,6 +60,13 @@ case "${1:-}" in
     ;;
   agent)
     h=$2; shift 2
+    case "$h" in
+      10.77.0.*)
+        for ns in $(ip netns list | awk '{print $1}'); do
+          if ip -n "$ns" -4 addr show dev eth0 2>/dev/null | grep -q "inet $h/"; then h=$ns; fi
+        done
+        ;;
+    esac
     exec ip netns exec "$h" unshare --uts /bin/sh -c 'hostname "$0"; exec /bin/sh -c "$*"' "$h" "$@"
     ;;
   *)
