@@ -281,6 +281,20 @@ if [ "$HAVE_MPIRUN" = 1 ]; then
     mpirun -n 2 --oversubscribe --bind-to none "$BATON" train "$PS" --runs-dir "$RUNS" \
     --set strategy.num_ps=2
 fi
+# A worker that joins its servers over TCP (what baton launch starts):
+# its options checked before anything is built.
+PSW=("$BATON" train "$SRC/resources/examples/parameter_server.json" --runs-dir "$RUNS" --no-db -q)
+check ps-worker-alone 2 "--ps-worker and --ps-servers need --ps-workers" -- "${PSW[@]}" --ps-worker 1
+check ps-servers-garbage 2 '--ps-servers: "nope" is not an address; expected HOST:PORT' -- \
+  "${PSW[@]}" --ps-workers 3 --ps-worker 1 --ps-servers nope
+check ps-worker-past-slots 2 "--ps-worker 5: the job has 3 worker slots" -- \
+  "${PSW[@]}" --ps-workers 3 --ps-worker 5 --ps-servers 127.0.0.1:9
+check ps-workers-sync 2 "strategy.mode: sync; workers that join their servers over TCP" -- \
+  "${PSW[@]}" --ps-workers 3 --ps-worker 1 --ps-servers 127.0.0.1:9 --set strategy.mode=sync
+check ps-servers-count 2 "--ps-servers: 2 address\(es\), but strategy.num_ps is 1" -- \
+  "${PSW[@]}" --ps-workers 3 --ps-worker 1 --ps-servers 127.0.0.1:9,127.0.0.1:10
+check ps-workers-not-ps 2 "strategy.type: mirrored; --ps-workers is for a parameter_server job" -- \
+  "$BATON" train "$SRC/resources/examples/mirrored.json" --runs-dir "$RUNS" --no-db --ps-workers 2
 
 # Distribution: mirrored on threads, multi_worker_mirrored under mpirun, and
 # TF_CONFIG checked against the job (exit 2 when malformed or inconsistent).
