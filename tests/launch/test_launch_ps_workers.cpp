@@ -17,9 +17,9 @@
 
 #include <algorithm>
 #include <csignal>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -87,10 +87,26 @@ class LaunchPsWorkers : public testing::Test {
   testing_launch::LaunchedJob launch(const std::string& id,
                                      const std::function<void(const nlohmann::json&)>& on_event,
                                      std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"baton", "launch", config_, "--np", "4", "--runs-dir",
-                                     runs(), "--db", db(), "--events", "-", "--run-id", id,
-                                     "--heartbeat", "0.2", "--heartbeat-timeout", heartbeat_timeout_, "-q",
-                                     "--sample-log", (work_ / "samples").string()};
+    std::vector<std::string> args = {"baton",
+                                     "launch",
+                                     config_,
+                                     "--np",
+                                     "4",
+                                     "--runs-dir",
+                                     runs(),
+                                     "--db",
+                                     db(),
+                                     "--events",
+                                     "-",
+                                     "--run-id",
+                                     id,
+                                     "--heartbeat",
+                                     "0.2",
+                                     "--heartbeat-timeout",
+                                     heartbeat_timeout_,
+                                     "-q",
+                                     "--sample-log",
+                                     (work_ / "samples").string()};
     args.insert(args.end(), extra.begin(), extra.end());
     return testing_launch::run_launcher(
         BATON_BINARY, args, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"},
@@ -183,8 +199,8 @@ TEST_F(LaunchPsWorkers, AKilledWorkerIsReplacedWhileTheServersGoOn) {
   EXPECT_EQ(before.begin()->first, 0);
   const int64_t last = before.rbegin()->first, start = after.begin()->first;
   EXPECT_GE(start, 2000);
-  EXPECT_TRUE(start == last || start == last + 1) << "logged up to " << last << ", went on at "
-                                                  << start;
+  EXPECT_TRUE(start == last || start == last + 1)
+      << "logged up to " << last << ", went on at " << start;
   if (start == last) {
     EXPECT_EQ(after.at(start), before.at(start)) << "step " << start;
   }
@@ -220,8 +236,7 @@ TEST_F(LaunchPsWorkers, AStoppedWorkerIsFoundByItsSilenceAndReplaced) {
 
 TEST_F(LaunchPsWorkers, AWorkerThatKeepsDyingSpendsTheRestartsAndTheRunFails) {
   std::vector<long> hit;
-  const auto job =
-      launch("dies", fault(2, SIGKILL, 1000, &hit, true), {"--max-restarts", "1"});
+  const auto job = launch("dies", fault(2, SIGKILL, 1000, &hit, true), {"--max-restarts", "1"});
   EXPECT_EQ(job.exit_code, 1) << job.err;
   EXPECT_EQ(of_type(job.events, "replace").size(), 1u);
   const auto failure = of_type(job.events, "launch_failure");

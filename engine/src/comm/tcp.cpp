@@ -222,8 +222,8 @@ void exchange(std::vector<Transfer>& transfers, std::vector<pollfd>& polls, doub
         const int piece = next_piece(t.recv_n, prog[i].got);
         if (piece >= 0) {
           char* at = static_cast<char*>(t.recv[piece]) + prog[i].got[piece];
-          const ssize_t k = ::recv(t.socket->fd(), at, t.recv_n[piece] - prog[i].got[piece],
-                                   MSG_DONTWAIT);
+          const ssize_t k =
+              ::recv(t.socket->fd(), at, t.recv_n[piece] - prog[i].got[piece], MSG_DONTWAIT);
           if (k == 0) throw CommError("tcp: " + t.peer + " closed the connection");
           if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             throw CommError("tcp: receiving from " + t.peer + ": " + errno_text(errno));

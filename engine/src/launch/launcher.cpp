@@ -76,6 +76,20 @@ struct Attempt {
   }
 };
 
+// mpirun's report of a rank killed by a signal: the rank (of its job), and
+// "on NODE was killed by signal N (NAME)"; false for any other line.
+bool signal_report(const std::string& line, int* rank, std::string* node, std::string* what) {
+  static const std::regex signal_re(
+      R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
+  std::smatch m;
+  if (!std::regex_search(line, m, signal_re)) return false;
+  *rank = std::stoi(m[1]);
+  *node = m[2];
+  *what = "on " + m[2].str() + " was killed by signal " + m[3].str() +
+          (m[4].matched ? " (" + m[4].str() + ")" : "");
+  return true;
+}
+
 // A parameter-server worker outside the MPI job (LaunchSpec::ps_workers):
 // an mpirun job of its own rank.
 struct SideWorker {
@@ -345,7 +359,7 @@ class Supervisor {
                " rank" + (placed.slots == 1 ? "" : "s") + " there)";
       }
     }
- if (to > a.np && !ps_mode()) {
+    if (to > a.np && !ps_mode()) {
       return "hosts joined: " + std::to_string(slots) + " usable slots (" + describe_hosts(usable) +
              ")";
     }
@@ -542,13 +556,10 @@ class Supervisor {
             continue;
           }
           // Its mpirun's own report: how the worker died.
-          static const std::regex signal_re(
-              R"(process rank \d+ with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
-          std::smatch m;
-          if (std::regex_search(l.text, m, signal_re)) {
-            w.said = "worker " + std::to_string(w.rank) + " on " + m[1].str() +
-                     " was killed by signal " + m[2].str() +
-                     (m[3].matched ? " (" + m[3].str() + ")" : "");
+          int job_rank = 0;
+          std::string node, what;
+          if (signal_report(l.text, &job_rank, &node, &what)) {
+            w.said = "worker " + std::to_string(w.rank) + " " + what;
           }
           if (obs_.on_output) obs_.on_output(-1, l.text);
         }
@@ -756,16 +767,14 @@ class Supervisor {
         !a.ranks.empty()) {
       a.daemon_lost = true;
     }
-    static const std::regex signal_re(
-        R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
     static const std::regex exit_re(R"(Process name: \[\[\d+,\d+\],(\d+)\])");
     std::smatch m;
-    if (std::regex_search(line, m, signal_re)) {
-      a.mpirun_rank = logical_rank(std::stoi(m[1]));
-      a.mpirun_host = m[2];
-      a.mpirun_said = "rank " + std::to_string(a.mpirun_rank) + " on " + m[2].str() +
-                      " was killed by signal " +
-                      m[3].str() + (m[4].matched ? " (" + m[4].str() + ")" : "");
+    int job_rank = 0;
+    std::string node, what;
+    if (signal_report(line, &job_rank, &node, &what)) {
+      a.mpirun_rank = logical_rank(job_rank);
+      a.mpirun_host = node;
+      a.mpirun_said = "rank " + std::to_string(a.mpirun_rank) + " " + what;
     } else if (std::regex_search(line, m, exit_re) && a.mpirun_rank < 0) {
       a.mpirun_rank = logical_rank(std::stoi(m[1]));
     }

@@ -164,7 +164,8 @@ int64_t ParameterServerStrategy::serve_tcp(PsShard& shard,
   int64_t base_step = -1;  // where the chief started: a new worker's start
   bool chief_done = false;
   const bool bounded = max_staleness_ >= 0;
-  std::vector<std::vector<float>> slot(bounded ? nw : 1, std::vector<float>(static_cast<size_t>(n)));
+  std::vector<std::vector<float>> slot(bounded ? nw : 1,
+                                       std::vector<float>(static_cast<size_t>(n)));
   struct Pending {
     int worker;
     int64_t read;

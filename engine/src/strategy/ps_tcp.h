@@ -33,12 +33,12 @@ inline constexpr int64_t kPsHello = 101, kPsPush = 102, kPsSnapshot = 103, kPsDo
                          kPsValues = 105, kPsSnap = 106;
 
 struct ParameterServerStrategy::Tcp {
-  tcp::Socket listener;                       // a server's
+  tcp::Socket listener;  // a server's
   int port = 0;
-  std::vector<tcp::Socket> servers;           // a worker's, one per server
+  std::vector<tcp::Socket> servers;              // a worker's, one per server
   std::vector<PsWire> send_header, recv_header;  // per server
-  std::vector<std::vector<float>> values;     // per server: the values received
-  std::vector<tcp::Transfer> transfers;       // per server
+  std::vector<std::vector<float>> values;        // per server: the values received
+  std::vector<tcp::Transfer> transfers;          // per server
   std::vector<pollfd> polls;
 };
 
