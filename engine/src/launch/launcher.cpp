@@ -26,6 +26,10 @@ namespace {
 
 // After the chief's run_end, how long the ranks have to exit.
 constexpr double kExitWaitS = 120.0;
+// How long after a parameter-server worker's death the launcher replaces
+// it: the job's own failure, when a server died and took the worker along,
+// is reported within this.
+constexpr double kSideGraceS = 1.0;
 
 using Clock = std::chrono::steady_clock;
 
@@ -103,6 +107,8 @@ struct SideWorker {
   double started_s = 0;  // seconds into the attempt
   std::string said;      // its mpirun's report of how it died
   bool hung = false;     // the launcher killed it for its silence
+  double died_s = -1;    // when it died (seconds into the attempt), not yet acted on
+  int died_status = 0;   // and its mpirun's wait status
 };
 
 class Supervisor {
@@ -462,7 +468,7 @@ class Supervisor {
                    const std::vector<HostfileEntry>& hosts, bool joined) {
     if (!spec_.elastic.enabled) {
       for (auto& w : sides) {
-        if (!w.child && !w.finished) start_side(w, a, now);
+        if (!w.child && !w.finished && w.died_s < 0) start_side(w, a, now);
       }
       return;
     }
@@ -474,7 +480,7 @@ class Supervisor {
       if (w.child && !w.host.empty()) free[w.host] -= 1;
     }
     for (auto& w : sides) {
-      if (w.child || w.finished) continue;
+      if (w.child || w.finished || w.died_s >= 0) continue;
       const auto h = std::find_if(usable.begin(), usable.end(),
                                   [&](const HostfileEntry& e) { return free[e.host] > 0; });
       if (h == usable.end()) {
@@ -573,6 +579,7 @@ class Supervisor {
   // silence. A worker that died or hung before the run's end is replaced
   // while restarts are left; "" or the finding that ends the attempt.
   std::string watch_side(SideWorker& w, int attempt, Attempt& a, double now, bool stopping) {
+    if (w.died_s >= 0) return act_on_death(w, attempt, a, now, stopping);
     if (!w.child) return {};
     bool exited = read_side(w, a, now, false) && w.child->exit_status().has_value();
     RankState& st = a.ranks[w.rank];
@@ -595,6 +602,20 @@ class Supervisor {
     // Done, or the run over, or stopping: nothing to replace.
     if (st.ended) w.finished = true;
     if (st.ended || a.chief_end_s >= 0 || stopping || stop_requested()) return {};
+    w.died_s = now;
+    w.died_status = status;
+    return {};
+  }
+
+  // A side worker's death, acted on kSideGraceS after it: a worker whose
+  // server died dies too, and the job's own end (a whole-job restart) is
+  // seen first then - not taken for a worker to replace.
+  std::string act_on_death(SideWorker& w, int attempt, Attempt& a, double now, bool stopping) {
+    if (now - w.died_s < kSideGraceS) return {};
+    const int status = w.died_status;
+    w.died_s = -1;
+    RankState& st = a.ranks[w.rank];
+    if (a.chief_end_s >= 0 || stopping || stop_requested()) return {};
     if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
       a.input_error = true;
       return "worker " + std::to_string(w.rank) + " refused its input: " + a.rank_error;
