@@ -178,6 +178,9 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   // TF_CONFIG: its hosts, a slot per task, become the job's hostfile
   // (mpirun fills them in order: chief, workers, then servers).
   std::optional<TempFile> tf_hostfile;
+  // An asynchronous parameter-server job's MPI job: the chief's and the
+  // servers' tasks (the workers take the other tasks' slots).
+  std::vector<HostfileEntry> tf_core_hosts;
   if (!a.tf_config.empty()) {
     std::ifstream in(a.tf_config);
     if (!in) throw InputError("--tf-config " + a.tf_config + ": cannot open the file");
@@ -198,6 +201,12 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
                        " (set strategy.num_ps to the ps tasks, or drop them)");
     }
     tf_hostfile.emplace("baton-tf-hosts", to_hostfile(hosts));
+    if (!cluster.chief.empty() || !cluster.ps.empty()) {
+      ClusterSpec core;
+      core.chief = cluster.chief;
+      core.ps = cluster.ps;
+      tf_core_hosts = hostfile_from_spec(core);
+    }
   }
   if (elastic) {
     if (a.np > 0) {
@@ -245,7 +254,8 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   // their hosts while the servers go on.
   // A fixed hostfile is placed the same way, its hosts never changing.
   const bool ps_async = cfg.strategy.type == "parameter_server" && cfg.strategy.mode == "async";
-  const bool ps_fixed_hosts = ps_async && !elastic && !a.hostfile.empty() && a.tf_config.empty() &&
+  const bool ps_fixed_hosts = ps_async && !elastic &&
+                              (!a.hostfile.empty() || !a.tf_config.empty()) &&
                               total_ranks - num_ps >= 2;
   if (ps_async && !elastic && a.hostfile.empty() && a.tf_config.empty() &&
       total_ranks - num_ps >= 2) {
@@ -309,6 +319,7 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     ElasticSpec& el = spec.elastic;
     el.enabled = true;
     el.hosts = hosts;
+    spec.ps_core_hosts = tf_core_hosts;
     el.min_workers = el.max_workers = total_ranks;
     el.cooldown_s = a.host_cooldown_s;
     el.start_timeout_s = a.start_timeout_s;

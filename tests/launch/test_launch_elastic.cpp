@@ -380,6 +380,50 @@ TEST_F(LaunchElastic, ATfConfigFileGivesTheRanksAndTheirHosts) {
   EXPECT_EQ(ranks.back()["ranks"].size(), 3u);
 }
 
+// TF_CONFIG's tasks for asynchronous servers: each task on its own host
+// (the chief and the server on .2, a worker each on .3 and .4), and a
+// worker killed there is replaced on its host while the job goes on.
+TEST_F(LaunchElastic, TfConfigParameterServerTasksRunOnTheirHostsAndAWorkerIsReplaced) {
+  std::ofstream(path("tf_ps.json")) << R"({"cluster": {"chief": ["127.0.0.2:2222"],
+      "worker": ["127.0.0.3:2222", "127.0.0.4:2222"], "ps": ["127.0.0.2:2223"]}})";
+  long killed = 0;
+  const auto job = testing_launch::run_launcher(
+      BATON_BINARY,
+      {"baton", "launch", config_, "--tf-config", path("tf_ps.json"), "--runs-dir", path("runs"),
+       "--db", path("history.db"), "--set", "train.steps=60000", "--set",
+       "strategy.type=parameter_server", "--set", "strategy.num_ps=1", "--set",
+       "strategy.mode=async", "--host-cooldown", "0.5", "--heartbeat", "0.2", "--events", "-",
+       "-q"},
+      env(), [&](const nlohmann::json& e) {
+        if (killed != 0 || e.value("type", "") != "ranks") return;
+        for (const auto& r : e["ranks"]) {
+          if (r.value("rank", -1) == 2 && r.value("state", "") == "running" &&
+              r.value("step", int64_t{-1}) >= 1000) {
+            killed = r.value("pid", 0L);
+            ::kill(static_cast<pid_t>(killed), SIGKILL);
+          }
+        }
+      });
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  ASSERT_NE(killed, 0) << "worker 2 never seen running past step 1000";
+  const auto replaced = of_type(job.events, "replace");
+  ASSERT_EQ(replaced.size(), 1u) << job.err;
+  EXPECT_EQ(replaced[0].value("host", ""), "127.0.0.4");
+  EXPECT_TRUE(of_type(job.events, "restart").empty());
+  const auto ranks = of_type(job.events, "ranks");
+  ASSERT_FALSE(ranks.empty());
+  const std::map<int, std::string> want = {
+      {0, "127.0.0.2"}, {1, "127.0.0.3"}, {2, "127.0.0.4"}, {3, "127.0.0.2"}};
+  for (const auto& r : ranks.back()["ranks"]) {
+    const int rank = r.value("rank", -1);
+    ASSERT_EQ(want.count(rank), 1u) << r.dump();
+    EXPECT_EQ(r.value("host", ""), want.at(rank)) << r.dump();
+    if (rank < 3) {
+      EXPECT_EQ(r.value("step", int64_t{-1}), 60000) << r.dump();
+    }
+  }
+}
+
 TEST_F(LaunchElastic, BadElasticInputIsExitTwoNamingWhatIsWrong) {
   const auto run = [&](std::vector<std::string> a) {
     a.insert(a.begin(), {"baton", "launch", config_});

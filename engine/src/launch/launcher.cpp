@@ -307,7 +307,8 @@ class Supervisor {
           // The chief and the servers first; the other workers take the
           // slots left, each as it starts (place_sides).
           a.np = spec_.ps_workers + spec_.ps_servers;
-          a.placement = place_workers(usable, 1 + spec_.ps_servers);
+          a.placement = spec_.ps_core_hosts.empty() ? place_workers(usable, 1 + spec_.ps_servers)
+                                                    : spec_.ps_core_hosts;
           return true;
         }
         a.placement = place_workers(usable, a.np);

@@ -90,6 +90,9 @@ struct LaunchSpec {
   // server's death restarts the whole job, as any rank's does otherwise.
   int ps_workers = 0;
   int ps_servers = 0;
+  // Where the chief and the servers run (TF_CONFIG's chief and ps tasks;
+  // empty: the first slots of the hosts).
+  std::vector<HostfileEntry> ps_core_hosts;
 };
 
 // What a rank was last heard saying.
