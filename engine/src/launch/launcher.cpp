@@ -820,9 +820,16 @@ class Supervisor {
     std::vector<SideWorker> sides;  // ps_mode(): workers 1.. as jobs of their own
     sides.reserve(static_cast<size_t>(std::max(0, spec_.ps_workers)));
     // The side workers go with the job (their mpirun's ranks are in groups
-    // of their own: ended by pid too).
-    const auto end_sides = [&] {
+    // of their own: ended by pid too). `finishing`: the job ended by itself
+    // - its servers waited for every worker's last push, so the workers are
+    // ending too: their last lines (their run_end) are read first, for a
+    // few seconds at most.
+    const auto end_sides = [&](bool finishing) {
+      const auto until = Clock::now() + std::chrono::seconds(finishing ? 5 : 0);
       for (auto& w : sides) {
+        while (finishing && w.child && !read_side(w, a, seconds_since(t0), true) &&
+               Clock::now() < until) {
+        }
         if (!w.child) continue;
         const RankState& st = a.ranks[w.rank];
         if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
@@ -845,7 +852,7 @@ class Supervisor {
       const int status = child.terminate(std::min(spec_.grace_s, 1.0), &lines);
       drain(seconds_since(t0));
       kill_local_ranks(a);
-      end_sides();
+      end_sides(false);
       return status;
     };
     while (true) {
@@ -858,7 +865,7 @@ class Supervisor {
         const auto until = Clock::now() + std::chrono::seconds(2);
         while (child.read(0.1, lines) && Clock::now() < until) drain(seconds_since(t0));
         drain(seconds_since(t0));
-        end_sides();
+        end_sides(true);
         return child.terminate(0);  // its group's leftovers go too
       }
       if (!open) continue;  // streams closed: the exit comes next
@@ -934,7 +941,7 @@ class Supervisor {
         if (Clock::now() - stop_sent_at > std::chrono::seconds(60)) {
           const int status = child.terminate(spec_.grace_s, &lines);
           kill_local_ranks(a);
-          end_sides();
+          end_sides(false);
           return status;
         }
         continue;
