@@ -6,7 +6,7 @@
 #   2. an ASan + UBSan build of the engine, the studio and their tests, and
 #      ctest -L engine and -L ui (the Release run alone trains the CNN to
 #      its accuracy goal, label model, and GPT-2 small's step);
-#   3. the libFuzzer targets (tests/fuzz), 20 s each on their seed corpora;
+#   3. the libFuzzer targets (tests/fuzz), 10 s each on their seed corpora;
 #   4. the Debian package (cpack -G DEB) from the Release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,13 +50,13 @@ UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L "^(engine|ui)$" \
     -E "Gpt2SmallTrainsAStep"
 
-stage "Fuzzing: every parser of others' input, 20 s each on its seed corpus"
+stage "Fuzzing: every parser of others' input, 10 s each on its seed corpus"
 # clang's libFuzzer with ASan + UBSan; each target compiles only the engine
 # sources it reads with (tests/fuzz/CMakeLists.txt), so nothing else builds.
 CC=clang CXX=clang++ cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBATON_FUZZ=ON -DBATON_BUILD_TESTS=OFF -DBATON_BUILD_UI=OFF -DBATON_WITH_CUDA=OFF >/dev/null
 cmake --build "$root/build-fuzz" --target baton_fuzzers -j "${BATON_JOBS:-2}"
-bash "$root/tests/fuzz/run_fuzzers.sh" "$root/build-fuzz" 20 2
+bash "$root/tests/fuzz/run_fuzzers.sh" "$root/build-fuzz" 10 2
 
 stage "Debian package"
 (cd "$root/build" && cpack -G DEB >/dev/null && ls -1 "$root"/build/baton_*.deb)

@@ -186,7 +186,7 @@ TEST_F(LaunchElastic, ParameterServerWorkersLeaveAndJoinWithTheirHosts) {
   set_hosts("127.0.0.2:2\n127.0.0.3:1\n127.0.0.4:1\n");
   int phase = 0;  // 0: 3 workers; 1: .4 removed; 2: its worker left; 3: .4 back; 4: joined
   const auto events = launch(
-      {"--min-workers", "2", "--max-workers", "4", "--set", "train.steps=60000", "--set",
+      {"--min-workers", "2", "--max-workers", "4", "--set", "train.steps=40000", "--set",
        "strategy.type=parameter_server", "--set", "strategy.num_ps=1", "--set",
        "strategy.mode=async", "--max-restarts", "0"},
       [&](const nlohmann::json& e) {
@@ -228,7 +228,7 @@ TEST_F(LaunchElastic, ParameterServerWorkersLeaveAndJoinWithTheirHosts) {
   for (const auto& r : ranks.back().value("ranks", nlohmann::json::array())) {
     if (r.value("rank", -1) < 3) {
       EXPECT_EQ(r.value("state", ""), "done") << r.dump();
-      EXPECT_EQ(r.value("step", int64_t{-1}), 60000) << r.dump();
+      EXPECT_EQ(r.value("step", int64_t{-1}), 40000) << r.dump();
       ++done;
     }
   }
@@ -390,7 +390,7 @@ TEST_F(LaunchElastic, TfConfigParameterServerTasksRunOnTheirHostsAndAWorkerIsRep
   const auto job = testing_launch::run_launcher(
       BATON_BINARY,
       {"baton", "launch", config_, "--tf-config", path("tf_ps.json"), "--runs-dir", path("runs"),
-       "--db", path("history.db"), "--set", "train.steps=60000", "--set",
+       "--db", path("history.db"), "--set", "train.steps=40000", "--set",
        "strategy.type=parameter_server", "--set", "strategy.num_ps=1", "--set",
        "strategy.mode=async", "--host-cooldown", "0.5", "--heartbeat", "0.2", "--events", "-",
        "-q"},
@@ -419,7 +419,7 @@ TEST_F(LaunchElastic, TfConfigParameterServerTasksRunOnTheirHostsAndAWorkerIsRep
     ASSERT_EQ(want.count(rank), 1u) << r.dump();
     EXPECT_EQ(r.value("host", ""), want.at(rank)) << r.dump();
     if (rank < 3) {
-      EXPECT_EQ(r.value("step", int64_t{-1}), 60000) << r.dump();
+      EXPECT_EQ(r.value("step", int64_t{-1}), 40000) << r.dump();
     }
   }
 }

@@ -196,7 +196,7 @@ TEST_F(MultiHost, AnAsyncServersWorkerKilledOnTheOtherHostIsReplaced) {
   std::ofstream(path("hosts_by_address")) << "10.77.0.11 slots=2\n10.77.0.12 slots=2\n";
   auto ps = nlohmann::json::parse(kConfig);
   ps["strategy"] = {{"type", "parameter_server"}, {"num_ps", 1}, {"mode", "async"}};
-  ps["train"]["steps"] = 60000;
+  ps["train"]["steps"] = 40000;
   ps["train"]["log_every_steps"] = 500;
   std::ofstream(path("config_ps_async.json")) << ps.dump();
   long killed = 0;
@@ -227,7 +227,7 @@ TEST_F(MultiHost, AnAsyncServersWorkerKilledOnTheOtherHostIsReplaced) {
   for (const auto& r : ranks.back()["ranks"]) {
     if (r.value("rank", -1) < 3) {
       EXPECT_EQ(r.value("state", ""), "done") << r.dump();
-      EXPECT_EQ(r.value("step", int64_t{-1}), 60000) << r.dump();
+      EXPECT_EQ(r.value("step", int64_t{-1}), 40000) << r.dump();
     }
   }
 }
