@@ -410,21 +410,29 @@ class Supervisor {
     emit({{"type", "ranks"}, {"run", spec_.run_id}, {"attempt", attempt}, {"ranks", list}});
   }
 
-  // A parameter-server worker's own job: one rank, the worker `rank` of
-  // the servers the chief named.
-  std::vector<std::string> side_arguments(const SideWorker& w, const Attempt& a) const {
-    const int rank = w.rank;
+  // What every rank the launcher starts runs: the job's command, its events
+  // on tagged standard output, the run id and the heartbeat.
+  MpirunSpec rank_job() const {
     MpirunSpec job = spec_.job;
-    job.ranks = 1;
-    job.available_slots = 1;
-    job.hostfile = w.hostfile ? w.hostfile->path() : std::string();
-    job.bind_none = true;
     if (!spec_.config_text.empty()) job.config = "-";
     job.tag_output = true;
     job.events = "-";
     job.quiet = true;
     char beat[32];
     std::snprintf(beat, sizeof(beat), "%g", spec_.heartbeat_s);
+    job.train_args.insert(job.train_args.end(), {"--run-id", spec_.run_id, "--heartbeat", beat});
+    return job;
+  }
+
+  // A parameter-server worker's own job: one rank, the worker `rank` of
+  // the servers the chief named.
+  std::vector<std::string> side_arguments(const SideWorker& w, const Attempt& a) const {
+    const int rank = w.rank;
+    MpirunSpec job = rank_job();
+    job.ranks = 1;
+    job.available_slots = 1;
+    job.hostfile = w.hostfile ? w.hostfile->path() : std::string();
+    job.bind_none = true;
     // The chief names a server on its own host 127.0.0.1: from another
     // host, that server is at the host the launcher placed it on.
     std::string servers;
@@ -438,9 +446,8 @@ class Supervisor {
       servers += (servers.empty() ? "" : ",") + s;
     }
     job.train_args.insert(job.train_args.end(),
-                          {"--run-id", spec_.run_id, "--heartbeat", beat, "--ps-workers",
-                           std::to_string(spec_.ps_workers), "--ps-worker", std::to_string(rank),
-                           "--ps-servers", servers});
+                          {"--ps-workers", std::to_string(spec_.ps_workers), "--ps-worker",
+                           std::to_string(rank), "--ps-servers", servers});
     std::vector<std::string> args{spec_.mpirun};
     for (auto& x : mpirun_arguments(job)) args.push_back(std::move(x));
     return args;
@@ -669,19 +676,12 @@ class Supervisor {
 
   std::vector<std::string> arguments(int attempt, const Attempt& a,
                                      const std::string& hostfile) const {
-    MpirunSpec job = spec_.job;
+    MpirunSpec job = rank_job();
     if (spec_.elastic.enabled) {
       job.ranks = ps_mode() ? 1 + spec_.ps_servers : a.np;
       job.hostfile = hostfile;
       job.available_slots = job.ranks;
     }
-    if (!spec_.config_text.empty()) job.config = "-";
-    job.tag_output = true;
-    job.events = "-";
-    job.quiet = true;
-    char beat[32];
-    std::snprintf(beat, sizeof(beat), "%g", spec_.heartbeat_s);
-    job.train_args.insert(job.train_args.end(), {"--run-id", spec_.run_id, "--heartbeat", beat});
     if (attempt > 1 || spec_.resume) job.train_args.emplace_back("--resume");
     if (ps_mode()) {
       job.train_args.insert(job.train_args.end(),
