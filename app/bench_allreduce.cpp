@@ -7,6 +7,7 @@
 #include <baton/core/error.h>
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -133,7 +134,7 @@ int64_t bench_rank(Communicator& comm, Memory& mem, const Plan& plan, Reporter* 
   }
   for (int64_t i = 0; i < max_count; ++i) host_in[static_cast<size_t>(i)] = input_value(rank, i);
   mem.upload(in, host_in.data(), max_count);
-  if (reporter != nullptr) reporter->begin(comm.describe(), n);
+  if (reporter != nullptr) reporter->begin(comm.describe(), plan.algorithm, n);
 
   int64_t total_wrong = 0;
   for (const int64_t count : plan.counts) {
@@ -235,8 +236,7 @@ int64_t bench_local(const Plan& plan, Reporter& reporter) {
 
 int64_t bench_mpi(const Plan& plan, Reporter& reporter) {
 #ifdef BATON_HAVE_MPI
-  MpiRuntime mpi;
-  // The communicator goes before the runtime finalises MPI.
+  // bench_allreduce holds the MPI runtime: the communicator goes first.
   MpiCommunicator comm(CommOptions{.algorithm = plan.algorithm});
   HostMemory mem;
   return bench_rank(comm, mem, plan, comm.rank() == 0 ? &reporter : nullptr);
@@ -255,8 +255,7 @@ int64_t bench_nccl(const Plan& plan, Reporter& reporter) {
   const CommOptions options{.algorithm = plan.algorithm};
   if (MpiRuntime::in_mpi_job()) {
 #ifdef BATON_HAVE_MPI
-    MpiRuntime mpi;
-    MpiCommunicator boot;
+    MpiCommunicator boot;  // bench_allreduce holds the MPI runtime
     NcclCommunicator comm(lib, boot, boot.host_rank(), options);
     DeviceMemory mem(comm);
     return bench_rank(comm, mem, plan, comm.rank() == 0 ? &reporter : nullptr);
@@ -275,9 +274,25 @@ int64_t bench_nccl(const Plan& plan, Reporter& reporter) {
 }  // namespace
 
 int64_t bench_allreduce(const Plan& plan, Reporter& reporter) {
-  return plan.backend == CommBackend::kMpi    ? bench_mpi(plan, reporter)
-         : plan.backend == CommBackend::kNccl ? bench_nccl(plan, reporter)
-                                              : bench_local(plan, reporter);
+#ifdef BATON_HAVE_MPI
+  // MPI starts once for every algorithm of the job (it cannot start again
+  // once finalised).
+  std::optional<MpiRuntime> mpi;
+  if (plan.backend == CommBackend::kMpi ||
+      (plan.backend == CommBackend::kNccl && MpiRuntime::in_mpi_job())) {
+    mpi.emplace();
+  }
+#endif
+  int64_t wrong = 0;
+  for (const CommAlgorithm a : plan.algorithms) {
+    Plan one = plan;
+    one.algorithm = a;
+    wrong += plan.backend == CommBackend::kMpi    ? bench_mpi(one, reporter)
+             : plan.backend == CommBackend::kNccl ? bench_nccl(one, reporter)
+                                                  : bench_local(one, reporter);
+  }
+  if (env_rank() == 0) reporter.finish();
+  return wrong;
 }
 
 }  // namespace baton::cli

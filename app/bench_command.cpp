@@ -27,11 +27,23 @@ Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
   } catch (const InputError& e) {
     throw InputError(std::string("--backend: ") + e.what());
   }
-  try {
-    p.algorithm = parse_comm_algorithm(a.algorithm);
-  } catch (const InputError& e) {
-    throw InputError(std::string("--algorithm: ") + e.what());
+  p.algorithms.clear();
+  for (size_t at = 0; at <= a.algorithm.size();) {
+    const size_t comma = std::min(a.algorithm.find(',', at), a.algorithm.size());
+    const std::string name = a.algorithm.substr(at, comma - at);
+    CommAlgorithm alg = CommAlgorithm::kUnset;
+    try {
+      alg = parse_comm_algorithm(name);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--algorithm: ") + e.what());
+    }
+    if (std::find(p.algorithms.begin(), p.algorithms.end(), alg) != p.algorithms.end()) {
+      throw InputError("--algorithm: " + name + " is named twice in '" + a.algorithm + "'");
+    }
+    p.algorithms.push_back(alg);
+    at = comma + 1;
   }
+  p.algorithm = p.algorithms.front();
   if (a.ranks < 1)
     throw InputError("--ranks: expected an integer >= 1, got " + std::to_string(a.ranks));
   if (a.ranks > 1024)
@@ -59,7 +71,7 @@ Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
     if (const std::string why = nccl_build_unavailable_reason(); !why.empty()) {
       throw InputError("--backend nccl: " + why);
     }
-    if (p.algorithm == CommAlgorithm::kHierarchical) {
+    if (std::count(p.algorithms.begin(), p.algorithms.end(), CommAlgorithm::kHierarchical) > 0) {
       throw InputError(
           "--algorithm hierarchical: not available with --backend nccl (NCCL's own collectives "
           "already follow the NVLink/PCIe/network hierarchy); use native or ring");
@@ -121,6 +133,9 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
       "output buffer and reduces it in place; the copy is timed. Only rank 0 prints.\n"
       "Run alone (local backend: --ranks threads) or under mpirun (mpi backend):\n"
       "  baton bench allreduce --ranks 4 --algorithm ring\n"
+      "Several algorithms (a comma list) run one after the other in the same job, then side by\n"
+      "side (--json: an array of their documents):\n"
+      "  mpirun -n 4 baton bench allreduce --algorithm ring,hierarchical --min-bytes 1M\n"
       "  mpirun -n 2 baton bench allreduce --min-bytes 1M --max-bytes 64M\n"
       "nccl (GPU buffers; needs a build with CUDA and NCCL): alone, one thread per GPU (every\n"
       "GPU, or --ranks of them), or under mpirun, one GPU per rank:\n"
@@ -130,7 +145,9 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
       "2 bad flags or a backend this build lacks.");
   ar->add_option("--backend", a.backend,
                  "local|mpi|nccl (default: mpi inside an MPI job, local otherwise)");
-  ar->add_option("--algorithm", a.algorithm, "native|ring|hierarchical")->capture_default_str();
+  ar->add_option("--algorithm", a.algorithm,
+                 "native|ring|hierarchical, or a comma list of them to compare in one job")
+      ->capture_default_str();
   args.ranks_opt = ar->add_option("--ranks", a.ranks,
                                   "Number of ranks (local: threads; nccl alone: GPUs, default all)")
                        ->capture_default_str();

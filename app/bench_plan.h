@@ -14,6 +14,9 @@ namespace baton::cli {
 // What run_bench settled from the flags: the same on every rank.
 struct Plan {
   CommBackend backend = CommBackend::kLocal;
+  // Every algorithm asked for, benchmarked one after the other in one job
+  // (--algorithm ring,hierarchical); `algorithm` is the one running.
+  std::vector<CommAlgorithm> algorithms = {CommAlgorithm::kNative};
   CommAlgorithm algorithm = CommAlgorithm::kNative;
   int local_ranks = 2;          // local; nccl alone: 0 means every GPU
   std::string cuda_library;     // nccl

@@ -45,12 +45,15 @@ std::string host_name() {
 
 }  // namespace
 
-void Reporter::begin(const std::string& comm, int ranks) {
+void Reporter::begin(const std::string& comm, CommAlgorithm algorithm, int ranks) {
   ranks_ = ranks;
+  bus_sum_ = 0;
+  bus_n_ = 0;
+  wrong_ = 0;
   doc_ = {{"benchmark", "allreduce"},
           {"communicator", comm},
           {"backend", comm_backend_name(plan_.backend)},
-          {"algorithm", comm_algorithm_name(plan_.algorithm)},
+          {"algorithm", comm_algorithm_name(algorithm)},
           {"ranks", ranks},
           {"type", "float"},
           {"redop", "sum"},
@@ -118,14 +121,37 @@ void Reporter::row(const Row& r) {
 
 void Reporter::end() {
   const double avg = bus_n_ > 0 ? bus_sum_ / bus_n_ : 0.0;
-  if (plan_.json) {
-    doc_["wrong"] = wrong_;
-    doc_["avg_busbw"] = avg;
-    std::printf("%s\n", doc_.dump(2).c_str());
-  } else {
+  doc_["wrong"] = wrong_;
+  doc_["avg_busbw"] = avg;
+  docs_.push_back(doc_);
+  if (!plan_.json) {
     std::printf("# Wrong values      : %lld %s\n", static_cast<long long>(wrong_),
                 wrong_ == 0 ? "OK" : "FAILED");
     std::printf("# Avg bus bandwidth : %.3f GB/s\n", avg);
+  }
+  std::fflush(stdout);
+}
+
+void Reporter::finish() {
+  if (plan_.json) {
+    std::printf("%s\n", (docs_.size() == 1 ? docs_[0] : docs_).dump(2).c_str());
+    std::fflush(stdout);
+    return;
+  }
+  if (docs_.size() < 2) return;
+  std::printf("#\n# side by side, in-place time (us) per size:\n");
+  std::string head = "#" + std::string(10, ' ') + "size";
+  for (const auto& d : docs_) head += "  " + centered(d["algorithm"].get<std::string>(), 12);
+  std::printf("%s\n", head.c_str());
+  const auto& first = docs_[0]["rows"];
+  for (size_t i = 0; i < first.size(); ++i) {
+    char size[32];
+    std::snprintf(size, sizeof(size), "%15lld", static_cast<long long>(first[i]["size"]));
+    std::string line = size;
+    for (const auto& d : docs_) {
+      line += "  " + centered(fmt_time(d["rows"][i]["in_place"]["time_us"].get<double>()), 12);
+    }
+    std::printf("%s\n", line.c_str());
   }
   std::fflush(stdout);
 }

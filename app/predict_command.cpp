@@ -1,6 +1,8 @@
 #include "predict_command.h"
 
 #include <baton/cluster/cost_model.h>
+#include <baton/cluster/run_links.h>
+#include <baton/history/store.h>
 #include <baton/comm/link_calibration.h>
 #include <baton/comm/local.h>
 #include <baton/comm/mpi.h>
@@ -21,6 +23,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "cli_checks.h"
@@ -37,8 +40,21 @@ void add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   c->add_option("--out", a.out,
                 "Where the fit goes (default: $XDG_DATA_HOME/baton/calibration.json); other "
                 "link classes already in the file are kept");
-  c->add_option("--max-bytes", a.max_bytes, "The largest message measured (from 8 bytes up, x4)")
-      ->check(integer_in(1024, int64_t{1} << 30));
+  auto* max = c->add_option("--max-bytes", a.max_bytes,
+                            "The largest message measured (from 8 bytes up, x4)")
+                  ->check(integer_in(1024, int64_t{1} << 30));
+  auto* hist = c->add_flag("--from-history", a.from_history,
+                           "Instead of measuring: each link class's bandwidth from the measured "
+                           "links of recorded MPI runs (their bytes over their transfer time; "
+                           "ranks on one host: shm, on two: network); its latency is kept");
+  hist->excludes(max);
+  c->add_option("--run", a.runs, "With --from-history: this run only (repeatable; default: every "
+                                 "recorded run)")
+      ->needs(hist)
+      ->take_all();
+  c->add_option("--db", a.db, "With --from-history: the history database (default: "
+                              "$XDG_DATA_HOME/baton/runs.db)")
+      ->needs(hist);
 }
 
 void add_predict_command(CLI::App& app, PredictArgs& a) {
@@ -97,8 +113,92 @@ LinkCosts read_calibration(const std::string& path, const std::string& flag) {
 
 }  // namespace
 
+namespace {
+
+// --from-history: the measured links of recorded runs, by class.
+int calibrate_from_history(const CalibrateArgs& a, const std::string& out) {
+  if (MpiRuntime::in_mpi_job()) {
+    throw InputError("calibrate --from-history reads the history: run it alone, not under mpirun");
+  }
+  const std::string db = a.db.empty() ? default_history_db_path() : a.db;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(db, ec)) {
+    throw InputError("--db " + db + ": no such file (record runs first, or name one with --db)");
+  }
+  const HistoryStore store(db, HistoryStore::Open::kReadOnly);
+  std::vector<int64_t> ids;
+  for (const auto& r : a.runs) ids.push_back(store.resolve(r));  // InputError: no such run
+  if (a.runs.empty()) {
+    for (const auto& r : store.list_runs()) ids.push_back(r.id);
+  }
+  std::map<LinkClass, LinkClassTotals> totals;
+  for (const int64_t id : ids) {
+    const RunRecord run = store.run(id);
+    const std::string comm = run.topology.value("communication", "");
+    const auto hosts = run.topology.find("rank_hosts");
+    const bool usable = comm.rfind("mpi/", 0) == 0 && hosts != run.topology.end() &&
+                        hosts->is_array();
+    if (!usable) {
+      if (!a.runs.empty()) {
+        throw InputError("--run " + std::to_string(id) + ": " +
+                         (comm.rfind("mpi/", 0) != 0
+                              ? "not a run of MPI processes (its communication is '" + comm + "')"
+                              : "its record does not say which host each rank ran on (recorded "
+                                "before Baton kept that)"));
+      }
+      continue;
+    }
+    std::vector<std::string> rank_hosts;
+    for (const auto& h : *hosts) rank_hosts.push_back(h.is_string() ? h.get<std::string>() : "");
+    std::vector<RunLinkSample> samples;
+    for (const auto& l : store.links(id)) {
+      samples.push_back({l.src, l.dst, l.num_bytes, l.seconds, l.estimated});
+    }
+    add_run_links(totals, rank_hosts, samples, std::to_string(id));
+  }
+  if (totals.empty()) {
+    throw InputError(
+        "--from-history: no measured link between ranks of known hosts in " +
+        (a.runs.empty() ? "any run of " + db : "the runs named") +
+        " (runs under mpirun with strategy.allreduce.algorithm ring or hierarchical measure "
+        "their links)");
+  }
+  LinkCosts file;
+  if (std::filesystem::is_regular_file(out, ec)) file.merge_json(read_json_file(out), out);
+  const LinkCosts nominal = LinkCosts::nominal();
+  for (const auto& [cls, t] : totals) {
+    if (file.by_class.count(cls) == 0) file.by_class[cls] = nominal.at(cls);
+  }
+  apply_run_links(file, totals, "history " + db + ", " + today());
+  write_file_atomic(out, file.to_json().dump(2) + "\n");
+  std::printf("%-8s %14s %12s %10s %8s  %s\n", "class", "bytes", "seconds", "GB/s", "samples",
+              "runs");
+  for (const auto& [cls, t] : totals) {
+    std::string runs;
+    for (const auto& r : t.runs) runs += (runs.empty() ? "" : ",") + r;
+    std::printf("%-8s %14lld %12.4f %10.4g %8lld  %s\n", to_string(cls),
+                static_cast<long long>(t.num_bytes), t.seconds, t.bytes_per_s() / 1e9,
+                static_cast<long long>(t.samples), runs.c_str());
+  }
+  for (const auto& [cls, t] : totals) {
+    std::printf("%s: %s\n", to_string(cls), file.at(cls).source.c_str());
+  }
+  std::printf("  written to %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int run_calibrate(const CalibrateArgs& a) {
   const std::string out = a.out.empty() ? default_calibration_path() : a.out;
+  if (a.from_history) {
+    std::error_code made;
+    if (a.out.empty()) {
+      std::filesystem::create_directories(std::filesystem::path(out).parent_path(), made);
+    }
+    check_output_file("--out", out);
+    return calibrate_from_history(a, out);
+  }
   // Rank 0 alone writes it: the other host need not have its folder. The
   // default's folder is made, as the history's is.
   if (rank_from_environment() <= 0) {

@@ -3,6 +3,9 @@
 //   baton calibrate [--out FILE] [--max-bytes N]
 //     measures the link between two ranks (under mpirun -n 2: MPI's; alone:
 //     two threads of the local communicator) and stores its alpha-beta fit.
+//   baton calibrate --from-history [--run ID ...] [--db FILE] [--out FILE]
+//     sets each link class's bandwidth from the measured links of recorded
+//     MPI runs (all of them, or those named), keeping its latency.
 //   baton predict CONFIG --topology FILE [--devices 8,16,...,512]
 //                 [--per-device-batch B] [--calibration FILE] [--steps N] [--json]
 //     measures the model's step on one device here, then prints the
@@ -19,6 +22,9 @@ namespace baton::cli {
 struct CalibrateArgs {
   std::string out;  // default: default_calibration_path()
   long long max_bytes = 16 << 20;
+  bool from_history = false;
+  std::vector<std::string> runs;  // --from-history: these runs (default: every recorded one)
+  std::string db;                 // default: default_history_db_path()
 };
 
 struct PredictArgs {

@@ -596,6 +596,16 @@ check "calibrate: threads" 0 "shm: alpha .* GB/s" -- "$BATON" calibrate --out "$
 # The default file's folder is made (a fresh machine has none).
 check "calibrate: the default file" 0 "written to $PR/xdg_fresh/baton/calibration.json" -- \
   env XDG_DATA_HOME="$PR/xdg_fresh" "$BATON" calibrate --max-bytes 4194304
+# Calibration from recorded runs: $H holds one_device runs only (no link).
+check "calibrate: history without links" 2 "--from-history: no measured link .* in any run of $H" -- \
+  "$BATON" calibrate --from-history --db "$H" --out "$PR/cal_h.json"
+check "calibrate: a run of threads" 2 "--run 2: not a run of MPI processes" -- \
+  "$BATON" calibrate --from-history --db "$H" --run 2 --out "$PR/cal_h.json"
+check "calibrate: no such run" 2 'run "77": no such run' -- \
+  "$BATON" calibrate --from-history --db "$H" --run 77 --out "$PR/cal_h.json"
+check "calibrate: no history file" 2 "--db $PR/none.db: no such file" -- \
+  "$BATON" calibrate --from-history --db "$PR/none.db" --out "$PR/cal_h.json"
+check "calibrate: --run alone" 2 "--run requires --from-history" -- "$BATON" calibrate --run 1
 check "predict: 8 hosts x 8 GPUs" 0 "512 +64 .*(compute|link|latency)" -- \
   "$BATON" predict "$EX" --topology "$SRC/resources/topologies/8x8_gpu.json" --devices 8,16,...,512 \
   --calibration "$PR/cal.json" --steps 3

@@ -270,6 +270,98 @@ TEST_F(MultiHost, LaunchRestartsTheJobWhenOneHostsRanksAreKilled) {
   EXPECT_EQ(ends.back().value("status", ""), "completed");
 }
 
+// bt-t2's link shaped to `rate` both ways ("-": unshaped).
+void shape_link(const char* rate) {
+  const ChildResult r = run_child(kTestbed, {"testbed.sh", "shape", "bt-t2", rate, "-"}, {}, 30);
+  ASSERT_TRUE(exited_ok(r.status)) << r.err;
+}
+
+// The per-link figure of a link shaped to R is R: a 2-rank ring run across
+// the hosts (4.3 MB of gradients a step, so the link is busy), bt-t2's
+// link shaped to 200 Mbit/s. Both ways carry the ring's traffic at once;
+// rank 0 reports what it received from rank 1 (measured: the receive's
+// transfer time, not the wait for the peer). `baton calibrate
+// --from-history` then takes the network's bandwidth from the recorded
+// run: the same rate, its latency kept from the calibration file.
+TEST_F(MultiHost, TheLinkFigureOfAShapedLinkIsWithinAFifthOfItsRate) {
+  shape_link("200mbit");
+  const double rate_gbps = 200e6 / 8 / 1e9;
+  std::ofstream(path("hosts_1")) << "bt-t1 slots=1\nbt-t2 slots=1\n";
+  auto big = nlohmann::json::parse(kConfig);
+  big["model"]["layers"] = {64, 1024, 1024, 10};
+  big["train"]["steps"] = 30;
+  big["train"]["log_every_steps"] = 10;
+  big["checkpoint"]["every_steps"] = 0;
+  std::ofstream(path("config_big.json")) << big.dump();
+  const ChildResult run = run_child(
+      find_on_path("mpirun"),
+      {"mpirun", "-n", "2", "--hostfile", path("hosts_1"), BATON_BINARY, "train",
+       path("config_big.json"), "--db", path("links.db"), "--run-id", "shaped", "--runs-dir",
+       path("runs"), "--events", "-", "-q"},
+      env(), 240);
+  shape_link("-");
+  ASSERT_TRUE(exited_ok(run.status)) << run.err;
+  std::vector<double> figures;  // GB/s, 1 -> 0, measured, after the first report
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_object() || e.value("type", "") != "link" || e.value("estimated", true)) continue;
+    if (e.value("src", -1) == 1 && e.value("dst", -1) == 0 && e.value("step", 0) > 10) {
+      figures.push_back(e.value("bandwidth_gbps", 0.0));
+    }
+  }
+  ASSERT_FALSE(figures.empty()) << "no measured figure for the link 1 -> 0\n" << run.out;
+  for (const double f : figures) {
+    std::printf("link 1 -> 0 shaped to %.4f GB/s: Baton reports %.4f GB/s (%.0f%%)\n", rate_gbps,
+                f, 100 * f / rate_gbps);
+    EXPECT_NEAR(f, rate_gbps, 0.2 * rate_gbps);
+  }
+
+  std::ofstream(path("cal_runs.json"))
+      << R"({"version": 1, "links": {"network": {"alpha_us": 42, "gbps": 1, "source": "ping"}}})";
+  const ChildResult cal =
+      run_child(BATON_BINARY,
+                {"baton", "calibrate", "--from-history", "--db", path("links.db"), "--run",
+                 "shaped", "--out", path("cal_runs.json")},
+                {}, 60);
+  ASSERT_TRUE(exited_ok(cal.status)) << cal.out << cal.err;
+  std::printf("%s", cal.out.c_str());
+  const auto net =
+      nlohmann::json::parse(std::ifstream(path("cal_runs.json")))["links"]["network"];
+  EXPECT_NEAR(net.value("gbps", 0.0), rate_gbps, 0.2 * rate_gbps) << net.dump();
+  EXPECT_EQ(net.value("alpha_us", 0.0), 42.0) << "the latency is the calibration's";
+  EXPECT_NE(net.value("source", "").find("measured link samples of run"), std::string::npos)
+      << net.dump();
+}
+
+// With a slow link between the hosts and shared memory inside them,
+// hierarchical (each host rank's chunk crosses once, both host ranks'
+// rings at once) beats the flat ring (1.5x the bytes over the slow link),
+// measured in one job: `baton bench allreduce --algorithm ring,hierarchical`.
+TEST_F(MultiHost, HierarchicalBeatsRingOverASlowLinkBetweenHosts) {
+  shape_link("200mbit");
+  const ChildResult bench = run_child(
+      find_on_path("mpirun"),
+      {"mpirun", "-n", "4", "--hostfile", path("hosts"), BATON_BINARY, "bench", "allreduce",
+       "--algorithm", "ring,hierarchical", "--min-bytes", "4M", "--max-bytes", "4M", "--iters",
+       "4", "--warmup", "1", "--json"},
+      env(), 240);
+  shape_link("-");
+  ASSERT_TRUE(exited_ok(bench.status)) << bench.out << bench.err;
+  const auto docs = nlohmann::json::parse(bench.out);
+  ASSERT_TRUE(docs.is_array() && docs.size() == 2) << bench.out;
+  double ms[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(docs[k].value("wrong", int64_t{-1}), 0) << docs[k].dump();
+    ms[k] = docs[k]["rows"][0]["in_place"].value("time_us", 0.0) / 1e3;
+  }
+  EXPECT_EQ(docs[1].value("communicator", ""), "mpi/hierarchical");
+  std::printf("4 MiB over 2 hosts x 2 ranks, 200 Mbit/s between them: ring %.1f ms, "
+              "hierarchical %.1f ms (%.2fx)\n",
+              ms[0], ms[1], ms[0] / ms[1]);
+  EXPECT_LT(ms[1], ms[0]) << "hierarchical did not beat ring";
+}
+
 // The scaling predictor on the test bed: bt-t2's link shaped to 200
 // Mbit/s (tbf; netem's delay is not in every kernel here), one rank per
 // host. `baton calibrate`
@@ -279,8 +371,7 @@ TEST_F(MultiHost, LaunchRestartsTheJobWhenOneHostsRanksAreKilled) {
 // within 25%. Up to three calibration/prediction/run rounds (a busy shared
 // machine is noise; a wrong model is wrong every time), each printed.
 TEST_F(MultiHost, PredictedStepIsWithinAQuarterOfTheMeasured) {
-  ASSERT_TRUE(exited_ok(
-      run_child(kTestbed, {"testbed.sh", "shape", "bt-t2", "200mbit", "-"}, {}, 30).status));
+  shape_link("200mbit");
   std::ofstream(path("hosts_1")) << "bt-t1 slots=1\nbt-t2 slots=1\n";
   std::ofstream(path("topology_2.json")) << R"({"hosts": 2, "devices_per_host": 1})";
   const std::string mpirun = find_on_path("mpirun");
@@ -344,7 +435,7 @@ TEST_F(MultiHost, PredictedStepIsWithinAQuarterOfTheMeasured) {
         attempt, predicted, p.value("comm_ms", 0.0), p.value("bound", "").c_str(), measured, ratio);
     close = ratio >= 0.75 && ratio <= 1.25;
   }
-  run_child(kTestbed, {"testbed.sh", "shape", "bt-t2", "-", "-"}, {}, 30);
+  shape_link("-");
   EXPECT_TRUE(close) << "every prediction was more than 25% from the measured step";
 }
 

@@ -33,7 +33,13 @@ AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points) {
   return ab;
 }
 
-LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes) {
+LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes,
+                     int64_t segment_bytes) {
+  if (segment_bytes < 4) {
+    throw InputError("calibration: segment_bytes must be at least 4, got " +
+                     std::to_string(segment_bytes));
+  }
+  const int64_t seg = segment_bytes / 4;
   LinkFit fit;
   const int me = comm.rank();
   if (me != a && me != b) return fit;
@@ -52,7 +58,10 @@ LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes) {
       // doubling moves its data (a link busy in one direction at a time
       // can be twice as fast as it is for an allreduce).
       const auto t0 = Clock::now();
-      comm.sendrecv(buf.data(), count, peer, back.data(), count, peer);
+      for (int64_t off = 0; off < count; off += seg) {
+        const int64_t len = std::min(seg, count - off);
+        comm.sendrecv(buf.data() + off, len, peer, back.data() + off, len, peer);
+      }
       best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
       ++rounds;
       // Both sides run the same number of rounds: a's count decides.

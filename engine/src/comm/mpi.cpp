@@ -196,6 +196,9 @@ struct MpiCommunicator::Impl {
   int host_rank = 0, host_size = 1, num_hosts = 1;
   bool uniform = false;             // every host has host_size ranks
   std::vector<int> counts, displs;  // host_size each: a piece's chunks
+  // The 2-D scheme's members in `comm`'s ranks: this host's ranks, and the
+  // cross-host ring (one per host, this rank's host rank on each).
+  std::vector<int> host_group, cross_group;
   std::vector<float> chunk;         // this rank's chunk (grown once, kept)
 
   ~Impl() {
@@ -203,6 +206,20 @@ struct MpiCommunicator::Impl {
     free_comm(leaders);
     free_comm(host);
     free_comm(comm);
+  }
+
+  // Ranks 0..n-1 of `sub` as ranks of `comm`.
+  std::vector<int> ranks_in_comm(MPI_Comm sub, int n) const {
+    MPI_Group from = MPI_GROUP_NULL, to = MPI_GROUP_NULL;
+    check(MPI_Comm_group(sub, &from), "MPI_Comm_group", "hierarchical topology");
+    check(MPI_Comm_group(comm, &to), "MPI_Comm_group", "hierarchical topology");
+    std::vector<int> sub_ranks(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) sub_ranks[static_cast<size_t>(i)] = i;
+    const int rc = MPI_Group_translate_ranks(from, n, sub_ranks.data(), to, out.data());
+    MPI_Group_free(&from);
+    MPI_Group_free(&to);
+    check(rc, "MPI_Group_translate_ranks", "hierarchical topology");
+    return out;
   }
 
   void ensure_topology(int rank, int ranks_per_host) {
@@ -238,6 +255,8 @@ struct MpiCommunicator::Impl {
             "hierarchical cross-host");
       counts.assign(static_cast<size_t>(host_size), 0);
       displs.assign(static_cast<size_t>(host_size), 0);
+      host_group = ranks_in_comm(host, host_size);
+      cross_group = ranks_in_comm(cross, num_hosts);
     }
     topology = true;
   }
@@ -343,11 +362,13 @@ void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceO
   Impl& m = *impl_;
   m.ensure_topology(rank_, tuning_.simulated_ranks_per_host);
   if (m.uniform) {
+    double inside = 0;  // seconds in the steps inside the host
     // 2-D: a reduce-scatter inside each host, every host rank's chunk
-    // allreduced with its peers' on the other hosts (host_size exchanges
-    // across hosts at once, each of 1/host_size of the data), an allgather
-    // inside each host. The cross-host links carry each byte once and are
-    // all busy, where a leader per host would carry it all over one.
+    // allreduced with its peers' on the other hosts (host_size rings
+    // across hosts at once, each of 1/host_size of the data: Baton's ring,
+    // in segments, its links measured), an allgather inside each host.
+    // The cross-host links carry each byte once and are all busy, where a
+    // leader per host would carry it all over one.
     const auto need =
         static_cast<size_t>(std::min<int64_t>(count, tuning_.max_count_per_call) / m.host_size + 1);
     if (m.chunk.size() < need) m.chunk.resize(need);  // the first call only
@@ -360,18 +381,26 @@ void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceO
         at += m.counts[static_cast<size_t>(i)];
       }
       const int mine = m.counts[static_cast<size_t>(m.host_rank)];
+      auto t_in = Clock::now();
       check(MPI_Reduce_scatter(p, m.chunk.data(), m.counts.data(), MPI_FLOAT, mop, m.host),
             "MPI_Reduce_scatter", "hierarchical allreduce, inside the host");
-      check(MPI_Allreduce(MPI_IN_PLACE, m.chunk.data(), mine, MPI_FLOAT, mop, m.cross),
-            "MPI_Allreduce", "hierarchical allreduce, across hosts");
+      inside += seconds_since(t_in);
+      ring_allreduce(*this, m.cross_group, m.chunk.data(), mine,
+                     op == ReduceOp::kMean ? ReduceOp::kSum : op, options_.segment_bytes);
+      t_in = Clock::now();
       check(MPI_Allgatherv(m.chunk.data(), mine, MPI_FLOAT, p, m.counts.data(), m.displs.data(),
                            MPI_FLOAT, m.host),
             "MPI_Allgatherv", "hierarchical allreduce, inside the host");
+      inside += seconds_since(t_in);
     });
     if (op == ReduceOp::kMean) divide(data, count, size_);
-    const double n = size_;
-    record_ring_model(count * static_cast<int64_t>(sizeof(float)), 2.0 * (n - 1) / n,
-                      seconds_since(t0));
+    // The steps inside the host are MPI's: their link figure is the ring
+    // model's among the host's ranks (estimated).
+    const double h = m.host_size;
+    const auto moved = static_cast<int64_t>(
+        static_cast<double>(count) * sizeof(float) * 2.0 * (h - 1) / h + 0.5);
+    const int next = m.host_group[static_cast<size_t>((m.host_rank + 1) % m.host_size)];
+    if (moved > 0) links_.add(rank_, next, moved, inside, true);
     return;
   }
   for_pieces(count, tuning_.max_count_per_call, [&](int64_t off, int len) {

@@ -140,12 +140,15 @@ ClockOffset clock_offset_over(Communicator& comm, int root,
   return clock_offset_to_root(comm.rank(), comm.size(), root, link, now_ns);
 }
 
-void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
-                    int64_t segment_bytes) {
-  const int n = comm.size();
-  const int r = comm.rank();
+namespace {
+
+// The ring among n members; member k is comm's rank `rank_of(k)`, this rank
+// is member r.
+template <class RankOf>
+void ring_among(Communicator& comm, int n, int r, RankOf rank_of, float* data, int64_t count,
+                ReduceOp op, int64_t segment_bytes) {
   if (n == 1 || count == 0) return;
-  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const int next = rank_of((r + 1) % n), prev = rank_of((r + n - 1) % n);
   // Chunk c covers [start(c), start(c+1)): sizes differ by at most one.
   auto start = [&](int c) { return count / n * c + std::min<int64_t>(c, count % n); };
   const int64_t seg = std::max<int64_t>(1, segment_bytes / static_cast<int64_t>(sizeof(float)));
@@ -179,6 +182,26 @@ void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
     const float inv = 1.0f / static_cast<float>(n);
     for (int64_t i = 0; i < count; ++i) data[i] *= inv;
   }
+}
+
+}  // namespace
+
+void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
+                    int64_t segment_bytes) {
+  ring_among(
+      comm, comm.size(), comm.rank(), [](int k) { return k; }, data, count, op, segment_bytes);
+}
+
+void ring_allreduce(Communicator& comm, const std::vector<int>& group, float* data,
+                    int64_t count, ReduceOp op, int64_t segment_bytes) {
+  const auto me = std::find(group.begin(), group.end(), comm.rank());
+  if (me == group.end()) {
+    throw CommError("ring_allreduce: rank " + std::to_string(comm.rank()) +
+                    " is not in the group it was asked to reduce with");
+  }
+  ring_among(
+      comm, static_cast<int>(group.size()), static_cast<int>(me - group.begin()),
+      [&group](int k) { return group[static_cast<size_t>(k)]; }, data, count, op, segment_bytes);
 }
 
 }  // namespace baton

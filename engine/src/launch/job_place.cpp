@@ -74,7 +74,15 @@ std::string agree_on_run_id([[maybe_unused]] const JobPlace& place, std::string 
   return id;
 }
 
-std::vector<std::string> job_hosts([[maybe_unused]] const JobPlace& place) {
+std::vector<std::string> unique_hosts(const std::vector<std::string>& rank_hosts) {
+  std::vector<std::string> hosts;
+  for (const auto& h : rank_hosts) {
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  }
+  return hosts;
+}
+
+std::vector<std::string> job_rank_hosts([[maybe_unused]] const JobPlace& place) {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) std::strcpy(name, "unknown");
   std::vector<std::string> hosts{name};
@@ -95,7 +103,7 @@ std::vector<std::string> job_hosts([[maybe_unused]] const JobPlace& place) {
         if (c == '\0') break;
         h += c;
       }
-      if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+      hosts.push_back(h);
     }
   }
 #endif

@@ -50,7 +50,8 @@ RunSession::RunSession(RunSpec request, Telemetry& telemetry)
   opt.checkpoint_dir = checkpoint_dir_;
   // Building the trainer validates the model and data against the plugins.
   trainer_ = std::make_unique<Trainer>(cfg, registry_, telemetry_, opt);
-  hosts_ = job_hosts(place_);
+  rank_hosts_ = job_rank_hosts(place_);
+  hosts_ = unique_hosts(rank_hosts_);
 }
 
 RunSession::~RunSession() = default;
@@ -62,7 +63,10 @@ void RunSession::open_records(RunOutcome& out) {
     info.topology = {{"world_size", place_.size},
                      {"replicas", trainer_->strategy().num_replicas()},
                      {"communication", trainer_->strategy().communication()},
-                     {"hosts", hosts_}};
+                     {"hosts", hosts_},
+                     // Which host each rank ran on: what `baton calibrate
+                     // --from-history` needs to tell a link's class.
+                     {"rank_hosts", rank_hosts_}};
     if (const char* tf = std::getenv("TF_CONFIG");
         req_.in_mpi_job && tf != nullptr && *tf != '\0') {
       info.topology["tf_config"] = nlohmann::json::parse(tf, nullptr, false);

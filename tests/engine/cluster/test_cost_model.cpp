@@ -3,6 +3,7 @@
 // it, the autotune's choices, and the inputs' errors. The link fit
 // (comm/link_calibration.h) recovers a known line.
 #include <baton/cluster/cost_model.h>
+#include <baton/cluster/run_links.h>
 #include <baton/comm/link_calibration.h>
 #include <baton/core/error.h>
 #include <gtest/gtest.h>
@@ -202,6 +203,54 @@ TEST(LinkFit, TheBandwidthIsTheLargeMessagesRate) {
   const AlphaBeta ab = fit_alpha_beta(pts);
   EXPECT_NEAR(ab.bytes_per_s, 25e6, 25e6 * 1e-6);
   EXPECT_NEAR(ab.alpha_s, 30e-6, 1e-8);
+}
+
+}  // namespace
+}  // namespace baton
+
+// ------------------------------------------------ links of recorded runs
+
+namespace baton {
+namespace {
+
+TEST(RunLinks, SamplesAreClassedByTheirRanksHostsAndModelledOnesLeftOut) {
+  std::map<LinkClass, LinkClassTotals> totals;
+  const std::vector<std::string> hosts = {"a", "a", "b", "b"};
+  const std::vector<RunLinkSample> samples = {
+      {0, 1, 1000, 0.001, false},  // shm
+      {1, 2, 4000, 0.002, false},  // network
+      {3, 0, 2000, 0.002, false},  // network
+      {2, 3, 9999, 0.001, true},   // a model's figure: not a measurement
+      {0, 7, 1000, 0.001, false},  // no such rank
+      {1, 0, 1000, 0.0, false},    // no transfer time
+  };
+  EXPECT_EQ(add_run_links(totals, hosts, samples, "12"), 3);
+  ASSERT_EQ(totals.size(), 2u);
+  EXPECT_EQ(totals[LinkClass::kSharedMemory].num_bytes, 1000);
+  EXPECT_DOUBLE_EQ(totals[LinkClass::kSharedMemory].bytes_per_s(), 1e6);
+  EXPECT_EQ(totals[LinkClass::kNetwork].num_bytes, 6000);
+  EXPECT_EQ(totals[LinkClass::kNetwork].samples, 2);
+  EXPECT_DOUBLE_EQ(totals[LinkClass::kNetwork].bytes_per_s(), 1.5e6);
+}
+
+TEST(RunLinks, AppliedTotalsSetTheBandwidthAndKeepTheLatency) {
+  std::map<LinkClass, LinkClassTotals> totals;
+  add_run_links(totals, {"a", "b"}, {{0, 1, 3000, 0.001, false}}, "4");
+  add_run_links(totals, {"a", "b"}, {{1, 0, 1000, 0.001, false}}, "9");
+  LinkCosts costs = LinkCosts::nominal();
+  costs.by_class[LinkClass::kNetwork] = {40e-6, 1e9, "ping-pong"};
+  apply_run_links(costs, totals, "runs.db");
+  const AlphaBeta& net = costs.at(LinkClass::kNetwork);
+  EXPECT_DOUBLE_EQ(net.bytes_per_s, 2e6);
+  EXPECT_DOUBLE_EQ(net.alpha_s, 40e-6);
+  EXPECT_EQ(net.source,
+            "bandwidth: 2 measured link samples of runs 4, 9 (runs.db); latency: ping-pong");
+  // A second pass names the latency's source once, not the first pass's.
+  apply_run_links(costs, totals, "runs.db");
+  EXPECT_EQ(costs.at(LinkClass::kNetwork).source, net.source);
+  // A class the runs did not use is left as it was.
+  EXPECT_EQ(costs.at(LinkClass::kSharedMemory).source,
+            LinkCosts::nominal().at(LinkClass::kSharedMemory).source);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Measures a link's alpha-beta figures (cluster/cost_model.h) between two
 // ranks of a communicator: both send each other messages from 8 bytes to
-// max_bytes at once (sendrecv, as each step of a ring allreduce does), the
-// best of several exchanges per size; the latency is the smallest
+// max_bytes at once (sendrecv, as each step of a ring allreduce does, and
+// in the ring's segments), the best of several exchanges per size; the latency is the smallest
 // message's time, the bandwidth (each way, both ways busy) the slope
 // between the two largest. What `baton calibrate` stores.
 #pragma once
@@ -26,7 +26,10 @@ struct LinkFit {
 
 // Collective over ranks `a` and `b` of `comm` (the others return at once
 // with an empty fit); the fit is returned on both.
-LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes = int64_t{16} << 20);
+// A message larger than segment_bytes moves as the ring moves it: in
+// sendrecvs of at most segment_bytes.
+LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes = int64_t{16} << 20,
+                     int64_t segment_bytes = CommOptions{}.segment_bytes);
 
 // Alpha from the smallest point, beta from the two largest (RuntimeError
 // with fewer than 2 points or no positive slope).

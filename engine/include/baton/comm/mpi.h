@@ -142,10 +142,14 @@ struct MpiTuning {
 //   native       - MPI_Allreduce in place (mean: sum, then * 1/size);
 //   ring         - baton::ring_allreduce over this communicator's sendrecv,
 //                  in options.segment_bytes pieces;
-//   hierarchical - MPI_Reduce to the host leader (host rank 0), MPI_Allreduce
-//                  among the leaders, MPI_Bcast inside the host; the host and
-//                  leader communicators are created on first use (a
-//                  collective call, like every allreduce).
+//   hierarchical - when every host has as many ranks: MPI_Reduce_scatter
+//                  inside the host, Baton's ring among each host rank's
+//                  peers on the other hosts (all at once), MPI_Allgatherv
+//                  inside the host; otherwise MPI_Reduce to the host leader
+//                  (host rank 0), MPI_Allreduce among the leaders, MPI_Bcast
+//                  inside the host. The host, leader and cross-host
+//                  communicators are created on first use (a collective
+//                  call, like every allreduce).
 // The other collectives use MPI's own whatever the algorithm:
 // MPI_Reduce_scatter_block, MPI_Allgather (MPI_IN_PLACE when `in` is this
 // rank's block of `out`), MPI_Bcast, MPI_Send/MPI_Recv (tag 0),

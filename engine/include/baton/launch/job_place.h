@@ -29,8 +29,10 @@ std::string read_on_chief(const std::string& path);
 // The chief's run id, given to every rank (a collective under mpirun).
 std::string agree_on_run_id(const JobPlace& place, std::string id);
 
-// The host of every rank, in rank order without repeats (a collective under
-// mpirun: every rank calls it).
-std::vector<std::string> job_hosts(const JobPlace& place);
+// The host of each rank, in rank order (a collective under mpirun: every
+// rank calls it).
+std::vector<std::string> job_rank_hosts(const JobPlace& place);
+// The same hosts without repeats, in order of their first rank.
+std::vector<std::string> unique_hosts(const std::vector<std::string>& rank_hosts);
 
 }  // namespace baton

@@ -102,7 +102,7 @@ class RunSession {
   JobPlace place_;
   std::string root_, run_id_, checkpoint_dir_, db_path_;
   bool resume_missing_ = false;
-  std::vector<std::string> hosts_;
+  std::vector<std::string> hosts_, rank_hosts_;
   Registry registry_;
   std::unique_ptr<Trainer> trainer_;
   std::shared_ptr<HistorySink> history_;
