@@ -1,5 +1,6 @@
 #include "cluster/topology_model.h"
 
+#include <baton/cluster/cluster_spec.h>
 #include <baton/core/error.h>
 
 #include <QThread>
@@ -418,15 +419,22 @@ TopologyLink TopologyModel::link_between(int src, int dst) const {
   if (src < 0 || dst < 0 || src >= n || dst >= n) return link;
   const Replica& a = reps[static_cast<size_t>(src)];
   const Replica& b = reps[static_cast<size_t>(dst)];
-  if (a.host_id != b.host_id) {
+  const TopologyHost* h = host(a.host_id);
+  const TopologyHost* hb = host(b.host_id);
+  if (h == nullptr || hb == nullptr) return link;
+  // Two task boxes of one machine (a hostfile's slots, TF_CONFIG tasks on
+  // one host) talk through its memory or its GPUs' links, not the network.
+  if (a.host_id != b.host_id &&
+      canonical_host(h->name.toStdString()) != canonical_host(hb->name.toStdString())) {
     link.cls = LinkClass::kNetwork;
     return link;
   }
-  const TopologyHost* h = host(a.host_id);
   const TopologyDevice* da = nullptr;
   const TopologyDevice* db = nullptr;
   for (const auto& d : h->info.devices) {
     if (QString::fromStdString(d.name) == a.device) da = &d;
+  }
+  for (const auto& d : hb->info.devices) {
     if (QString::fromStdString(d.name) == b.device) db = &d;
   }
   if (da == nullptr || db == nullptr) return link;
