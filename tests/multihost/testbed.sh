@@ -6,6 +6,12 @@
 #                              hostfile lines ("PREFIXi slots=2")
 #   testbed.sh shape HOST RATE DELAY   shape HOST's link both ways (tc tbf
 #                              RATE like 200mbit, netem DELAY like 5ms; "-": none)
+#   testbed.sh delay HOST MS DELAY_LINE   put a delay line (the delay_line
+#                              program: MS milliseconds each way, in user
+#                              space, for kernels without netem) between
+#                              HOST and the bridge: two TAP devices take
+#                              the place of its veth, with its address and
+#                              MAC; `testbed.sh delay HOST -` takes it out
 #   testbed.sh down [PREFIX]   remove every host and the bridge (always safe)
 #   testbed.sh agent HOST CMD...  OpenMPI's rsh agent: runs CMD in HOST's
 #                              namespace with a UTS namespace of its own whose
@@ -50,8 +56,47 @@ case "${1:-}" in
       fi
     done
     ;;
+  delay)
+    h=$2; ms=$3; state="/tmp/baton-testbed-delay-$h"
+    if [ "$ms" = "-" ]; then
+      [ -f "$state" ] || exit 0
+      read -r pid addr < "$state"
+      kill "$pid" 2>/dev/null || true
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+      rm -f "$state"
+      ip link set "v-$h" up
+      ip -n "$h" addr add "$addr" dev eth0
+      ip -n "$h" link set eth0 up
+      exit 0
+    fi
+    bin=$4
+    [ ! -f "$state" ] || { echo "testbed.sh: $h has a delay line already" >&2; exit 2; }
+    mac=$(ip -n "$h" -o link show eth0 | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2)
+    addr=$(ip -n "$h" -4 -o addr show dev eth0 | awk '{print $4}')
+    out=$(mktemp)
+    "$bin" "d-$h" "e-$h" "$ms" > "$out" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do grep -q ready "$out" && break; sleep 0.05; done
+    grep -q ready "$out" || { cat "$out" >&2; rm -f "$out"; kill "$pid" 2>/dev/null; exit 1; }
+    rm -f "$out"
+    echo "$pid $addr" > "$state"
+    ip link set "e-$h" netns "$h"
+    ip link set "d-$h" master "$bridge" up
+    ip link set "v-$h" down
+    ip -n "$h" link set eth0 down
+    ip -n "$h" addr flush dev eth0
+    ip -n "$h" link set "e-$h" address "$mac"
+    ip -n "$h" addr add "$addr" dev "e-$h"
+    ip -n "$h" link set "e-$h" up
+    ;;
   down)
     p=$(prefix_of "${2:-}")
+    for f in /tmp/baton-testbed-delay-"$p"*; do
+      [ -f "$f" ] || continue
+      read -r pid _ < "$f"
+      kill "$pid" 2>/dev/null || true
+      rm -f "$f"
+    done
     for h in $(ip netns list | awk '{print $1}' | grep "^$p[0-9]*$" || true); do
       ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
       ip netns del "$h" || true
@@ -70,7 +115,7 @@ case "${1:-}" in
     exec ip netns exec "$h" unshare --uts /bin/sh -c 'hostname "$0"; exec /bin/sh -c "$*"' "$h" "$@"
     ;;
   *)
-    echo "usage: testbed.sh up N [PREFIX] | shape HOST RATE DELAY | down [PREFIX] | agent HOST CMD..." >&2
+    echo "usage: testbed.sh up N [PREFIX] | shape HOST RATE DELAY | delay HOST MS|- [DELAY_LINE] | down [PREFIX] | agent HOST CMD..." >&2
     exit 2
     ;;
 esac
