@@ -263,8 +263,9 @@ int run_calibrate(const CalibrateArgs& a) {
     std::printf("%-8lld %10.2f %12.2f\n", static_cast<long long>(p.bytes), p.one_way_s * 1e6,
                 fit.figures.seconds(static_cast<double>(p.bytes)) * 1e6);
   }
-  std::printf("%s: alpha %.2f us, %.4g GB/s (the smallest message's time; the slope of the two "
-              "largest: off by up to %.0f%% at the sizes between)\n",
+  std::printf("%s: alpha %.2f us, %.4g GB/s (latency: half a ping-pong's round trip; bandwidth: "
+              "the slope between two one-message sizes; the line is off by up to %.0f%% at the "
+              "sizes measured)\n",
               to_string(cls), fit.figures.alpha_s * 1e6, fit.figures.bytes_per_s / 1e9,
               100.0 * fit.worst_relative_error);
   std::printf("  %s\n  written to %s\n", fit.figures.source.c_str(), out.c_str());

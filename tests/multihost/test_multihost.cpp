@@ -423,6 +423,51 @@ TEST_F(MultiHost, TheDelayLineDelaysBothWays) {
   EXPECT_LT(after, before + 2.0) << "the host's own link did not come back";
 }
 
+// A delay shows as latency, not bandwidth: `baton calibrate` across the
+// hosts through the delay line at 200 Mbit/s, with no delay and with 5 ms
+// each way. The latency (a ping-pong's half round trip) grows by the
+// delay; the bandwidth (the slope between two one-message sizes) stays
+// the rate. OpenMPI's TCP transport is told to send the calibration's
+// messages eagerly: its rendezvous keeps about 120 KB in flight, so over
+// a 10 ms round trip MPI itself moves 12 MB/s of the 25 (raw TCP: 23-25
+// both ways) - printed first, as Baton reports it with MPI's defaults.
+TEST_F(MultiHost, ADelayShowsAsLatencyNotBandwidth) {
+  std::ofstream(path("hosts_1")) << "bt-t1 slots=1\nbt-t2 slots=1\n";
+  const double rate_gbps = 200e6 / 8 / 1e9;
+  auto calibrate = [&](const char* ms, bool eager) {
+    const ChildResult on = run_child(
+        kTestbed, {"testbed.sh", "delay", "bt-t2", ms, BATON_DELAY_LINE, "200"}, {}, 30);
+    EXPECT_TRUE(exited_ok(on.status)) << on.out << on.err;
+    fs::remove(path("cal_delay.json"));
+    auto vars = env();
+    if (eager) vars.push_back("OMPI_MCA_btl_tcp_eager_limit=1048576");
+    const ChildResult cal =
+        run_child(find_on_path("mpirun"),
+                  {"mpirun", "-n", "2", "--hostfile", path("hosts_1"), BATON_BINARY, "calibrate",
+                   "--out", path("cal_delay.json"), "--max-bytes", "1048576"},
+                  vars, 180);
+    run_child(kTestbed, {"testbed.sh", "delay", "bt-t2", "-"}, {}, 30);
+    EXPECT_TRUE(exited_ok(cal.status)) << cal.out << cal.err;
+    std::printf("%s", cal.out.c_str());
+    return nlohmann::json::parse(std::ifstream(path("cal_delay.json")), nullptr, false)["links"]
+        .value("network", nlohmann::json::object());
+  };
+  const auto mpi_default = calibrate("5", false);
+  std::printf("with MPI's rendezvous, 5 ms each way: latency %.1f us, %.4f GB/s\n",
+              mpi_default.value("alpha_us", 0.0), mpi_default.value("gbps", 0.0));
+  const auto plain = calibrate("0", true);
+  const auto delayed = calibrate("5", true);
+  const double added_us = delayed.value("alpha_us", 0.0) - plain.value("alpha_us", 0.0);
+  std::printf("through the delay line at 200 Mbit/s: latency %.1f us, %.4f GB/s; with 5 ms each "
+              "way: %.1f us, %.4f GB/s\n",
+              plain.value("alpha_us", 0.0), plain.value("gbps", 0.0),
+              delayed.value("alpha_us", 0.0), delayed.value("gbps", 0.0));
+  EXPECT_NEAR(added_us, 5000, 1000) << "the delay is not the latency's";
+  EXPECT_NEAR(plain.value("gbps", 0.0), rate_gbps, 0.2 * rate_gbps);
+  EXPECT_NEAR(delayed.value("gbps", 0.0), rate_gbps, 0.2 * rate_gbps)
+      << "the delay showed as bandwidth";
+}
+
 // The scaling predictor on the test bed: bt-t2's link shaped to 200
 // Mbit/s (tbf; netem's delay is not in every kernel here), one rank per
 // host. `baton calibrate`

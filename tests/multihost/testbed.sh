@@ -6,9 +6,10 @@
 #                              hostfile lines ("PREFIXi slots=2")
 #   testbed.sh shape HOST RATE DELAY   shape HOST's link both ways (tc tbf
 #                              RATE like 200mbit, netem DELAY like 5ms; "-": none)
-#   testbed.sh delay HOST MS DELAY_LINE   put a delay line (the delay_line
-#                              program: MS milliseconds each way, in user
-#                              space, for kernels without netem) between
+#   testbed.sh delay HOST MS DELAY_LINE [MBIT]   put a delay line (the
+#                              delay_line program: MS milliseconds each way,
+#                              and MBIT Mbit/s when given, in user space,
+#                              for kernels without netem) between
 #                              HOST and the bridge: two TAP devices take
 #                              the place of its veth, with its address and
 #                              MAC; `testbed.sh delay HOST -` takes it out
@@ -26,11 +27,17 @@ bridge=btbr0
 case "${1:-}" in
   up)
     n=$2; p=$(prefix_of "${3:-}")
-    ip link add "$bridge" type bridge 2>/dev/null || true
+    # A fixed address: a bridge otherwise takes its ports' lowest, which
+    # changes as ports come and go (a delay line's), and the hosts' ARP
+    # entries for 10.77.0.1 would point nowhere for a minute.
+    ip link add "$bridge" address 02:77:00:00:00:01 type bridge 2>/dev/null || true
     ip addr add 10.77.0.1/24 dev "$bridge" 2>/dev/null || true
     ip link set "$bridge" up
     for i in $(seq 1 "$n"); do
       h="$p$i"
+      # A veth left by a namespace the kernel still holds (its TCP sockets
+      # retransmitting a FIN to a host already gone) would block the new one.
+      ip link del "v-$h" 2>/dev/null || true
       ip netns add "$h"
       ip link add "v-$h" type veth peer name eth0 netns "$h"
       ip link set "v-$h" master "$bridge" up
@@ -69,12 +76,12 @@ case "${1:-}" in
       ip -n "$h" link set eth0 up
       exit 0
     fi
-    bin=$4
+    bin=$4; rate=${5:-}
     [ ! -f "$state" ] || { echo "testbed.sh: $h has a delay line already" >&2; exit 2; }
     mac=$(ip -n "$h" -o link show eth0 | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2)
     addr=$(ip -n "$h" -4 -o addr show dev eth0 | awk '{print $4}')
     out=$(mktemp)
-    "$bin" "d-$h" "e-$h" "$ms" > "$out" 2>&1 &
+    "$bin" "d-$h" "e-$h" "$ms" $rate > "$out" 2>&1 &
     pid=$!
     for _ in $(seq 1 100); do grep -q ready "$out" && break; sleep 0.05; done
     grep -q ready "$out" || { cat "$out" >&2; rm -f "$out"; kill "$pid" 2>/dev/null; exit 1; }
@@ -100,6 +107,11 @@ case "${1:-}" in
     for h in $(ip netns list | awk '{print $1}' | grep "^$p[0-9]*$" || true); do
       ip netns pids "$h" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
       ip netns del "$h" || true
+    done
+    # Their veths go with them, unless the kernel still holds a namespace
+    # (sockets of its own, closing): then they are removed here.
+    for v in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^v-$p[0-9]*$" || true); do
+      ip link del "$v" 2>/dev/null || true
     done
     ip link del "$bridge" 2>/dev/null || true
     ;;

@@ -33,6 +33,37 @@ AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points) {
   return ab;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Runs `round` (which returns its own time) until ~20 ms have passed and at
+// least 5 rounds ran, the same number on both ends (a's count decides);
+// the best time.
+template <class Round>
+double best_of_rounds(Communicator& comm, bool is_a, int peer, Round round) {
+  double best = 1e30;
+  int rounds = 0;
+  const auto t_size = Clock::now();
+  while (true) {
+    best = std::min(best, round());
+    ++rounds;
+    float more = rounds < 5 || (rounds < 2000 && seconds_since(t_size) < 0.02) ? 1.0f : 0.0f;
+    if (is_a) {
+      comm.send(&more, 1, peer);
+    } else {
+      comm.recv(&more, 1, peer);
+    }
+    if (more == 0.0f) return best;
+  }
+}
+
+}  // namespace
+
 LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes,
                      int64_t segment_bytes) {
   if (segment_bytes < 4) {
@@ -44,43 +75,69 @@ LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes,
   const int me = comm.rank();
   if (me != a && me != b) return fit;
   const int peer = me == a ? b : a;
-  using Clock = std::chrono::steady_clock;
+  const bool is_a = me == a;
   std::vector<float> buf(static_cast<size_t>(std::max<int64_t>(2, max_bytes / 4)), 1.0f);
   std::vector<float> back(buf.size(), 0.0f);
-  for (int64_t bytes = 8; bytes <= max_bytes; bytes *= 4) {
-    const int64_t count = std::max<int64_t>(1, bytes / 4);
-    // Enough round trips for ~20 ms per size, at least 5; the best one.
-    double best = 1e30;
-    int rounds = 0;
-    const auto t_size = Clock::now();
-    while (true) {
-      // Both ways at once, as every step of a ring or of recursive
-      // doubling moves its data (a link busy in one direction at a time
-      // can be twice as fast as it is for an allreduce).
-      const auto t0 = Clock::now();
-      for (int64_t off = 0; off < count; off += seg) {
-        const int64_t len = std::min(seg, count - off);
-        comm.sendrecv(buf.data() + off, len, peer, back.data() + off, len, peer);
-      }
-      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-      ++rounds;
-      // Both sides run the same number of rounds: a's count decides.
-      float more = rounds < 5 || (rounds < 2000 &&
-                                  std::chrono::duration<double>(Clock::now() - t_size).count() <
-                                      0.02)
-                       ? 1.0f
-                       : 0.0f;
-      if (me == a) {
-        comm.send(&more, 1, peer);
-      } else {
-        comm.recv(&more, 1, peer);
-      }
-      if (more == 0.0f) break;
+  // Both ways at once, as every step of a ring or of recursive doubling
+  // moves its data (a link busy in one direction at a time can be twice
+  // as fast as it is for an allreduce), in the ring's segments.
+  auto exchange = [&](int64_t count) {
+    const auto t0 = Clock::now();
+    for (int64_t off = 0; off < count; off += seg) {
+      const int64_t len = std::min(seg, count - off);
+      comm.sendrecv(buf.data() + off, len, peer, back.data() + off, len, peer);
     }
-    fit.points.push_back({count * 4, best});
+    return seconds_since(t0);
+  };
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 8; bytes <= max_bytes; bytes *= 4) sizes.push_back(bytes);
+  // The bandwidth's two sizes: half a segment and a whole one, each one
+  // message with the same protocol (over every eager limit), so their
+  // difference is bytes alone - a larger pair differs by a message's
+  // handshake too, and a delayed link would look like a slow one.
+  const int64_t whole = seg * 4, half = whole / 2;
+  const bool in_one_segment = half >= 128 << 10 && whole <= max_bytes;
+  if (in_one_segment) {
+    for (const int64_t extra : {half, whole}) {
+      if (std::find(sizes.begin(), sizes.end(), extra) == sizes.end()) sizes.push_back(extra);
+    }
+    std::sort(sizes.begin(), sizes.end());
   }
-  // Both ends measured the same exchanges; a's figures are the fit's.
+  for (const int64_t bytes : sizes) {
+    const int64_t count = std::max<int64_t>(1, bytes / 4);
+    fit.points.push_back({count * 4, best_of_rounds(comm, is_a, peer, [&] { return exchange(count); })});
+  }
   fit.figures = fit_alpha_beta(fit.points);
+  if (in_one_segment) {
+    double t_half = 0, t_whole = 0;
+    for (const auto& p : fit.points) {
+      if (p.bytes == half) t_half = p.one_way_s;
+      if (p.bytes == whole) t_whole = p.one_way_s;
+    }
+    if (t_whole > t_half) fit.figures.bytes_per_s = static_cast<double>(whole - half) / (t_whole - t_half);
+  }
+  // The latency: half the round trip of the smallest message, one way and
+  // back (an exchange both ways at once times the later of two starts).
+  const double rtt = best_of_rounds(comm, is_a, peer, [&] {
+    const auto t0 = Clock::now();
+    if (is_a) {
+      comm.send(buf.data(), 2, peer);
+      comm.recv(back.data(), 2, peer);
+    } else {
+      comm.recv(back.data(), 2, peer);
+      comm.send(buf.data(), 2, peer);
+    }
+    return seconds_since(t0);
+  });
+  // a's round trip is the one that went there and back; b's started when
+  // the message reached it. b takes a's.
+  float half_rtt = static_cast<float>(rtt / 2);
+  if (is_a) {
+    comm.send(&half_rtt, 1, peer);
+  } else {
+    comm.recv(&half_rtt, 1, peer);
+  }
+  fit.figures.alpha_s = half_rtt;
   for (const auto& p : fit.points) {
     const double line = fit.figures.seconds(static_cast<double>(p.bytes));
     fit.worst_relative_error =

@@ -1,9 +1,13 @@
 // Measures a link's alpha-beta figures (cluster/cost_model.h) between two
 // ranks of a communicator: both send each other messages from 8 bytes to
 // max_bytes at once (sendrecv, as each step of a ring allreduce does, and
-// in the ring's segments), the best of several exchanges per size; the latency is the smallest
-// message's time, the bandwidth (each way, both ways busy) the slope
-// between the two largest. What `baton calibrate` stores.
+// in the ring's segments), the best of several exchanges per size. The
+// bandwidth (each way, both ways busy) is the slope between half a segment
+// and a whole one - one message each, so a handshake per message does not
+// count as bytes and a delayed link does not look slow - or, when
+// max_bytes is under a segment, between the two largest sizes; the
+// latency is half the best round trip of 8 bytes (a ping-pong). What
+// `baton calibrate` stores.
 #pragma once
 
 #include <baton/cluster/cost_model.h>
