@@ -127,14 +127,14 @@ int main(int argc, char** argv) {
                  std::strerror(errno));
     return 1;
   }
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   std::printf("ready\n");
   std::fflush(stdout);
-  const auto delay = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double, std::milli>(ms));
+  const auto delay =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
   Direction a_to_b, b_to_a;
   while (g_stop == 0) {
     pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};

@@ -10,10 +10,10 @@ int64_t add_run_links(std::map<LinkClass, LinkClassTotals>& totals,
   for (const auto& s : samples) {
     if (s.estimated || s.num_bytes <= 0 || !(s.seconds > 0)) continue;
     if (s.src < 0 || s.src >= ranks || s.dst < 0 || s.dst >= ranks || s.src == s.dst) continue;
-    const LinkClass cls = rank_hosts[static_cast<size_t>(s.src)] ==
-                                  rank_hosts[static_cast<size_t>(s.dst)]
-                              ? LinkClass::kSharedMemory
-                              : LinkClass::kNetwork;
+    const LinkClass cls =
+        rank_hosts[static_cast<size_t>(s.src)] == rank_hosts[static_cast<size_t>(s.dst)]
+            ? LinkClass::kSharedMemory
+            : LinkClass::kNetwork;
     LinkClassTotals& t = totals[cls];
     t.num_bytes += s.num_bytes;
     t.seconds += s.seconds;
@@ -38,8 +38,7 @@ void apply_run_links(LinkCosts& costs, const std::map<LinkClass, LinkClassTotals
       latency = latency.substr(latency.find(kLatency) + kLatency.size());
     }
     ab.source = "bandwidth: " + std::to_string(t.samples) + " measured link samples of run" +
-                (t.runs.size() == 1 ? " " : "s ") + runs + " (" + where + ")" + kLatency +
-                latency;
+                (t.runs.size() == 1 ? " " : "s ") + runs + " (" + where + ")" + kLatency + latency;
     ab.bytes_per_s = t.bytes_per_s();
   }
 }

@@ -105,7 +105,8 @@ LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes,
   }
   for (const int64_t bytes : sizes) {
     const int64_t count = std::max<int64_t>(1, bytes / 4);
-    fit.points.push_back({count * 4, best_of_rounds(comm, is_a, peer, [&] { return exchange(count); })});
+    const double best = best_of_rounds(comm, is_a, peer, [&] { return exchange(count); });
+    fit.points.push_back({count * 4, best});
   }
   fit.figures = fit_alpha_beta(fit.points);
   if (in_one_segment) {
@@ -114,7 +115,9 @@ LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes,
       if (p.bytes == half) t_half = p.one_way_s;
       if (p.bytes == whole) t_whole = p.one_way_s;
     }
-    if (t_whole > t_half) fit.figures.bytes_per_s = static_cast<double>(whole - half) / (t_whole - t_half);
+    if (t_whole > t_half) {
+      fit.figures.bytes_per_s = static_cast<double>(whole - half) / (t_whole - t_half);
+    }
   }
   // The latency: half the round trip of the smallest message, one way and
   // back (an exchange both ways at once times the later of two starts).

@@ -199,7 +199,7 @@ struct MpiCommunicator::Impl {
   // The 2-D scheme's members in `comm`'s ranks: this host's ranks, and the
   // cross-host ring (one per host, this rank's host rank on each).
   std::vector<int> host_group, cross_group;
-  std::vector<float> chunk;         // this rank's chunk (grown once, kept)
+  std::vector<float> chunk;  // this rank's chunk (grown once, kept)
 
   ~Impl() {
     free_comm(cross);
@@ -397,8 +397,8 @@ void MpiCommunicator::allreduce_hierarchical(float* data, int64_t count, ReduceO
     // The steps inside the host are MPI's: their link figure is the ring
     // model's among the host's ranks (estimated).
     const double h = m.host_size;
-    const auto moved = static_cast<int64_t>(
-        static_cast<double>(count) * sizeof(float) * 2.0 * (h - 1) / h + 0.5);
+    const auto moved =
+        static_cast<int64_t>(static_cast<double>(count) * sizeof(float) * 2.0 * (h - 1) / h + 0.5);
     const int next = m.host_group[static_cast<size_t>((m.host_rank + 1) % m.host_size)];
     if (moved > 0) links_.add(rank_, next, moved, inside, true);
     return;

@@ -192,8 +192,8 @@ void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
       comm, comm.size(), comm.rank(), [](int k) { return k; }, data, count, op, segment_bytes);
 }
 
-void ring_allreduce(Communicator& comm, const std::vector<int>& group, float* data,
-                    int64_t count, ReduceOp op, int64_t segment_bytes) {
+void ring_allreduce(Communicator& comm, const std::vector<int>& group, float* data, int64_t count,
+                    ReduceOp op, int64_t segment_bytes) {
   const auto me = std::find(group.begin(), group.end(), comm.rank());
   if (me == group.end()) {
     throw CommError("ring_allreduce: rank " + std::to_string(comm.rank()) +

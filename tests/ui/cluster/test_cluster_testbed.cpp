@@ -3,9 +3,9 @@
 // the Train view launches a multi_worker_mirrored run across them (4
 // ranks, Baton's ring; bt-s2's link shaped to 200 Mbit/s), and the links
 // between the hosts are coloured by their measured bandwidth while it runs:
-// the shaped rate, where the links inside a host show shared memory's. A PNG of the view mid-run goes
-// to tests/ui/screenshots/. Needs root and `ip netns`: exit 77 (ctest's
-// skip) with the reason where they are missing.
+// the shaped rate, where the links inside a host show shared memory's. A PNG of the view mid-run
+// goes to tests/ui/screenshots/. Needs root and `ip netns`: exit 77 (ctest's skip) with the reason
+// where they are missing.
 #include <baton/core/child_process.h>
 #include <baton/core/config.h>
 #include <baton/history/store.h>
@@ -103,10 +103,11 @@ class ClusterTestbedTest : public QObject {
     QSignalSpy finished(&w.train_view(), &TrainView::run_finished);
     w.train_view().start();
     QVERIFY(w.train_view().running());
-    QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0 || (scene.link_item(3, 0) != nullptr &&
-                                                      scene.link_item(3, 0)->bandwidth_gbps() > 0 &&
-                                                      !scene.link_item(3, 0)->bandwidth_estimated()),
-                             180000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        finished.count() > 0 ||
+            (scene.link_item(3, 0) != nullptr && scene.link_item(3, 0)->bandwidth_gbps() > 0 &&
+             !scene.link_item(3, 0)->bandwidth_estimated()),
+        180000);
     QVERIFY2(finished.count() == 0,
              qPrintable("the run ended before the link 3 -> 0 was coloured: " +
                         w.train_view().status_text()));
