@@ -348,7 +348,12 @@ TEST_F(LaunchElastic, AHostWhoseRankDiedSitsOutItsCooldownThenRejoins) {
   EXPECT_NE(rescales[0].value("cause", "").find("joined"), std::string::npos);
   // Not before the cooldown ended (a cooldown not applied, or shorter,
   // lets it back at the next reading of the host list, 0.3 s later).
-  EXPECT_GE(rescales[0].value("time", 0.0) - restarts[0].value("detected", 0.0), 3.0);
+  // Both are Unix times: a missing one (0) would make the difference vacuous.
+  const double detected = restarts[0].value("detected", 0.0);
+  const double rejoined = rescales[0].value("time", 0.0);
+  ASSERT_GT(detected, 1e9) << restarts[0].dump();
+  ASSERT_GT(rejoined, detected) << rescales[0].dump();
+  EXPECT_GE(rejoined - detected, 3.0);
   expect_each_sample_once_per_epoch(of_type(events, "run_end").back().value("step", int64_t{0}));
 }
 
