@@ -4,17 +4,26 @@ plugin (pre-norm GPT-2 blocks, tanh GELU, tied head), batch, context,
 AdamW and thread count, at PyTorch's best here: data pre-generated, no
 DataLoader, foreach AdamW. torch 1.13 (Debian's) has no fused
 scaled_dot_product_attention (2.0+), so attention is the explicit
-masked-softmax form nanoGPT falls back to. Prints one JSON line:
-{"tokens_per_s": ..., "step_ms": ...}."""
+masked-softmax form nanoGPT falls back to. With --ranks N > 1 the step
+runs data-parallel as DistributedDataParallel over gloo on N local
+processes, each taking batch / N sequences with --threads intra-op
+threads (DDP's default buckets); the step is the slowest rank's median.
+Prints one JSON line: {"tokens_per_s": ..., "step_ms": ...}."""
 import argparse
 import json
 import math
 import statistics
 import time
 
+import os
+
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_common import free_port
 
 
 class Block(nn.Module):
@@ -52,6 +61,44 @@ class Gpt(nn.Module):
         return self.lnf(x) @ self.wte.weight.T
 
 
+def median_step_ms(a, rank=0, world=1, port=0):
+    torch.set_num_threads(a.threads)
+    torch.set_flush_denormal(True)
+    torch.manual_seed(0)
+    model = Gpt(a.vocab, a.context, a.layers, a.heads, a.width)
+    if world > 1:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, foreach=True)
+    rows = a.batch // world + (1 if rank < a.batch % world else 0)
+    xs = [torch.randint(0, a.vocab, (rows, a.context)) for _ in range(4)]
+    ys = [torch.randint(0, a.vocab, (rows * a.context,)) for _ in range(4)]
+    times = []
+    for step in range(2 + a.steps):
+        if world > 1:
+            dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xs[step % 4]).view(-1, a.vocab), ys[step % 4])
+        loss.backward()
+        opt.step()
+        if step >= 2:
+            times.append(time.perf_counter() - t0)
+    ms = torch.tensor([statistics.median(times) * 1000], dtype=torch.float64)
+    if world > 1:  # the job runs at its slowest rank's pace
+        dist.all_reduce(ms, op=dist.ReduceOp.MAX)
+        dist.destroy_process_group()
+    return ms.item()
+
+
+def ddp_worker(rank, world, port, a, queue):
+    ms = median_step_ms(a, rank, world, port)
+    if rank == 0:
+        queue.put(ms)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vocab", type=int, default=256)
@@ -61,25 +108,16 @@ def main():
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--steps", type=int, default=10)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    torch.set_flush_denormal(True)
-    torch.manual_seed(0)
-    model = Gpt(a.vocab, a.context, a.layers, a.heads, a.width)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, foreach=True)
-    xs = [torch.randint(0, a.vocab, (a.batch, a.context)) for _ in range(4)]
-    ys = [torch.randint(0, a.vocab, (a.batch * a.context,)) for _ in range(4)]
-    times = []
-    for step in range(2 + a.steps):
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(xs[step % 4]).view(-1, a.vocab), ys[step % 4])
-        loss.backward()
-        opt.step()
-        if step >= 2:
-            times.append(time.perf_counter() - t0)
-    ms = statistics.median(times) * 1000
+    if a.ranks > 1:
+        ctx = mp.get_context("spawn")
+        queue = ctx.Queue()
+        mp.spawn(ddp_worker, args=(a.ranks, free_port(), a, queue), nprocs=a.ranks, join=True)
+        ms = queue.get()
+    else:
+        ms = median_step_ms(a)
     print(json.dumps({"tokens_per_s": a.batch * a.context / (ms / 1000), "step_ms": ms}))
 
 
