@@ -13,17 +13,20 @@
 #include <baton/train/run_dir.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli_checks.h"
 #include "cli_paths.h"
+#include "output_file.h"
 
 namespace baton::cli {
 
@@ -76,7 +79,7 @@ void add_launch_command(CLI::App& app, LaunchArgs& a) {
                 "(default 600)")
       ->check(positive_seconds());
   l->add_option("--events", a.events,
-                "Write the chief's telemetry and the launcher's restart events as JSON lines to "
+                "Append the chief's telemetry and the launcher's restart events as JSON lines to "
                 "PATH ('-' for stdout)");
   l->add_option("--db", a.db,
                 "History database (default: $XDG_DATA_HOME/baton/runs.db); the run's attempts and "
@@ -326,22 +329,51 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     spec.job.hostfile.clear();
   }
 
-  // Streamed as the lines come (a reader follows the file while it grows).
-  std::FILE* events = nullptr;
-  if (a.events == "-") {
-    events = stdout;
-  } else if (!a.events.empty()) {
-    events = std::fopen(a.events.c_str(), "w");
-    if (events == nullptr) throw InputError("--events " + a.events + ": cannot be written");
-  }
+  // Streamed as the lines come (a reader follows the file while it grows),
+  // appended to what the file holds, as `baton train --events` does.
+  std::unique_ptr<LineAppender> events;
+  if (!a.events.empty()) events = std::make_unique<LineAppender>("--events", a.events);
   const std::string db_path = a.db.empty() ? default_history_db_path() : a.db;
   std::FILE* human = a.events == "-" ? stderr : stdout;
 
+  // A write to --events that failed is said at once on stderr and goes
+  // into the run's history as an error log (once the chief has recorded
+  // the run there: tried again at most once a second until then).
+  std::string events_unrecorded;
+  auto events_tried = std::chrono::steady_clock::time_point{};
+  const auto record_events_failure = [&](bool now) {
+    if (events_unrecorded.empty()) return;
+    const auto t = std::chrono::steady_clock::now();
+    if (!now && t - events_tried < std::chrono::seconds(1)) return;
+    events_tried = t;
+    try {
+      std::error_code ec;
+      if (!std::filesystem::exists(db_path, ec)) return;
+      HistoryStore store(db_path, HistoryStore::Open::kExisting);
+      const std::string data =
+          nlohmann::json{{"source", "launcher"}, {"events_file", a.events}}.dump();
+      if (store.record_launcher_event(spec.run_id, 0, "error", events_unrecorded, data, false)) {
+        events_unrecorded.clear();
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "baton launch: warning: could not record that in %s: %s\n",
+                   db_path.c_str(), e.what());
+      events_unrecorded.clear();
+    }
+  };
+  const auto events_failed = [&](const std::string& failure) {
+    if (failure.empty()) return;
+    std::fprintf(stderr, "baton launch: error: %s\n", failure.c_str());
+    std::fflush(stderr);
+    events_unrecorded = failure;
+    record_events_failure(true);
+  };
+
   LaunchObserver obs;
   obs.on_event = [&](const std::string& line) {
-    if (events != nullptr) {
-      std::fprintf(events, "%s\n", line.c_str());
-      std::fflush(events);
+    if (events) {
+      events_failed(events->write_line(line));
+      record_events_failure(false);
     }
     if (a.quiet) return;
     // Progress: a line per epoch of the chief's, and the run's end (a line
@@ -466,8 +498,9 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
     }
   }
   const LaunchOutcome out = launch(spec, obs, signals.flag());
-  if (events != nullptr && events != stdout && std::fclose(events) != 0) {
-    throw RuntimeError("--events " + a.events + ": the write failed");
+  if (events) {
+    events_failed(events->close());
+    record_events_failure(true);
   }
   std::fprintf(human, "\n== %s: %s after %d attempt%s (%zu restart%s", spec.run_id.c_str(),
                out.status.c_str(), out.attempts, out.attempts == 1 ? "" : "s", out.restarts.size(),
@@ -483,6 +516,12 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   std::fprintf(human, ") ==\n");
   if (!out.reason.empty()) std::fprintf(human, "reason          %s\n", out.reason.c_str());
   std::fprintf(human, "history         %s\n", db_path.c_str());
+  if (events && !events->failure().empty()) {
+    // What was asked for - the events in that file - was not kept: exit 1
+    // (unless the run's own outcome already says worse, or a stop).
+    std::fprintf(stderr, "baton launch: failed: output was lost: %s\n", events->failure().c_str());
+    if (out.exit_code == 0) return 1;
+  }
   return out.exit_code;
 }
 

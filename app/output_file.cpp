@@ -122,6 +122,51 @@ void OutputFile::commit() {
   }
 }
 
+LineAppender::LineAppender(const std::string& flag, const std::string& path)
+    : flag_(flag), path_(path) {
+  if (path == "-") {
+    file_ = stdout;
+    return;
+  }
+  check_output_file(flag, path);
+  file_ = std::fopen(path.c_str(), "a");
+  if (file_ == nullptr) {
+    throw InputError(flag + " " + path + ": cannot open for appending (" + reason() + ")");
+  }
+  owned_ = true;
+}
+
+LineAppender::~LineAppender() { (void)close(); }
+
+std::string LineAppender::fail(int error_number, const char* what) {
+  if (!failure_.empty()) return "";
+  failure_ = flag_ + " " + (path_ == "-" ? std::string("(standard output)") : path_) + ": " + what +
+             " (" + (error_number != 0 ? std::strerror(error_number) : "write error") +
+             "); the lines after it are not in it";
+  return failure_;
+}
+
+std::string LineAppender::write_line(const std::string& line) {
+  if (file_ == nullptr || !failure_.empty()) return "";
+  errno = 0;
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
+      std::fputc('\n', file_) == EOF || std::fflush(file_) != 0) {
+    return fail(errno, "write failed");
+  }
+  return "";
+}
+
+std::string LineAppender::close() {
+  if (file_ == nullptr) return "";
+  std::FILE* f = file_;
+  file_ = nullptr;
+  errno = 0;
+  if (!owned_) return failure_.empty() && std::fflush(f) != 0 ? fail(errno, "write failed") : "";
+  // fclose flushes what is left; some file systems (NFS, a quota) report
+  // a failed write only here.
+  return std::fclose(f) != 0 ? fail(errno, "closing it failed") : "";
+}
+
 void finish_stdout() {
   errno = 0;
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {

@@ -29,6 +29,34 @@ class OutputFile {
   bool owned_ = false;
 };
 
+// A stream of lines appended to a file (`launch --events`; "-": standard
+// output), flushed line by line so a reader follows it as it grows. Every
+// write is checked; the first that fails is kept, named by the flag and the
+// path with the reason, and nothing is written after it.
+class LineAppender {
+ public:
+  // InputError naming the flag when the file cannot be opened.
+  LineAppender(const std::string& flag, const std::string& path);
+  ~LineAppender();
+  LineAppender(const LineAppender&) = delete;
+  LineAppender& operator=(const LineAppender&) = delete;
+
+  // Writes `line` and a newline. Returns the failure the first time a
+  // write fails ("" otherwise, and after that first time).
+  std::string write_line(const std::string& line);
+  // Flushes and closes (standard output: flushes). Returns the failure if
+  // it is new, as write_line does.
+  std::string close();
+  // The first failure ("" = every write succeeded).
+  const std::string& failure() const { return failure_; }
+
+ private:
+  std::string fail(int error_number, const char* what);
+  std::string flag_, path_, failure_;
+  std::FILE* file_ = nullptr;
+  bool owned_ = false;
+};
+
 // Flushes standard output and reports a write that failed on the way
 // ("history list > /dev/full"): RuntimeError naming standard output.
 void finish_stdout();

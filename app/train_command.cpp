@@ -254,7 +254,18 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
                  session.trainer().config().name.c_str(), session.runs_root().c_str());
   }
   const RunOutcome o = session.run();
-  if (!chief) return exit_code(o.summary.status);
+  // Every event file closed and checked; a write that failed was said when
+  // it happened (stderr, and an error log event in the history).
+  telemetry.close_outputs();
+  std::vector<std::string> write_failures = telemetry.write_failures();
+  if (heartbeat && !heartbeat->failure().empty()) write_failures.push_back(heartbeat->failure());
+  const auto report_write_failures = [&] {
+    for (const std::string& f : write_failures) {
+      std::fprintf(stderr, "baton: failed: output was lost: %s\n", f.c_str());
+    }
+    return 1;
+  };
+  if (!chief) return write_failures.empty() ? exit_code(o.summary.status) : report_write_failures();
 
   std::string history_line = "off (--no-db)";
   if (!o.history_db.empty()) {
@@ -288,8 +299,16 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
     MpiRuntime mpi;
     if (mpi.world_size() > 1) {
       // One rank failing must end the job: the others would wait in a
+    if (!write_failures.empty()) report_write_failures();
       // collective forever. MPI_Abort is how an MPI program does that.
       int code = 0;
+  // The training ran, but its events were not all written where asked:
+  // a failure, exit 1, as for a history that could not be kept.
+  // (A run stopped on request still says 130, after the failure.)
+  if (!write_failures.empty()) {
+    report_write_failures();
+    if (o.summary.status != "interrupted") return 1;
+  }
       try {
         return train_in_process(a, exe_path, signals.flag());
       } catch (const InputError& e) {

@@ -1,8 +1,10 @@
 #include <baton/launch/heartbeat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 namespace baton {
@@ -36,13 +38,26 @@ std::string Heartbeat::line() const {
          "\n";
 }
 
+std::string Heartbeat::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
 void Heartbeat::beat_until_stopped() {
   const auto interval = std::chrono::duration<double>(interval_s_);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     const std::string text = line();
-    std::fwrite(text.data(), 1, text.size(), out_);
-    std::fflush(out_);
+    errno = 0;
+    if (std::fwrite(text.data(), 1, text.size(), out_) != text.size() || std::fflush(out_) != 0) {
+      const int err = errno;
+      failure_ = std::string("heartbeat: writing to ") +
+                 (out_ == stdout ? "standard output" : "its stream") + " failed (" +
+                 (err != 0 ? std::strerror(err) : "write error") + ")";
+      std::fprintf(stderr, "baton: error: %s; no more heartbeats\n", failure_.c_str());
+      std::fflush(stderr);
+      return;
+    }
     cv_.wait_for(lock, interval, [this] { return stopping_; });
   }
 }

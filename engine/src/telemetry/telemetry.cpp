@@ -89,7 +89,8 @@ struct ToJson {
               {"seconds", e.seconds},
               {"bandwidth_gbps", e.bandwidth_gbps},
               {"estimated", e.estimated},
-              {"wait_s", e.wait_s}});
+              {"wait_s", e.wait_s},
+              {"eager", e.eager}});
     return j;
   }
   nlohmann::json operator()(const RunEndEvent& e) const {
@@ -161,16 +162,78 @@ JsonLinesSink::JsonLinesSink(const std::string& path) : path_(path) {
   owned_ = true;
 }
 
-JsonLinesSink::~JsonLinesSink() {
-  if (owned_ && out_) std::fclose(out_);
+JsonLinesSink::~JsonLinesSink() { close_output(); }
+
+void JsonLinesSink::fail_locked(const std::string& what, int error_number) {
+  if (!failure_.empty()) return;
+  const std::string name = path_ == "-" ? std::string("standard output") : "events file " + path_;
+  failure_ = name + ": " + what + " (" +
+             (error_number != 0 ? std::strerror(error_number) : "write error") +
+             "); the events after it are not in it";
+  // Said when it happens, not only at the end: the run may go on for hours.
+  std::fprintf(stderr, "baton: error: %s\n", failure_.c_str());
+  std::fflush(stderr);
 }
 
 void JsonLinesSink::emit(const Event& event) {
   const std::string line =
       to_json(event).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::lock_guard<std::mutex> lock(mu_);
-  std::fwrite(line.data(), 1, line.size(), out_);
-  std::fflush(out_);
+  if (out_ == nullptr || !failure_.empty()) return;
+  errno = 0;
+  if (std::fwrite(line.data(), 1, line.size(), out_) != line.size() || std::fflush(out_) != 0) {
+    fail_locked("write failed", errno);
+  }
+}
+
+std::string JsonLinesSink::take_new_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_.empty() || failure_taken_) return "";
+  failure_taken_ = true;
+  return failure_;
+}
+
+std::string JsonLinesSink::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void JsonLinesSink::close_output() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (out_ == nullptr) return;
+  std::FILE* f = out_;
+  out_ = nullptr;
+  errno = 0;
+  if (!owned_) {
+    if (failure_.empty() && std::fflush(f) != 0) fail_locked("write failed", errno);
+    return;
+  }
+  // fclose flushes what is left; a file system that reports errors late
+  // (NFS, a quota) reports them here.
+  if (std::fclose(f) != 0 && failure_.empty()) fail_locked("closing it failed", errno);
+}
+
+void Telemetry::emit(const Event& event) const {
+  for (const auto& s : sinks_) s->emit(event);
+  for (const auto& s : sinks_) {
+    const std::string failed = s->take_new_failure();
+    if (failed.empty()) continue;
+    const std::string run = std::visit([](const auto& e) { return e.run; }, event);
+    // Once per sink (take_new_failure), so this recursion ends.
+    emit(LogEvent{run, LogLevel::kError, failed});
+  }
+}
+
+void Telemetry::close_outputs() const {
+  for (const auto& s : sinks_) s->close_output();
+}
+
+std::vector<std::string> Telemetry::write_failures() const {
+  std::vector<std::string> all;
+  for (const auto& s : sinks_) {
+    if (std::string f = s->failure(); !f.empty()) all.push_back(std::move(f));
+  }
+  return all;
 }
 
 }  // namespace baton

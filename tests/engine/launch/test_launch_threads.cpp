@@ -107,3 +107,25 @@ TEST(Heartbeat, BeatsWholeLinesWithTheProgress) {
   EXPECT_GE(n, 3);
   std::fclose(in);
 }
+
+// A heartbeat that cannot be written (a full device) is said once, naming
+// the stream and the reason, and the thread stops beating; the failure is
+// kept for the command's exit status.
+TEST(Heartbeat, AWriteThatFailsIsKept) {
+  std::FILE* full = std::fopen("/dev/full", "w");
+  if (full == nullptr) GTEST_SKIP() << "no /dev/full here";
+  std::atomic<int64_t> progress{0};
+  std::string failure;
+  {
+    baton::Heartbeat beat(0.001, 0, progress, full);
+    // The first beat is written at once; wait for its failure.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((failure = beat.failure()).empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  }
+  std::fclose(full);
+  EXPECT_NE(failure.find("heartbeat: writing to its stream failed (No space left on device)"),
+            std::string::npos)
+      << failure;
+}

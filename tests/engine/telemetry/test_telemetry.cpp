@@ -98,6 +98,20 @@ TEST(Telemetry, EveryEventRoundTrips) {
   EXPECT_EQ(ln2.src, 1);
   EXPECT_EQ(ln2.dst, 2);
   EXPECT_TRUE(ln2.estimated);
+  EXPECT_FALSE(ln2.eager);
+  // The eager mark (messages under MPI's eager limit) survives the trip,
+  // and an event written before the field reads as not eager.
+  LinkEvent eager = ln;
+  eager.estimated = false;
+  eager.eager = true;
+  const nlohmann::json ej = to_json(Event{eager});
+  EXPECT_EQ(ej.at("eager"), true);
+  EXPECT_TRUE(round_trip(eager).eager);
+  nlohmann::json old = ej;
+  old.erase("eager");
+  const auto read_old = event_from_json(old);
+  ASSERT_TRUE(read_old.has_value());
+  EXPECT_FALSE(std::get<LinkEvent>(*read_old).eager);
 
   RunEndEvent end;
   end.status = "failed";
@@ -151,3 +165,36 @@ TEST(Stragglers, TheRankWhoseOwnWorkLagsIsFoundWithItsPhase) {
 
 }  // namespace
 }  // namespace baton
+
+// Every write of an events file is checked: on a full device the first
+// failure names the file and the reason, the sink writes nothing after it,
+// and the other sinks get one error log event saying so (the history keeps
+// it); a failed close is kept too.
+TEST(Telemetry, AnEventsFileThatCannotBeWrittenIsSaidOnce) {
+  auto file = std::make_shared<baton::JsonLinesSink>("/dev/full");
+  std::vector<baton::LogEvent> logs;
+  int others = 0;
+  baton::Telemetry t;
+  t.add(file);
+  t.add(std::make_shared<baton::CallbackSink>([&](const baton::Event& e) {
+    ++others;
+    if (const auto* l = std::get_if<baton::LogEvent>(&e)) logs.push_back(*l);
+  }));
+  EXPECT_TRUE(t.write_failures().empty());
+  for (int64_t step = 1; step <= 3; ++step) {
+    baton::StepEvent s;
+    s.run = "r1";
+    s.step = step;
+    t.emit(s);
+  }
+  EXPECT_EQ(others, 4);  // three steps and one error log
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_EQ(logs[0].run, "r1");
+  EXPECT_EQ(logs[0].level, baton::LogLevel::kError);
+  EXPECT_EQ(logs[0].message.rfind("events file /dev/full: write failed (No space left on device)", 0),
+            0u)
+      << logs[0].message;
+  t.close_outputs();
+  ASSERT_EQ(t.write_failures().size(), 1u);
+  EXPECT_EQ(t.write_failures()[0], logs[0].message);
+}

@@ -28,6 +28,10 @@ class Heartbeat {
 
   // The line it writes now (for tests).
   std::string line() const;
+  // The first write that failed, naming the stream and the reason ("" =
+  // none). It is printed to stderr when it happens; the beats stop then
+  // (the supervisor, which no longer hears them, takes the rank for hung).
+  std::string failure() const;
 
  private:
   void beat_until_stopped();
@@ -37,9 +41,10 @@ class Heartbeat {
   std::FILE* out_;
   std::string host_;
   long pid_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  std::string failure_;
   std::thread thread_;
 };
 

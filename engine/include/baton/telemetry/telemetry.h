@@ -99,6 +99,9 @@ struct LinkEvent {
   double bandwidth_gbps = 0;  // num_bytes / seconds (transfer time), in GB/s
   bool estimated = false;     // from a traffic model, not measured
   double wait_s = 0;          // time spent waiting for the peer (not in the rate)
+  // Messages under MPI's eager limit (they arrive with their envelope): the
+  // rate is a buffer copy's, latency-bound, not the link's bandwidth.
+  bool eager = false;
 };
 
 struct RunEndEvent {
@@ -151,6 +154,14 @@ class TelemetrySink {
  public:
   virtual ~TelemetrySink() = default;
   virtual void emit(const Event& event) = 0;
+  // A sink that writes a file: its first write failure, once ("" when
+  // there is none, or it was taken before). Telemetry turns it into an
+  // error log event for the other sinks.
+  virtual std::string take_new_failure() { return ""; }
+  // The first write failure for good ("" = every write succeeded).
+  virtual std::string failure() const { return ""; }
+  // Closes what the sink writes, recording a failed close as its failure.
+  virtual void close_output() {}
 };
 
 class CallbackSink final : public TelemetrySink {
@@ -163,30 +174,45 @@ class CallbackSink final : public TelemetrySink {
 };
 
 // One JSON object per line, flushed per line so a reader (the launcher, a
-// tail -f) sees events as they happen.
+// tail -f) sees events as they happen. Every write is checked: the first
+// that fails (a full disk, a closed pipe) is printed to stderr at once,
+// naming the file and the reason, and kept (failure()); the sink writes
+// nothing more after it (a line torn by a full disk is not followed by
+// others that would look complete).
 class JsonLinesSink final : public TelemetrySink {
  public:
   // Opens `path` for appending; "-" means stdout. RuntimeError on failure.
   explicit JsonLinesSink(const std::string& path);
-  ~JsonLinesSink() override;
+  ~JsonLinesSink() override;  // closes the file (close_output)
   JsonLinesSink(const JsonLinesSink&) = delete;
   JsonLinesSink& operator=(const JsonLinesSink&) = delete;
   void emit(const Event& event) override;
+  std::string take_new_failure() override;
+  std::string failure() const override;
+  void close_output() override;
 
  private:
-  std::mutex mu_;
+  void fail_locked(const std::string& what, int error_number);
+  mutable std::mutex mu_;
   std::FILE* out_ = nullptr;
   bool owned_ = false;
   std::string path_;
+  std::string failure_;
+  bool failure_taken_ = false;
 };
 
-// Fans events out to sinks.
+// Fans events out to sinks. After each event it asks every sink for a new
+// write failure and sends each as an error log event to all sinks (the
+// failed one writes nothing more), so the run's log and history say that
+// a file stopped being written, and when.
 class Telemetry {
  public:
   void add(std::shared_ptr<TelemetrySink> sink) { sinks_.push_back(std::move(sink)); }
-  void emit(const Event& event) const {
-    for (const auto& s : sinks_) s->emit(event);
-  }
+  void emit(const Event& event) const;
+  // Closes every sink's output (each records a failed close).
+  void close_outputs() const;
+  // Every sink's write failure ("" ones left out), in the order added.
+  std::vector<std::string> write_failures() const;
 
  private:
   std::vector<std::shared_ptr<TelemetrySink>> sinks_;
