@@ -83,6 +83,10 @@ CentralStorageStrategy::CentralStorageStrategy(int replicas, const CommOptions& 
                                                GradientOptions grads)
     : MirroredStrategy(replicas, comm, grads) {}
 
+std::string CentralStorageStrategy::communication() const {
+  return "in-process sum into the central copy";
+}
+
 void CentralStorageStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& /*per_replica*/,
                                             bool /*overlap_allowed*/) {
   // Nothing to plan: the gradients are reduced after backward, in place.

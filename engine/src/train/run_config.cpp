@@ -72,6 +72,29 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
       s.replicas = static_cast<int>(node.integer_or("replicas_per_worker", 1, 1, 1024));
     }
     ConfigNode ar = node.child_or_empty("allreduce");
+  } else if (s.type == "central_storage") {
+    const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+    s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
+    // One parameter copy that every replica reads: after backward each
+    // replica thread sums its slice of every gradient into that copy. No
+    // allreduce runs - no algorithm, no buckets, nothing to overlap with
+    // backward or to time out - and there is no second copy to drift from
+    // it, so keys for those would change nothing: refused, named.
+    if (node.has("allreduce")) {
+      const ConfigNode ar = node.child("allreduce");
+      const std::string why =
+          "does not apply to central_storage, which runs no allreduce (each replica sums its "
+          "slice of every gradient into the one shared parameter copy after backward); remove "
+          "strategy.allreduce, or use mirrored for an allreduce with these settings";
+      if (ar.json().empty()) node.fail("allreduce", why);
+      ar.fail(ar.json().begin().key(), why);
+    }
+    if (node.has("drift_check_steps")) {
+      node.fail("drift_check_steps",
+                "does not apply to central_storage: its replicas share one parameter copy, so "
+                "there is no replica copy to compare; remove the key");
+    }
+    s.drift_check_steps = 0;
     s.backend = multi ? ar.choice_or("backend", "mpi", {"mpi"})
                       : ar.choice_or("backend", "local", {"local"});
     s.algorithm = ar.choice_or("algorithm", "native", {"native", "ring", "hierarchical"});

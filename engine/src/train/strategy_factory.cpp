@@ -60,7 +60,10 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
                                                      file, ps_join);
   }
   if (s.type == "central_storage") {
-    return std::make_unique<CentralStorageStrategy>(s.replicas, comm, grads);
+    // No allreduce (run_config refuses its keys): the replicas' group
+    // carries only the first broadcast and SyncBatchNorm's statistics,
+    // with the local communicator's defaults.
+    return std::make_unique<CentralStorageStrategy>(s.replicas, CommOptions{}, GradientOptions{});
   }
   return std::make_unique<MirroredStrategy>(s.replicas, comm, grads);
 }

@@ -111,9 +111,11 @@ TEST_F(Strategies, ReplicasMatchOneDevice) {
     for (int64_t batch : {32, 30}) {
       const auto one = train(doc({{"type", "one_device"}}, opt, batch))[0];
       for (const Case& c : cases) {
-        nlohmann::json st = {{"type", c.type},
-                             {"replicas", c.replicas},
-                             {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}}}};
+        nlohmann::json st = {{"type", c.type}, {"replicas", c.replicas}};
+        // central_storage runs no allreduce and takes no allreduce block.
+        if (std::string(c.type) != "central_storage") {
+          st["allreduce"] = {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}};
+        }
         const auto many = train(doc(st, opt, batch));
         ASSERT_EQ(static_cast<int>(many.size()), c.replicas);
         ASSERT_EQ(many[0].size(), one.size());
@@ -145,10 +147,11 @@ TEST_F(Strategies, DropoutReplicasMatchOneDevice) {
     const Case cases[] = {
         {"mirrored", 2, "native"}, {"mirrored", 3, "ring"}, {"central_storage", 4, "native"}};
     for (const Case& c : cases) {
-      nlohmann::json d = doc({{"type", c.type},
-                              {"replicas", c.replicas},
-                              {"allreduce", {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}}}},
-                             sgd, batch);
+      nlohmann::json st = {{"type", c.type}, {"replicas", c.replicas}};
+      if (std::string(c.type) != "central_storage") {
+        st["allreduce"] = {{"algorithm", c.algorithm}, {"bucket_mb", 0.0005}};
+      }
+      nlohmann::json d = doc(st, sgd, batch);
       d["model"]["dropout"] = 0.3;
       const auto many = train(d);
       double worst = 0;
@@ -446,8 +449,9 @@ TEST_F(Strategies, CnnReplicasMatchOneDevice) {
 // parameters must come out bit for bit the same. Tiny buckets (one per
 // parameter) make many collectives overlap.
 TEST_F(Strategies, OverlapGivesTheSameBitsAsReducingAfterBackward) {
-  const Case cases[] = {
-      {"mirrored", 2, "native"}, {"mirrored", 3, "ring"}, {"central_storage", 2, "native"}};
+  // (central_storage has no overlap to switch: it reduces into its one
+  // copy after backward, and refuses the allreduce block.)
+  const Case cases[] = {{"mirrored", 2, "native"}, {"mirrored", 3, "ring"}};
   for (const Case& c : cases) {
     std::vector<std::vector<float>> result[2];
     for (bool overlap : {false, true}) {
@@ -460,10 +464,7 @@ TEST_F(Strategies, OverlapGivesTheSameBitsAsReducingAfterBackward) {
       TrainOptions opt;
       opt.run_id = "overlap";
       Trainer trainer(cfg, registry_, t, opt);
-      // central_storage reduces into its one copy after backward.
-      EXPECT_EQ(trainer.strategy().overlaps_backward(),
-                overlap && std::string(c.type) != "central_storage")
-          << c.type;
+      EXPECT_EQ(trainer.strategy().overlaps_backward(), overlap) << c.type;
       EXPECT_EQ(trainer.run().status, "completed");
       for (int r = 0; r < c.replicas; ++r) {
         std::vector<float> flat;
@@ -518,6 +519,34 @@ TEST_F(Strategies, MirroredEmitsLinkEvents) {
   }
   EXPECT_GT(links, 0);
   EXPECT_TRUE(start_names_comm);
+}
+
+// central_storage runs no allreduce: it reports the in-process sum it
+// does, never a communicator's "local/<algorithm>", in the run_start event
+// and the summary.
+TEST_F(Strategies, CentralStorageReportsTheSumItRuns) {
+  std::vector<Event> events;
+  RunConfig cfg = parse_run_config(
+      doc({{"type", "central_storage"}, {"replicas", 2}}, {{"type", "sgd"}, {"lr", 0.1}}, 32),
+      "s.json");
+  Telemetry t;
+  t.add(std::make_shared<CallbackSink>([&](const Event& e) { events.push_back(e); }));
+  TrainOptions opt;
+  opt.run_id = "central";
+  Trainer trainer(cfg, registry_, t, opt);
+  EXPECT_EQ(trainer.strategy().communication(), "in-process sum into the central copy");
+  const TrainSummary sum = trainer.run();
+  EXPECT_EQ(sum.communication, "in-process sum into the central copy");
+  EXPECT_EQ(sum.communication_note, "");
+  bool started = false;
+  for (const auto& e : events) {
+    if (const auto* s = std::get_if<RunStartEvent>(&e)) {
+      started = true;
+      EXPECT_EQ(s->communication, "in-process sum into the central copy");
+      EXPECT_EQ(s->communication.find("local/"), std::string::npos) << s->communication;
+    }
+  }
+  EXPECT_TRUE(started);
 }
 
 TEST_F(Strategies, SplitBatchRule) {

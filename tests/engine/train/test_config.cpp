@@ -414,6 +414,40 @@ TEST(RunConfig, AGlobalBatchSmallerThanTheReplicasNamesTheKey) {
   EXPECT_EQ(baton::parse_run_config(doc, "runs/exp.json").global_batch, 4);
 }
 
+// central_storage runs no allreduce and holds one parameter copy: the
+// allreduce keys and the drift check would change nothing, so each is
+// refused, naming the file and the key and saying why.
+TEST(RunConfig, CentralStorageRefusesKeysThatChangeNothing) {
+  const std::pair<const char*, json> keys[] = {{"algorithm", "ring"},    {"bucket_mb", 4},
+                                               {"first_bucket_mb", 0.5}, {"overlap", false},
+                                               {"timeout_s", 10},        {"backend", "local"}};
+  for (const auto& [key, value] : keys) {
+    json doc = minimal_run();
+    doc["strategy"] = {{"type", "central_storage"}, {"replicas", 2}, {"allreduce", {{key, value}}}};
+    const std::string m = run_error(doc);
+    EXPECT_TRUE(starts_with(m, std::string("runs/exp.json: strategy.allreduce.") + key +
+                                   ": does not apply to central_storage"))
+        << m;
+    EXPECT_TRUE(contains(m, "runs no allreduce")) << m;
+  }
+  json doc = minimal_run();
+  doc["strategy"] = {{"type", "central_storage"}, {"replicas", 2}, {"allreduce", json::object()}};
+  EXPECT_TRUE(starts_with(run_error(doc), "runs/exp.json: strategy.allreduce: does not apply"));
+  doc["strategy"] = {{"type", "central_storage"}, {"replicas", 2}, {"drift_check_steps", 5}};
+  const std::string m = run_error(doc);
+  EXPECT_TRUE(starts_with(m, "runs/exp.json: strategy.drift_check_steps: does not apply")) << m;
+  // Without them it parses, with no drift check; mirrored still takes them.
+  doc["strategy"] = {{"type", "central_storage"}, {"replicas", 2}};
+  EXPECT_EQ(baton::parse_run_config(doc, "runs/exp.json").strategy.drift_check_steps, 0);
+  doc["strategy"] = {{"type", "mirrored"},
+                     {"replicas", 2},
+                     {"allreduce", {{"algorithm", "ring"}, {"bucket_mb", 4}}},
+                     {"drift_check_steps", 5}};
+  const baton::RunConfig rc = baton::parse_run_config(doc, "runs/exp.json");
+  EXPECT_EQ(rc.strategy.algorithm, "ring");
+  EXPECT_EQ(rc.strategy.drift_check_steps, 5);
+}
+
 TEST(RunConfig, NegativeEpochs) {
   json doc = minimal_run();
   doc["train"] = {{"epochs", -2}};

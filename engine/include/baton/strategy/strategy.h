@@ -304,6 +304,10 @@ class CentralStorageStrategy final : public MirroredStrategy {
   bool shares_parameters() const override { return true; }
   void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
                       bool overlap_allowed) override;
+  // What reduces the gradients: an in-process sum into the central copy
+  // (no allreduce, so no communicator's algorithm).
+  std::string communication() const override;
+  std::string communication_note() const override { return ""; }
   bool overlaps_backward() const override { return false; }
   void gradients_ready(int /*r*/, size_t /*from*/) override {}
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
