@@ -282,7 +282,15 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
     // kept: a failure, exit 1 (the run's files are complete).
     std::fprintf(stderr, "baton: failed: the run was not fully recorded: %s\n",
                  o.history_error.c_str());
+    if (!write_failures.empty()) report_write_failures();
     return 1;
+  }
+  // The training ran, but its events were not all written where asked:
+  // a failure, exit 1, as for a history that could not be kept.
+  // (A run stopped on request still says 130, after the failure.)
+  if (!write_failures.empty()) {
+    report_write_failures();
+    if (o.summary.status != "interrupted") return 1;
   }
   return exit_code(o.summary.status);
 }
@@ -299,16 +307,8 @@ int run_train(const TrainArgs& a, const std::string& exe_path) {
     MpiRuntime mpi;
     if (mpi.world_size() > 1) {
       // One rank failing must end the job: the others would wait in a
-    if (!write_failures.empty()) report_write_failures();
       // collective forever. MPI_Abort is how an MPI program does that.
       int code = 0;
-  // The training ran, but its events were not all written where asked:
-  // a failure, exit 1, as for a history that could not be kept.
-  // (A run stopped on request still says 130, after the failure.)
-  if (!write_failures.empty()) {
-    report_write_failures();
-    if (o.summary.status != "interrupted") return 1;
-  }
       try {
         return train_in_process(a, exe_path, signals.flag());
       } catch (const InputError& e) {

@@ -63,15 +63,6 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
   } else if (s.type == "one_device") {
     s.device = node.string_or("device", "cpu:0");
     if (s.device != "cpu:0") node.fail("device", "expected \"cpu:0\", got \"" + s.device + "\"");
-  } else {
-    const bool multi = s.type == "multi_worker_mirrored";
-    if (!multi) {
-      const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
-      s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
-    } else {
-      s.replicas = static_cast<int>(node.integer_or("replicas_per_worker", 1, 1, 1024));
-    }
-    ConfigNode ar = node.child_or_empty("allreduce");
   } else if (s.type == "central_storage") {
     const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
     s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
@@ -95,6 +86,15 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
                 "there is no replica copy to compare; remove the key");
     }
     s.drift_check_steps = 0;
+  } else {
+    const bool multi = s.type == "multi_worker_mirrored";
+    if (!multi) {
+      const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+      s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
+    } else {
+      s.replicas = static_cast<int>(node.integer_or("replicas_per_worker", 1, 1, 1024));
+    }
+    ConfigNode ar = node.child_or_empty("allreduce");
     s.backend = multi ? ar.choice_or("backend", "mpi", {"mpi"})
                       : ar.choice_or("backend", "local", {"local"});
     s.algorithm = ar.choice_or("algorithm", "native", {"native", "ring", "hierarchical"});
