@@ -101,6 +101,14 @@ namespace {
 int exit_code(const std::string& status) {
   if (status == "completed") return 0;
   return status == "interrupted" ? 130 : 1;
+  train->add_option("--ps-bind", a.ps_bind,
+                    "With --ps-workers: the servers listen on this numeric address only "
+                    "(baton launch gives 127.0.0.1 when every task is on one host)");
+  train
+      ->add_option("--ps-generation", a.ps_generation,
+                   "With --ps-worker: the launcher's count of the processes it started for this "
+                   "slot; a server hands a held slot only to a higher one (a replacement)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void print_summary(std::FILE* out, const RunOutcome& o, const std::string& history_line) {
@@ -188,6 +196,8 @@ PsJoin ps_join_of(const TrainArgs& a) {
     at = comma + 1;
   }
   return j;
+  j.bind = a.ps_bind;
+  j.generation = a.ps_generation;
 }
 
 int train_in_process(const TrainArgs& a, const std::string& exe_path,

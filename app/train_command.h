@@ -31,6 +31,8 @@ struct TrainArgs {
   std::string ps_servers;  // host:port,host:port
 };
 
+  std::string ps_bind;         // --ps-bind: the servers' listening address
+  int64_t ps_generation = 0;   // --ps-generation: the launcher's count for this worker slot
 void add_train_command(CLI::App& app, TrainArgs& args);
 // Returns the process exit code; throws InputError / RuntimeError upward.
 int run_train(const TrainArgs& args, const std::string& exe_path);

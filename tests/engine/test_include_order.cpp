@@ -50,6 +50,7 @@ const std::map<std::string, std::set<std::string>>& allowed_parts() {
 // Tests that test private engine classes and may include engine/src headers.
 const std::set<std::string> kWhiteBoxTests = {
     "tests/engine/strategy/test_gradient_reducer.cpp",
+    "tests/engine/strategy/test_ps_tcp_server.cpp",
     "tests/engine/history/test_history_db.cpp",
     "tests/engine/nn/test_fast_math.cpp",
     "tests/engine/nn/test_cpu_parallel.cpp",

@@ -10,9 +10,14 @@
 //  - a worker that dies each time it is replaced spends --max-restarts and
 //    the run fails (no replacement past the budget);
 //  - a killed server restarts the whole job from its checkpoint, as TF does.
+#include <arpa/inet.h>
+#include <baton/comm/communicator.h>
+#include <baton/comm/tcp.h>
 #include <baton/core/child_process.h>
 #include <baton/history/store.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -270,6 +275,61 @@ TEST_F(LaunchPsWorkers, AKilledServerRestartsTheWholeJobFromItsCheckpoint) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(rank_of(ranks, r).value("step", -1), kShortSteps) << ranks.dump();
   }
+}
+
+// This host's first non-loopback IPv4 address ("" when it has none).
+std::string other_address() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+                sizeof(text));
+    if (std::string(text).rfind("127.", 0) != 0) found = text;
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+// Every task on this host: the servers listen on loopback only, and greet
+// a connection there with the challenge that only the job's secret answers.
+TEST_F(LaunchPsWorkers, AOneHostJobsServersListenOnLoopbackOnly) {
+  const std::string other = other_address();
+  if (other.empty()) GTEST_SKIP() << "this host has no address but loopback";
+  std::vector<std::string> checked;
+  std::string problems;
+  const auto job = launch("loopback",
+                          [&](const nlohmann::json& e) {
+                            if (e.value("type", "") != "run_start" || !checked.empty()) return;
+                            for (const auto& s : e.value("ps_servers", nlohmann::json::array())) {
+                              const std::string address = s.get<std::string>();
+                              checked.push_back(address);
+                              std::string host;
+                              int port = 0;
+                              tcp::split_address(address, &host, &port, "ps_servers");
+                              if (host != "127.0.0.1")
+                                problems += address + " is not on loopback; ";
+                              try {
+                                tcp::connect_to(other, port, 0.2);
+                                problems +=
+                                    "port " + std::to_string(port) + " answers on " + other + "; ";
+                              } catch (const CommError&) {
+                              }
+                              const tcp::Socket local = tcp::connect_to("127.0.0.1", port, 5.0);
+                              int64_t kind = 0;
+                              if (!tcp::recv_all(local, &kind, sizeof(kind), address) || kind != 107) {
+                                problems += address + " did not open with a challenge; ";
+                              }
+                            }
+                          },
+                          {"--set", "train.steps=3000"});
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  EXPECT_EQ(checked.size(), 1u) << "no run_start naming the servers";
+  EXPECT_EQ(problems, "");
+  // The stranger that connected was dropped and logged with its address.
+  EXPECT_NE(job.err.find("dropped 127.0.0.1:"), std::string::npos) << job.err;
 }
 
 }  // namespace

@@ -65,6 +65,67 @@ Socket listen_any(int* port) {
   return s;
 }
 
+Socket listen_on(const std::string& address, int* port, const std::string& what) {
+  if (address.empty()) return listen_any(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(address.c_str(), "0", &hints, &found) != 0 || found == nullptr) {
+    throw InputError(what + ": \"" + address +
+                     "\" is not a numeric address (expected e.g. 127.0.0.1 or ::1)");
+  }
+  Socket s(::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol));
+  if (!s.valid()) {
+    ::freeaddrinfo(found);
+    throw CommError("tcp: socket: " + errno_text(errno));
+  }
+  const int one = 1;
+  ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  const int rc = ::bind(s.fd(), found->ai_addr, found->ai_addrlen);
+  const int bind_errno = errno;
+  ::freeaddrinfo(found);
+  if (rc != 0) throw CommError("tcp: bind " + address + ": " + errno_text(bind_errno));
+  if (::listen(s.fd(), 64) != 0) throw CommError("tcp: listen: " + errno_text(errno));
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    throw CommError("tcp: getsockname: " + errno_text(errno));
+  }
+  *port = a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                  : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  return s;
+}
+
+void set_nonblocking(const Socket& s) {
+  const int flags = ::fcntl(s.fd(), F_GETFL);
+  if (flags < 0 || ::fcntl(s.fd(), F_SETFL, flags | O_NONBLOCK) != 0) {
+    throw CommError("tcp: fcntl O_NONBLOCK: " + errno_text(errno));
+  }
+}
+
+Socket accept_ready(const Socket& listener, std::string* peer) {
+  for (;;) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    const int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&a), &len,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Socket();
+      throw CommError("tcp: accept: " + errno_text(errno));
+    }
+    set_nodelay(fd);
+    char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+    ::getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof(host), serv, sizeof(serv),
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+    *peer = a.ss_family == AF_INET6 ? "[" + std::string(host) + "]:" + serv
+                                    : std::string(host) + ":" + serv;
+    return Socket(fd);
+  }
+}
+
 Socket accept_one(const Socket& listener) {
   for (;;) {
     const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -447,7 +448,8 @@ class Supervisor {
     }
     job.train_args.insert(job.train_args.end(),
                           {"--ps-workers", std::to_string(spec_.ps_workers), "--ps-worker",
-                           std::to_string(rank), "--ps-servers", servers});
+                           std::to_string(rank), "--ps-servers", servers, "--ps-generation",
+                           std::to_string(std::llround(w.started_s * 1000.0) + 1)});
     std::vector<std::string> args{spec_.mpirun};
     for (auto& x : mpirun_arguments(job)) args.push_back(std::move(x));
     return args;
@@ -531,6 +533,9 @@ class Supervisor {
       if (listed) continue;
       RankState& st = a.ranks[w.rank];
       if (st.ended) continue;
+    // Its generation: when the launcher started it (ms into the attempt,
+    // later for each replacement); the servers, started with the attempt,
+    // give a held slot only to a later one (ps_tcp_server.h).
       if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
       w.child->terminate(0.0);
       w.child.reset();
@@ -780,6 +785,10 @@ class Supervisor {
       if (s.is_string()) out.push_back(s.get<std::string>());
     }
     return out;
+      // Every task on this host: the servers listen on loopback only.
+      if (!spec_.elastic.enabled && spec_.job.hostfile.empty()) {
+        job.train_args.insert(job.train_args.end(), {"--ps-bind", "127.0.0.1"});
+      }
   }
 
   void take_mpirun_line(const std::string& line, Attempt& a) const {

@@ -1,9 +1,9 @@
+#include <baton/comm/peer_auth.h>
 #include <baton/discovery/discovery.h>
 #include <baton/launch/mpirun_command.h>
-
-#include <cstdlib>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 namespace baton {
@@ -19,6 +19,14 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
   if (!spec.hostfile.empty()) {
     a.emplace_back("--hostfile");
     a.push_back(spec.hostfile);
+    // The job's secret (mpirun_environment()) to the ranks on other hosts
+    // too: by name here, its value stays in the environment.
+    a.insert(a.end(), {"-x", peer_auth::kSecretEnv});
+  } else {
+    // Every rank on this host: OpenMPI's own traffic stays on loopback
+    // (its out-of-band messages; the ranks' shared memory and self, no TCP
+    // transport listening on every interface).
+    a.insert(a.end(), {"--mca", "oob_tcp_if_include", "lo", "--mca", "btl", "self,vader"});
   }
   a.insert(a.end(), spec.wrapper.begin(), spec.wrapper.end());
   a.push_back(spec.baton);
@@ -54,6 +62,10 @@ std::vector<std::pair<std::string, std::string>> mpirun_environment() {
   if (std::getenv("OMPI_MCA_rtc_hwloc_vmhole") == nullptr) {
     env.emplace_back("OMPI_MCA_rtc_hwloc_vmhole", "none");
   }
+  // A fresh secret for this job: the parameter servers and their workers
+  // prove it to each other (peer_auth.h). In the environment, which only
+  // this user can read, never on a command line.
+  env.emplace_back(peer_auth::kSecretEnv, peer_auth::to_hex(peer_auth::make_secret()));
   return env;
 }
 

@@ -33,13 +33,14 @@
 #include <mpi.h>
 #endif
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <unistd.h>
 
 namespace baton {
 
@@ -160,6 +161,23 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
                      "dead worker)");
   }
   check_staleness(file);
+  if (!(join_.timeout_s > 0)) {
+    throw InputError(file + ": strategy.peer_timeout_s: " + std::to_string(join_.timeout_s) +
+                     "; expected a positive number of seconds");
+  }
+  // Whoever reaches a server's port could read and write the model: only
+  // peers that prove the job's secret get in (ps_tcp_server.h).
+  if (join_.secret) {
+    secret_ = *join_.secret;
+  } else if (const auto s = peer_auth::secret_from_environment()) {
+    secret_ = *s;
+  } else {
+    throw InputError(std::string("--ps-workers: ") + peer_auth::kSecretEnv +
+                     " is not set: the servers and workers of a job over TCP prove to each "
+                     "other that they hold the job's secret (baton launch makes one; to start "
+                     "them by hand, export the same 64 hex digits to each, e.g. from "
+                     "`openssl rand -hex 32`)");
+  }
   tcp_ = std::make_unique<Tcp>();
   impl_ = std::make_unique<Impl>();
   if (outside_job()) {
@@ -184,7 +202,8 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
   MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &mpi_size_);
   if (mpi_size_ != 1 + num_ps_) {
-    throw InputError(file + ": strategy.num_ps: with --ps-workers the MPI job holds the chief and " +
+    throw InputError(file +
+                     ": strategy.num_ps: with --ps-workers the MPI job holds the chief and " +
                      std::to_string(num_ps_) + " server(s), " + std::to_string(1 + num_ps_) +
                      " ranks; this one has " + std::to_string(mpi_size_));
   }
@@ -197,10 +216,15 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
   constexpr int kRecord = 320;
   std::array<char, kRecord> mine{};
   if (is_ps_) {
-    tcp_->listener = tcp::listen_any(&tcp_->port);
+    // Only where the job places it: loopback when every task is on this
+    // host (join_.bind), else every address.
+    tcp_->listener = tcp::listen_on(join_.bind, &tcp_->port, "--ps-bind");
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
-    std::snprintf(mine.data(), mine.size(), "%s:%d", host, tcp_->port);
+    const std::string at = join_.bind.empty()                          ? std::string(host)
+                           : join_.bind.find(':') != std::string::npos ? "[" + join_.bind + "]"
+                                                                       : join_.bind;
+    std::snprintf(mine.data(), mine.size(), "%s:%d", at.c_str(), tcp_->port);
   }
   std::vector<char> all(mpi_rank_ == 0 ? static_cast<size_t>(kRecord * mpi_size_) : 0);
   check(MPI_Gather(mine.data(), kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR, 0, impl_->comm),
@@ -216,8 +240,9 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
     }
   }
 #else
-  throw InputError(file + ": --ps-workers: the chief and the servers run as one MPI job, and "
-                          "this build has no MPI (BATON_WITH_MPI=OFF)");
+  throw InputError(file +
+                   ": --ps-workers: the chief and the servers run as one MPI job, and "
+                   "this build has no MPI (BATON_WITH_MPI=OFF)");
 #endif
 }
 
@@ -262,7 +287,6 @@ void ParameterServerStrategy::plan(const std::vector<Param*>& params) {
   impl_->values = buf_;
 #endif
 }
-
 
 void ParameterServerStrategy::reduce_gradients(const PerReplica<std::vector<Param*>>& /*pr*/) {
   // Nothing to combine among workers: the servers do it (apply_updates).
@@ -352,8 +376,7 @@ void ParameterServerStrategy::share_from_chief(std::string& text) const {
 #endif
 }
 
-ClockOffset ParameterServerStrategy::clock_offset_to_chief(
-    const std::function<int64_t()>& now_ns) {
+ClockOffset ParameterServerStrategy::clock_offset_to_chief(const std::function<int64_t()>& now_ns) {
   if (outside_job()) return {};
 #ifdef BATON_HAVE_MPI
   // Every process, the servers too (their serving shows on the timeline).
@@ -388,8 +411,8 @@ std::vector<std::string> ParameterServerStrategy::gather_to_chief(const std::str
     total += sizes[r];
   }
   std::string all(mpi_rank_ == 0 ? static_cast<size_t>(total) : 0, '\0');
-  check(MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
-                    0, impl_->comm),
+  check(MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
+                    impl_->comm),
         "MPI_Gatherv");
   if (mpi_rank_ != 0) return {};
   std::vector<std::string> parts;
@@ -462,7 +485,6 @@ StalenessStats ParameterServerStrategy::drain_staleness() {
   window_ = StalenessStats{};
   return out;
 }
-
 
 int64_t ParameterServerStrategy::serve(
     const std::vector<Param*>& params, const OptimizerOptions& opt,

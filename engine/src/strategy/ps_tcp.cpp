@@ -1,6 +1,7 @@
 // ParameterServerStrategy over TCP (PsJoin; see strategy.h and ps_tcp.h):
-// the asynchronous servers' loop, which outlives a worker's death and
-// takes its replacement, and a worker's join, push and pull.
+// a worker's join (the handshake that proves the job's secret both ways),
+// push and pull, the chief's snapshot, the end; the servers' loop is
+// ps_tcp_server.cpp.
 #include "ps_tcp.h"
 
 #include <baton/comm/communicator.h>
@@ -13,6 +14,7 @@
 #include <numeric>
 
 #include "ps_shard.h"
+#include "ps_tcp_server.h"
 
 namespace baton {
 
@@ -27,6 +29,19 @@ void check_reply(const PsWire& h, int64_t kind, int64_t count, const std::string
                     " floats; expected " + std::to_string(kind) + " of " + std::to_string(count) +
                     " (is it running the same config?)");
   }
+}
+
+// One transfer's pieces (nullptr / 0: none).
+void set_transfer(tcp::Transfer& x, const void* s0, size_t n0, const void* s1, size_t n1, void* r0,
+                  size_t m0, void* r1, size_t m1) {
+  x.send[0] = s0;
+  x.send_n[0] = n0;
+  x.send[1] = s1;
+  x.send_n[1] = n1;
+  x.recv[0] = r0;
+  x.recv_n[0] = m0;
+  x.recv[1] = r1;
+  x.recv_n[1] = m1;
 }
 
 }  // namespace
@@ -47,18 +62,57 @@ int64_t ParameterServerStrategy::join_servers(const std::vector<Param*>& params,
   t.recv_header.assign(ns, PsWire{});
   t.values.resize(ns);
   t.transfers.assign(ns, tcp::Transfer{});
+  t.challenge.assign(ns, peer_auth::Nonce{});
+  t.hello_auth.assign(ns, PsHelloAuth{});
+  t.proof.assign(ns, peer_auth::Mac{});
   for (size_t s = 0; s < ns; ++s) {
     t.values[s].assign(static_cast<size_t>(shard_size_[s]), 0.0f);
-    t.send_header[s] = PsWire{kPsHello, rank_, step, shard_size_[s], 0, 0};
-    tcp::Transfer& x = t.transfers[s];
-    x.socket = &t.servers[s];
-    x.peer = addresses_[s];
-    x.send[0] = &t.send_header[s];
-    x.send_n[0] = sizeof(PsWire);
-    x.recv[0] = &t.recv_header[s];
-    x.recv_n[0] = sizeof(PsWire);
-    x.recv[1] = t.values[s].data();
-    x.recv_n[1] = sizeof(float) * t.values[s].size();
+    t.transfers[s].socket = &t.servers[s];
+    t.transfers[s].peer = "server " + addresses_[s];
+  }
+  const auto refused = [&](const CommError& e) {
+    return CommError(std::string(e.what()) +
+                     " during the handshake (a server refuses a peer without the job's secret "
+                     "(BATON_JOB_SECRET) or a second process for a worker slot it holds; its "
+                     "log says which)");
+  };
+  try {
+    // Each server's challenge, then our hello with the proof over it, and
+    // the server's own proof back.
+    for (size_t s = 0; s < ns; ++s) {
+      set_transfer(t.transfers[s], nullptr, 0, nullptr, 0, &t.recv_header[s], sizeof(PsWire),
+                   t.challenge[s].data(), t.challenge[s].size());
+    }
+    tcp::exchange(t.transfers, t.polls, join_.timeout_s);
+    for (size_t s = 0; s < ns; ++s) {
+      const PsWire& c = t.recv_header[s];
+      if (c.kind != kPsChallenge || c.a != kPsProtocol) {
+        throw CommError("parameter_server: " + addresses_[s] +
+                        " did not open with a parameter server's challenge of protocol " +
+                        std::to_string(kPsProtocol) + " (message " + std::to_string(c.kind) + ", " +
+                        std::to_string(c.a) + "): another program, or another build?");
+      }
+      t.send_header[s] = PsWire{kPsHello, rank_, step, shard_size_[s], join_.generation, 0};
+      t.hello_auth[s].nonce = peer_auth::make_nonce();
+      t.hello_auth[s].mac =
+          ps_hello_mac(secret_, t.challenge[s], t.hello_auth[s].nonce, t.send_header[s]);
+      set_transfer(t.transfers[s], &t.send_header[s], sizeof(PsWire), &t.hello_auth[s],
+                   sizeof(PsHelloAuth), &t.recv_header[s], sizeof(PsWire), t.proof[s].data(),
+                   t.proof[s].size());
+    }
+    tcp::exchange(t.transfers, t.polls, join_.timeout_s);
+  } catch (const CommError& e) {
+    throw refused(e);
+  }
+  for (size_t s = 0; s < ns; ++s) {
+    check_reply(t.recv_header[s], kPsWelcome, 0, addresses_[s]);
+    if (!peer_auth::same(t.proof[s],
+                         ps_welcome_mac(secret_, t.challenge[s], t.hello_auth[s].nonce))) {
+      throw CommError("parameter_server: server " + addresses_[s] +
+                      " does not prove the job's secret: not this job's server");
+    }
+    set_transfer(t.transfers[s], nullptr, 0, nullptr, 0, &t.recv_header[s], sizeof(PsWire),
+                 t.values[s].data(), sizeof(float) * t.values[s].size());
   }
   tcp::exchange(t.transfers, t.polls, join_.timeout_s);
   for (size_t s = 0; s < ns; ++s) {
@@ -68,9 +122,9 @@ int64_t ParameterServerStrategy::join_servers(const std::vector<Param*>& params,
   }
   // From here on every exchange pushes the gradients, then pulls.
   for (size_t s = 0; s < ns; ++s) {
-    tcp::Transfer& x = t.transfers[s];
-    x.send[1] = buf_[s].data();
-    x.send_n[1] = sizeof(float) * buf_[s].size();
+    set_transfer(t.transfers[s], &t.send_header[s], sizeof(PsWire), buf_[s].data(),
+                 sizeof(float) * buf_[s].size(), &t.recv_header[s], sizeof(PsWire),
+                 t.values[s].data(), sizeof(float) * t.values[s].size());
   }
   step_ = std::max<int64_t>(0, t.recv_header[0].c);
   return step_;
@@ -108,22 +162,23 @@ std::vector<int64_t> ParameterServerStrategy::snapshot_tcp(const std::vector<Par
   const size_t kinds = np == 0 ? 0 : optimizer.size() / np;
   std::vector<int64_t> updates;
   std::vector<float> payload;  // a checkpoint's: allocated here, not in a step
+  // A checkpoint's: allocated here, not in a step; the exchange's deadline
+  // holds as in a step (a server that stops answering is an error).
+  std::vector<tcp::Transfer> x(1);
+  std::vector<pollfd> polls;
   for (size_t s = 0; s < t.servers.size(); ++s) {
     const PsWire ask{kPsSnapshot, 0, 0, 0, 0, 0};
-    tcp::send_all(t.servers[s], &ask, sizeof(ask), addresses_[s]);
     PsWire h;
-    if (!tcp::recv_all(t.servers[s], &h, sizeof(h), addresses_[s])) {
-      throw CommError("parameter_server: server " + addresses_[s] +
-                      " closed the connection during a checkpoint");
-    }
+    x[0].socket = &t.servers[s];
+    x[0].peer = "server " + addresses_[s];
+    set_transfer(x[0], &ask, sizeof(ask), nullptr, 0, &h, sizeof(h), nullptr, 0);
+    tcp::exchange(x, polls, join_.timeout_s);
     const auto want = static_cast<int64_t>(shard_size_[s] * static_cast<int64_t>(1 + kinds));
     check_reply(h, kPsSnap, want, addresses_[s]);
     payload.resize(static_cast<size_t>(want));
-    if (!tcp::recv_all(t.servers[s], payload.data(), sizeof(float) * payload.size(),
-                       addresses_[s])) {
-      throw CommError("parameter_server: server " + addresses_[s] +
-                      " closed the connection during a checkpoint");
-    }
+    set_transfer(x[0], nullptr, 0, nullptr, 0, payload.data(), sizeof(float) * payload.size(),
+                 nullptr, 0);
+    tcp::exchange(x, polls, join_.timeout_s);
     updates.push_back(h.a);
     const float* in = payload.data();
     for (size_t c = 0; c <= kinds; ++c) {
@@ -141,201 +196,23 @@ std::vector<int64_t> ParameterServerStrategy::snapshot_tcp(const std::vector<Par
 void ParameterServerStrategy::finish_tcp() {
   Tcp& t = *tcp_;
   for (size_t s = 0; s < t.servers.size(); ++s) {
-    const PsWire done{kPsDone, step_, 0, 0, 0, 0};
-    tcp::send_all(t.servers[s], &done, sizeof(done), addresses_[s]);
+    t.send_header[s] = PsWire{kPsDone, step_, 0, 0, 0, 0};
+    set_transfer(t.transfers[s], &t.send_header[s], sizeof(PsWire), nullptr, 0, nullptr, 0, nullptr,
+                 0);
   }
+  tcp::exchange(t.transfers, t.polls, join_.timeout_s);
 }
 
 int64_t ParameterServerStrategy::serve_tcp(PsShard& shard,
                                            const std::function<float(int64_t)>& lr_of_update) {
-  Tcp& t = *tcp_;
-  const auto nw = static_cast<size_t>(num_workers_);
-  const int64_t n = shard.size();
-  struct Conn {
-    tcp::Socket sock;
-    int worker = -1;  // after its hello
-    bool done = false, drop = false;
-  };
-  std::vector<Conn> conns;
-  // Per worker slot: the step its next push is (where a replacement goes
-  // on), whether a worker holds it, and the version its values came from.
-  std::vector<int64_t> next_step(nw, -1), read_of(nw, shard.version());
-  std::vector<char> live(nw, 0);
-  int64_t base_step = -1;  // where the chief started: a new worker's start
-  bool chief_done = false;
-  const bool bounded = max_staleness_ >= 0;
-  std::vector<std::vector<float>> slot(bounded ? nw : 1,
-                                       std::vector<float>(static_cast<size_t>(n)));
-  struct Pending {
-    int worker;
-    int64_t read;
-  };
-  std::vector<Pending> pending;
-  pending.reserve(nw);
-  std::vector<int64_t> reads;
-  reads.reserve(nw);
-  std::vector<pollfd> polls;
-  const std::string who = "parameter server " + std::to_string(rank_ - num_workers_);
-
-  const auto conn_of = [&](int w) -> Conn* {
-    for (Conn& c : conns) {
-      if (c.worker == w && !c.drop) return &c;
-    }
-    return nullptr;
-  };
-  // A reply that cannot be sent: that worker is gone (its slot is freed
-  // when its connection is dropped).
-  const auto send_values = [&](Conn& c, int64_t stale, int64_t start) {
-    const PsWire h{kPsValues, shard.version(), stale, start, 0, n};
-    try {
-      tcp::send_all(c.sock, &h, sizeof(h), "worker " + std::to_string(c.worker));
-      tcp::send_all(c.sock, shard.out(), sizeof(float) * static_cast<size_t>(n),
-                    "worker " + std::to_string(c.worker));
-    } catch (const CommError&) {
-      c.drop = true;
-    }
-  };
-  const auto update_and_reply = [&](const float* g, const Pending& p) {
-    const TimelineScope span(timeline_, "update", "optimizer",
-                             timeline_lane(TimelineLane::kStepLoop), shard.version(),
-                             n * static_cast<int64_t>(sizeof(float)));
-    shard.apply(g, lr_of_update(shard.version()));
-    const int64_t stale = shard.version() - 1 - p.read;
-    window_.add(stale);
-    total_.add(stale);
-    read_of[static_cast<size_t>(p.worker)] = shard.version();
-    if (Conn* c = conn_of(p.worker)) send_values(*c, stale, -1);
-  };
-  // Bounded: applies held pushes, oldest first, while the bound allows.
-  const auto apply_held = [&] {
-    for (;;) {
-      size_t pick = pending.size();
-      for (size_t k = 0; k < pending.size(); ++k) {
-        if (pick != pending.size() && pending[k].read >= pending[pick].read) continue;
-        reads.clear();
-        for (size_t w = 0; w < nw; ++w) {
-          if (live[w] && static_cast<int>(w) != pending[k].worker) reads.push_back(read_of[w]);
-        }
-        if (ps_keeps_bound(shard.version(), reads, max_staleness_)) pick = k;
-      }
-      if (pick == pending.size()) return;
-      const Pending p = pending[pick];
-      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(pick));
-      update_and_reply(slot[static_cast<size_t>(p.worker)].data(), p);
-    }
-  };
-  // A worker gone without its end (killed, its host lost): the others go
-  // on; its slot waits for a replacement.
-  const auto release = [&](Conn& c) {
-    if (c.worker < 0 || c.done) return;
-    live[static_cast<size_t>(c.worker)] = 0;
-    std::erase_if(pending, [&](const Pending& p) { return p.worker == c.worker; });
-    c.worker = -1;
-    if (bounded) apply_held();
-  };
-  const auto handle = [&](Conn& c) {
-    PsWire h;
-    const std::string peer = "worker " + std::to_string(c.worker);
-    if (!tcp::recv_all(c.sock, &h, sizeof(h), peer)) {
-      c.drop = true;
-      return;
-    }
-    if (h.kind == kPsHello) {
-      const int64_t w = h.a;
-      if (w < 0 || w >= num_workers_ || h.c != n || c.worker >= 0) {
-        c.drop = true;  // not one of this job's workers
-        return;
-      }
-      // The slot's earlier connection is a dead worker's the kernel has
-      // not noticed yet.
-      if (Conn* old = conn_of(static_cast<int>(w)); old != nullptr && old != &c) {
-        release(*old);
-        old->drop = true;
-      }
-      c.worker = static_cast<int>(w);
-      const auto uw = static_cast<size_t>(w);
-      live[uw] = 1;
-      read_of[uw] = shard.version();
-      if (w == 0 && h.b >= 0) base_step = h.b;
-      const int64_t start =
-          h.b >= 0 ? h.b : (next_step[uw] >= 0 ? next_step[uw] : std::max<int64_t>(0, base_step));
-      send_values(c, 0, start);
-      return;
-    }
-    if (c.worker < 0) {
-      c.drop = true;  // a message before the hello
-      return;
-    }
-    const auto uw = static_cast<size_t>(c.worker);
-    if (h.kind == kPsPush) {
-      if (h.count != n) {
-        c.drop = true;
-        return;
-      }
-      float* in = slot[bounded ? uw : 0].data();
-      if (!tcp::recv_all(c.sock, in, sizeof(float) * static_cast<size_t>(n), peer)) {
-        c.drop = true;
-        return;
-      }
-      next_step[uw] = h.d + 1;
-      const Pending p{c.worker, h.a};
-      if (!bounded) {
-        update_and_reply(in, p);
-      } else {
-        pending.push_back(p);
-        apply_held();
-      }
-    } else if (h.kind == kPsSnapshot) {
-      shard.pack_snapshot();
-      const std::vector<float>& snap = shard.snapshot();
-      const PsWire reply{kPsSnap, shard.version(), 0, 0, 0, static_cast<int64_t>(snap.size())};
-      try {
-        tcp::send_all(c.sock, &reply, sizeof(reply), peer);
-        tcp::send_all(c.sock, snap.data(), sizeof(float) * snap.size(), peer);
-      } catch (const CommError&) {
-        c.drop = true;
-      }
-    } else if (h.kind == kPsDone) {
-      c.done = true;
-      live[uw] = 0;
-      next_step[uw] = h.a;
-      if (c.worker == 0) chief_done = true;
-      if (bounded) apply_held();
-    } else {
-      c.drop = true;
-    }
-  };
-
-  // Until the chief is done and every other worker connected has ended
-  // (a worker that is dead and not yet replaced then, is not waited for).
-  while (!chief_done ||
-         std::any_of(conns.begin(), conns.end(), [](const Conn& c) { return !c.done; })) {
-    const size_t count = conns.size();
-    polls.resize(count + 1);
-    polls[0] = pollfd{t.listener.fd(), POLLIN, 0};
-    for (size_t i = 0; i < count; ++i) {
-      polls[i + 1] = pollfd{conns[i].done ? -1 : conns[i].sock.fd(), POLLIN, 0};
-    }
-    const int rc = ::poll(polls.data(), polls.size(), 1000);
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      throw CommError(who + ": poll: " + std::strerror(errno));
-    }
-    for (size_t i = 0; i < count; ++i) {
-      if (polls[i + 1].fd < 0 || polls[i + 1].revents == 0 || conns[i].drop) continue;
-      try {
-        handle(conns[i]);
-      } catch (const CommError&) {
-        conns[i].drop = true;  // a worker gone part-way through a message
-      }
-    }
-    for (Conn& c : conns) {
-      if (c.drop) release(c);
-    }
-    std::erase_if(conns, [](const Conn& c) { return c.drop; });
-    if ((polls[0].revents & POLLIN) != 0) conns.push_back(Conn{tcp::accept_one(t.listener)});
-  }
-  return shard.version();
+  PsServeOptions o;
+  o.server = rank_ - num_workers_;
+  o.num_workers = num_workers_;
+  o.max_staleness = max_staleness_;
+  o.secret = secret_;
+  o.deadline_s = join_.timeout_s;
+  o.timeline = timeline_;
+  return ps_serve_tcp(tcp_->listener, shard, o, lr_of_update, window_, total_);
 }
 
 }  // namespace baton

@@ -1,5 +1,6 @@
 #include <baton/core/config.h>
 #include <baton/core/error.h>
+#include <baton/strategy/strategy.h>  // kPsPeerTimeoutS
 #include <baton/train/run_config.h>
 
 #include <algorithm>
@@ -58,6 +59,14 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
                   "remove it or set strategy.mode to async");
       }
       s.max_staleness = node.integer_or("max_staleness", -1, 0);
+    }
+    if (node.has("peer_timeout_s")) {
+      if (s.mode == "sync") {
+        node.fail("peer_timeout_s",
+                  "applies to mode async only (its workers reach the servers over TCP under "
+                  "baton launch): remove it or set strategy.mode to async");
+      }
+      s.peer_timeout_s = node.positive_or("peer_timeout_s", kPsPeerTimeoutS);
     }
     s.backend = "mpi";
   } else if (s.type == "one_device") {

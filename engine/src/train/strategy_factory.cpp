@@ -56,8 +56,18 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
         if (!spec.ps.empty()) num_ps = static_cast<int>(spec.ps.size());
       }
     }
+    PsJoin join = ps_join;
+    if (s.peer_timeout_s > 0) {
+      if (join.workers == 0) {
+        throw InputError(file +
+                         ": strategy.peer_timeout_s: applies to workers that reach their servers "
+                         "over TCP (baton launch of a mode async job); this job runs as one MPI "
+                         "job, where it would change nothing: remove it");
+      }
+      join.timeout_s = s.peer_timeout_s;
+    }
     return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", s.max_staleness,
-                                                     file, ps_join);
+                                                     file, join);
   }
   if (s.type == "central_storage") {
     // No allreduce (run_config refuses its keys): the replicas' group

@@ -234,6 +234,8 @@ TEST(MpirunCommand, TheArgumentVectorInOrder) {
                                          "--oversubscribe",
                                          "--hostfile",
                                          "/tmp/h file",
+                                         "-x",
+                                         "BATON_JOB_SECRET",
                                          "/opt/baton/bin/baton",
                                          "train",
                                          "/tmp/run.json",
@@ -257,7 +259,10 @@ TEST(MpirunCommand, OptionalPartsAreLeftOut) {
   s.config = "c.json";
   s.events = "";
   s.quiet = false;
-  const std::vector<std::string> want = {"-n", "2", "baton", "train", "c.json"};
+  // No hostfile: one host, OpenMPI's own traffic on loopback.
+  const std::vector<std::string> want = {"-n",   "2",     "--mca",     "oob_tcp_if_include",
+                                         "lo",   "--mca", "btl",       "self,vader",
+                                         "baton", "train", "c.json"};
   EXPECT_EQ(mpirun_arguments(s), want);
 }
 
@@ -281,20 +286,41 @@ TEST(MpirunCommand, RootGetsOpenMpisPermission) {
   const auto env = mpirun_environment();
   const std::pair<std::string, std::string> vmhole{"OMPI_MCA_rtc_hwloc_vmhole", "none"};
   if (::geteuid() == 0) {
-    ASSERT_EQ(env.size(), 3u);
+    ASSERT_EQ(env.size(), 4u);
     EXPECT_EQ(env[0].first, "OMPI_ALLOW_RUN_AS_ROOT");
     EXPECT_EQ(env[1].first, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
     EXPECT_EQ(env[2], vmhole);
   } else {
-    ASSERT_EQ(env.size(), 1u);
+    ASSERT_EQ(env.size(), 2u);
     EXPECT_EQ(env[0], vmhole);
   }
+  EXPECT_EQ(env.back().first, "BATON_JOB_SECRET");
   // The caller's own setting is left alone.
   ::setenv("OMPI_MCA_rtc_hwloc_vmhole", "biggest", 1);
   const auto mine = mpirun_environment();
   EXPECT_TRUE(std::none_of(mine.begin(), mine.end(),
                            [](const auto& kv) { return kv.first == "OMPI_MCA_rtc_hwloc_vmhole"; }));
   ::unsetenv("OMPI_MCA_rtc_hwloc_vmhole");
+}
+
+// Each job gets its own 256-bit secret, in the environment only: never in
+// the arguments, which `ps` shows to every user.
+TEST(MpirunCommand, EachJobGetsAFreshSecretInTheEnvironmentOnly) {
+  const auto secret_of = [](const std::vector<std::pair<std::string, std::string>>& env) {
+    for (const auto& [k, v] : env) {
+      if (k == "BATON_JOB_SECRET") return v;
+    }
+    return std::string();
+  };
+  const std::string a = secret_of(mpirun_environment()), b = secret_of(mpirun_environment());
+  ASSERT_EQ(a.size(), 64u) << a;
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_NE(a, b);
+  MpirunSpec s;
+  s.baton = "baton";
+  s.config = "c.json";
+  s.hostfile = "hosts";
+  for (const auto& arg : mpirun_arguments(s)) EXPECT_EQ(arg.find(a), std::string::npos) << arg;
 }
 
 TEST(AbsolutizePaths, RelativeDatasetAndCheckpointPathsBecomeAbsolute) {

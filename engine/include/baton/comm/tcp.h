@@ -36,8 +36,18 @@ class Socket {
 // A listening socket on every address of this host, on a port the kernel
 // picks (*port receives it).
 Socket listen_any(int* port);
+// The same on one numeric address only ("127.0.0.1", "::1", "10.0.0.2");
+// "" is every address (listen_any). InputError naming `what` for a
+// malformed address, CommError when it cannot be bound.
+Socket listen_on(const std::string& address, int* port, const std::string& what);
+// O_NONBLOCK on: calls on `s` return EAGAIN instead of waiting.
+void set_nonblocking(const Socket& s);
 // The next connection waiting on `listener` (blocking).
 Socket accept_one(const Socket& listener);
+// A connection waiting on `listener` now (a non-blocking listener: see
+// set_nonblocking), non-blocking itself, with its peer's "address:port" in
+// *peer; an invalid Socket when none waits.
+Socket accept_ready(const Socket& listener, std::string* peer);
 
 // "host:port" (or "[v6]:port") split; InputError naming `what` when it is
 // not one.

@@ -37,7 +37,8 @@ struct MpirunSpec {
 
 // mpirun's arguments (without the program itself): -n N [--oversubscribe]
 // (when ranks > slots) [--tag-output]
-// [--hostfile F] [WRAPPER...] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
+// [--hostfile F -x BATON_JOB_SECRET | (no hostfile: one host) --mca
+// oob_tcp_if_include lo --mca btl self,vader] [WRAPPER...] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
 // [--db P] [train_args...].
 std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
 
@@ -46,6 +47,8 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
 // and its daemons' shared topology mapping is turned off
 // (OMPI_MCA_rtc_hwloc_vmhole=none, unless the caller sets it: it crashed
 // daemons here).
+// Every call also makes a new job secret (BATON_JOB_SECRET, 256 random
+// bits): one call per job.
 std::vector<std::pair<std::string, std::string>> mpirun_environment();
 
 // A copy of `config` with its dataset paths (data.train/validation: path,

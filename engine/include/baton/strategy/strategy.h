@@ -4,6 +4,7 @@
 // change when the strategy does.
 #pragma once
 
+#include <baton/comm/peer_auth.h>
 #include <baton/comm/reduce_op.h>
 #include <baton/core/timeline.h>
 #include <baton/data/dataset.h>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -302,12 +304,12 @@ class CentralStorageStrategy final : public MirroredStrategy {
   CentralStorageStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
   std::string name() const override { return "central_storage"; }
   bool shares_parameters() const override { return true; }
-  void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
-                      bool overlap_allowed) override;
   // What reduces the gradients: an in-process sum into the central copy
   // (no allreduce, so no communicator's algorithm).
   std::string communication() const override;
   std::string communication_note() const override { return ""; }
+  void bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
+                      bool overlap_allowed) override;
   bool overlaps_backward() const override { return false; }
   void gradients_ready(int /*r*/, size_t /*from*/) override {}
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
@@ -390,11 +392,28 @@ class MultiWorkerMirroredStrategy final : public Strategy {
 // at the start, as a dead one's replacement (it goes on from where that
 // worker's last push left it, with the servers' values), or as a new one.
 // workers == 0: every process is in the one MPI job (plain mpirun).
+// strategy.peer_timeout_s's default: see PsJoin::timeout_s.
+inline constexpr double kPsPeerTimeoutS = 30.0;
+
 struct PsJoin {
   int workers = 0;                   // the job's worker slots (each its share of the data)
   int worker = -1;                   // >= 1: this process is that worker, outside the MPI job
   std::vector<std::string> servers;  // its servers' host:port, in server order
-  double timeout_s = 0;              // > 0: a server silent this long is an error
+  // A server: how long a peer's message (or handshake) may take to come in,
+  // and a reply to be taken, before that peer is dropped. A worker: how
+  // long a server may stay silent in an exchange before that is an error
+  // (a worker then ends, and baton launch replaces it).
+  double timeout_s = kPsPeerTimeoutS;
+  // A server listens on this numeric address only ("127.0.0.1" when every
+  // task is on one host); "" is every address.
+  std::string bind;
+  // The launcher's count of the processes it started for this worker slot:
+  // a hello takes over a slot another connection holds only with a higher
+  // one (the launcher's announced replacement).
+  int64_t generation = 0;
+  // The job's secret (peer_auth.h); nullopt: read it from the environment
+  // (BATON_JOB_SECRET), and without it refuse to start.
+  std::optional<peer_auth::Secret> secret;
 };
 
 class ParameterServerStrategy final : public Strategy {
@@ -471,6 +490,7 @@ class ParameterServerStrategy final : public Strategy {
   int64_t max_staleness_ = -1;          // < 0: unbounded
   int mpi_rank_ = 0, mpi_size_ = 1;       // in the MPI job (rank_: in the whole job)
   PsJoin join_;
+  peer_auth::Secret secret_{};          // TCP: the job's (join_.secret or the environment)
   std::vector<std::string> addresses_;  // the servers' host:port (TCP; the workers')
   int64_t step_ = 0;                    // TCP: the step of this worker's next push
   int64_t rows_ = 0, global_rows_ = 0;  // of the coming push

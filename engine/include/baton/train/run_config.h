@@ -48,6 +48,9 @@ struct StrategyConfig {
   // and "async" | "sync".
   int num_ps = 0;
   int64_t max_staleness = -1;  // parameter_server async: < 0 unbounded
+  // parameter_server over TCP (baton launch, mode async): PsJoin::timeout_s
+  // (0: not given, kPsPeerTimeoutS).
+  double peer_timeout_s = 0;
   std::string mode = "async";
 };
 
