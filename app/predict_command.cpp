@@ -286,7 +286,8 @@ StepProbe measure_model(const PredictArgs& a, int64_t batch, int copies,
 }
 
 nlohmann::json prediction_json(const StepPrediction& p) {
-  return {{"algorithm", to_string(p.algorithm)},
+  return {{"source", to_string(FigureSource::kModelled)},
+          {"algorithm", to_string(p.algorithm)},
           {"bucket_bytes", p.bucket_bytes},
           {"step_ms", p.step_s * 1e3},
           {"samples_per_s", p.samples_per_s},
@@ -294,6 +295,16 @@ nlohmann::json prediction_json(const StepPrediction& p) {
           {"comm_ms", p.comm_s * 1e3},
           {"exposed_comm_ms", p.exposed_comm_s * 1e3},
           {"bound", p.bound}};
+}
+
+// A link figure's origin: a nominal default is modelled; any other comes
+// from the calibration file (its "source" says who measured it, where).
+FigureSource link_source(LinkClass c, const AlphaBeta& ab) {
+  const LinkCosts nominal = LinkCosts::nominal();
+  const auto it = nominal.by_class.find(c);
+  return it != nominal.by_class.end() && it->second.source == ab.source
+             ? FigureSource::kModelled
+             : FigureSource::kCalibrationFile;
 }
 
 std::string bytes_text(int64_t b) {
@@ -346,27 +357,54 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
     rows.push_back(std::move(r));
   }
   nlohmann::json link_json = links.to_json()["links"];
+  for (const auto& [cls, ab] : links.by_class) {
+    const char* from = to_string(link_source(cls, ab));
+    link_json[to_string(cls)]["alpha_source"] = from;
+    link_json[to_string(cls)]["gbps_source"] = from;
+  }
   if (topo.network_gbps > 0) {
     link_json["network"]["gbps"] = topo.network_gbps / 8.0;
+    link_json["network"]["gbps_source"] = to_string(FigureSource::kTopologyFile);
     link_json["network"]["source"] = "the topology file's rate";
   }
-  if (topo.network_latency_us > 0) link_json["network"]["alpha_us"] = topo.network_latency_us;
+  if (topo.network_latency_us > 0) {
+    link_json["network"]["alpha_us"] = topo.network_latency_us;
+    link_json["network"]["alpha_source"] = to_string(FigureSource::kTopologyFile);
+    if (topo.network_gbps <= 0) {
+      link_json["network"]["source"] = link_json["network"]["source"].get<std::string>() +
+                                       "; latency: the topology file's";
+    }
+  }
   const std::string cpu = probe_cpus().cpu_model;
+  // The compute the predictions use, each figure with where it came from.
+  const ComputeFigures cf = compute_figures(topo, m.cost);
+  nlohmann::json compute = {{"source", to_string(cf.step)},
+                            {"how", cf.how},
+                            {"step_ms", cf.step_s() * 1e3},
+                            {"data_ms", cf.data_s * 1e3},
+                            {"forward_ms", cf.forward_s * 1e3},
+                            {"backward_ms", cf.backward_s * 1e3},
+                            {"optimizer_ms", cf.optimizer_s * 1e3},
+                            {"sources",
+                             {{"step_ms", to_string(cf.step)},
+                              {"data_ms", to_string(cf.data)},
+                              {"forward_ms", to_string(cf.forward)},
+                              {"backward_ms", to_string(cf.backward)},
+                              {"optimizer_ms", to_string(cf.optimizer)}}}};
+  if (cf.step == FigureSource::kMeasuredHere) {
+    compute["measured_on"] = cpu;
+    compute["threads"] = base.threads;
+    compute["copies_at_once"] = m.copies;
+  } else {
+    compute["device_samples_per_s"] = topo.device_samples_per_s;
+  }
   const nlohmann::json doc = {
       {"modelled", true},
       {"model", m.model},
       {"parameters", m.parameters},
       {"gradient_bytes", m.cost.gradient_bytes},
       {"per_device_batch", batch},
-      {"compute",
-       {{"measured_on", cpu},
-        {"threads", base.threads},
-        {"copies_at_once", m.copies},
-        {"data_ms", m.cost.data_s * 1e3},
-        {"forward_ms", m.cost.forward_s * 1e3},
-        {"backward_ms", m.cost.backward_s * 1e3},
-        {"optimizer_ms", m.cost.optimizer_s * 1e3},
-        {"device_samples_per_s", topo.device_samples_per_s}}},
+      {"compute", compute},
       {"topology",
        {{"hosts", topo.hosts},
         {"devices_per_host", topo.devices_per_host},
@@ -380,16 +418,20 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
   }
   std::printf("model       %s: %lld parameters, %s of gradients\n", m.model.c_str(),
               static_cast<long long>(m.parameters), bytes_text(m.cost.gradient_bytes).c_str());
-  if (topo.device_samples_per_s > 0) {
-    std::printf("compute     %.0f samples/s per device (the topology file's), batch %lld\n",
-                topo.device_samples_per_s, static_cast<long long>(batch));
+  if (cf.step == FigureSource::kTopologyFile) {
+    std::printf(
+        "compute     from the topology file: %.0f samples/s per device, %.3f ms a step at batch "
+        "%lld (not measured here; forward:backward modelled 1:2, no separate data or optimizer "
+        "time)\n",
+        topo.device_samples_per_s, cf.step_s() * 1e3, static_cast<long long>(batch));
   } else {
     std::printf(
         "compute     measured here: %.3f ms a step at batch %lld (data %.3f, forward+backward "
-        "%.3f taken 1:2, optimizer %.3f) on %s, %d thread(s) per device, %d cop%s at once\n",
-        m.cost.compute_s() * 1e3, static_cast<long long>(batch), m.cost.data_s * 1e3,
-        (m.cost.forward_s + m.cost.backward_s) * 1e3, m.cost.optimizer_s * 1e3, cpu.c_str(),
-        base.threads, m.copies, m.copies == 1 ? "y" : "ies");
+        "%.3f, split 1:2 as modelled, optimizer %.3f) on %s, %d thread(s) per device, %d cop%s "
+        "at once\n",
+        cf.step_s() * 1e3, static_cast<long long>(batch), cf.data_s * 1e3,
+        (cf.forward_s + cf.backward_s) * 1e3, cf.optimizer_s * 1e3, cpu.c_str(), base.threads,
+        m.copies, m.copies == 1 ? "y" : "ies");
   }
   if (topo.device == "gpu" && topo.device_samples_per_s <= 0) {
     std::printf(
@@ -400,8 +442,12 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
   std::printf("topology    %d host(s) x %d %s, inside a host %s\n", topo.hosts,
               topo.devices_per_host, topo.device.c_str(), to_string(topo.intra_host));
   for (auto it = link_json.begin(); it != link_json.end(); ++it) {
-    std::printf("  %-8s alpha %7.2f us  %8.2f GB/s  (%s)\n", it.key().c_str(),
-                it->at("alpha_us").get<double>(), it->at("gbps").get<double>(),
+    const std::string alpha_from = it->at("alpha_source").get<std::string>();
+    const std::string gbps_from = it->at("gbps_source").get<std::string>();
+    const std::string from =
+        alpha_from == gbps_from ? alpha_from : "alpha " + alpha_from + ", rate " + gbps_from;
+    std::printf("  %-8s alpha %7.2f us  %8.2f GB/s  [%s] (%s)\n", it.key().c_str(),
+                it->at("alpha_us").get<double>(), it->at("gbps").get<double>(), from.c_str(),
                 it->at("source").get<std::string>().c_str());
   }
   std::printf("\npredicted (modelled, not measured), per-device batch %lld fixed:\n",

@@ -123,6 +123,50 @@ Topology parse_topology(const nlohmann::json& doc, const std::string& file) {
   return t;
 }
 
+const char* to_string(FigureSource s) {
+  switch (s) {
+    case FigureSource::kMeasuredHere:
+      return "measured_here";
+    case FigureSource::kTopologyFile:
+      return "topology_file";
+    case FigureSource::kCalibrationFile:
+      return "calibration_file";
+    case FigureSource::kModelled:
+      return "modelled";
+    default:
+      return "unset";
+  }
+}
+
+ComputeFigures compute_figures(const Topology& t, const ModelCost& model) {
+  ComputeFigures c;
+  if (t.device_samples_per_s > 0) {
+    // The device's own speed, from the topology file: the whole step,
+    // split forward:backward 1:2 (their FLOPs); data and optimizer time
+    // are inside it, not figures of their own.
+    const double total = static_cast<double>(model.per_device_batch) / t.device_samples_per_s;
+    c.forward_s = total / 3.0;
+    c.backward_s = total - c.forward_s;
+    c.step = FigureSource::kTopologyFile;
+    c.data = c.forward = c.backward = c.optimizer = FigureSource::kModelled;
+    c.how =
+        "the step time is the topology file's device_samples_per_s at the per-device batch; "
+        "forward:backward taken 1:2, data and optimizer time 0 (inside that figure)";
+    return c;
+  }
+  c.data_s = model.data_s;
+  c.forward_s = model.forward_s;
+  c.backward_s = model.backward_s;
+  c.optimizer_s = model.optimizer_s;
+  c.step = c.data = c.optimizer = FigureSource::kMeasuredHere;
+  // The probe measures forward and backward together; their split is not.
+  c.forward = c.backward = FigureSource::kModelled;
+  c.how =
+      "measured here by a short run of the model; forward+backward measured together and "
+      "split 1:2";
+  return c;
+}
+
 namespace {
 
 // The network's figures: the calibration's (or nominal), with the
@@ -197,16 +241,9 @@ StepPrediction predict_step(const Topology& t, const LinkCosts& links, const Mod
   p.devices = devices;
   p.hosts = place(devices, t).hosts;
   p.algorithm = a;
-  double data = model.data_s, fwd = model.forward_s, bwd = model.backward_s,
-         opt = model.optimizer_s;
-  if (t.device_samples_per_s > 0) {
-    // The device's own speed: forward and backward 1:2 (their FLOPs).
-    const double total = static_cast<double>(model.per_device_batch) / t.device_samples_per_s;
-    data = opt = 0;
-    fwd = total / 3.0;
-    bwd = total - fwd;
-  }
-  const double compute = data + fwd + bwd + opt;
+  const ComputeFigures cf = compute_figures(t, model);
+  const double data = cf.data_s, fwd = cf.forward_s, bwd = cf.backward_s, opt = cf.optimizer_s;
+  const double compute = cf.step_s();
   const int64_t g = std::max<int64_t>(model.gradient_bytes, 1);
   p.bucket_bytes = std::clamp<int64_t>(bucket_bytes, 1, g);
   const int64_t k = (g + p.bucket_bytes - 1) / p.bucket_bytes;

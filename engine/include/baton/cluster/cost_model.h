@@ -98,6 +98,36 @@ struct ModelCost {
   double compute_s() const { return data_s + forward_s + backward_s + optimizer_s; }
 };
 
+// Where a figure of a prediction came from: measured on this machine (the
+// step probe), given by the topology file, measured elsewhere and kept in
+// a calibration file, or modelled (a nominal default, a split of another
+// figure, an assumption).
+enum class FigureSource : int {
+  kUnset = 0,
+  kMeasuredHere = 1,
+  kTopologyFile = 2,
+  kCalibrationFile = 3,
+  kModelled = 4
+};
+// "measured_here", "topology_file", "calibration_file", "modelled".
+const char* to_string(FigureSource s);
+
+// The compute of one device's step that a prediction uses, each part with
+// where it came from. Measured here: data, forward+backward and optimizer
+// time from the step probe (forward and backward split 1:2, a modelled
+// split). With the topology's device_samples_per_s: the step time is the
+// topology file's (per-device batch / that rate), split forward:backward
+// 1:2, with no separate data or optimizer time (both inside that figure).
+struct ComputeFigures {
+  double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
+  FigureSource step = FigureSource::kUnset;  // the total's source
+  FigureSource data = FigureSource::kUnset, forward = FigureSource::kUnset,
+               backward = FigureSource::kUnset, optimizer = FigureSource::kUnset;
+  std::string how;  // one sentence on how the parts were had
+  double step_s() const { return data_s + forward_s + backward_s + optimizer_s; }
+};
+ComputeFigures compute_figures(const Topology& t, const ModelCost& model);
+
 enum class Algorithm : int { kUnset = 0, kNative = 1, kRing = 2, kHierarchical = 3 };
 const char* to_string(Algorithm a);
 // A run config's strategy.allreduce.algorithm ("native", "ring",
