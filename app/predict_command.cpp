@@ -152,7 +152,7 @@ int calibrate_from_history(const CalibrateArgs& a, const std::string& out) {
     for (const auto& h : *hosts) rank_hosts.push_back(h.is_string() ? h.get<std::string>() : "");
     std::vector<RunLinkSample> samples;
     for (const auto& l : store.links(id)) {
-      samples.push_back({l.src, l.dst, l.num_bytes, l.seconds, l.estimated});
+      samples.push_back({l.src, l.dst, l.num_bytes, l.seconds, l.estimated, l.eager});
     }
     add_run_links(totals, rank_hosts, samples, std::to_string(id));
   }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -435,6 +436,63 @@ TEST(MpiCommErrors, TruncatedAndShortMessagesThrow) {
   float x = 1.0f;
   comm.allreduce(&x, 1, ReduceOp::kSum);
   EXPECT_EQ(x, static_cast<float>(g_size));
+}
+
+// A message under its transport's eager limit arrives with its envelope:
+// its transfer is a copy out of MPI's buffer. The receiver records such
+// pieces as a sample of their own, marked eager; pieces over the limit are
+// the link's. The limits come from OpenMPI's MCA values through MPI_T.
+TEST(MpiEager, PiecesUnderTheEagerLimitAreMarked) {
+  if (g_size < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  int level_before = 0, level_after = 0;
+  MPI_Query_thread(&level_before);
+  MpiCommunicator comm;
+  // Reading the limits through MPI_T leaves MPI's thread level alone.
+  MPI_Query_thread(&level_after);
+  EXPECT_EQ(level_after, level_before);
+  const int64_t limit = comm.eager_limit_bytes(prev);
+  if (g_rank == 0) std::printf("eager limits: %s\n", comm.eager_limit_source().c_str());
+  // Every rank of this job runs on one host: the shared-memory transport's
+  // figure. OpenMPI's defaults are 4 KiB eager and 32 KiB in a
+  // rendezvous's first fragment (vader), read, not assumed.
+  EXPECT_NE(comm.eager_limit_source().find("same host: MPI_T btl_"), std::string::npos)
+      << comm.eager_limit_source();
+  EXPECT_GE(limit, 4096);
+  EXPECT_LT(limit, int64_t{16} << 20);
+  EXPECT_THROW(comm.eager_limit_bytes(g_size), CommError);
+
+  const auto one_sample = [&](int64_t count, bool eager) {
+    std::vector<float> out(static_cast<size_t>(count), 1.0f), in(static_cast<size_t>(count));
+    comm.links().drain();
+    comm.sendrecv(out.data(), count, next, in.data(), count, prev);
+    const auto links = comm.links().drain();
+    ASSERT_EQ(links.size(), 1u) << count << " floats";
+    EXPECT_EQ(links[0].eager, eager) << count << " floats, limit " << limit << " bytes";
+    EXPECT_FALSE(links[0].estimated);
+    EXPECT_EQ(links[0].num_bytes, count * 4);
+  };
+  one_sample(16, true);                 // 64 bytes
+  one_sample(limit / 4, true);          // at the limit
+  one_sample(int64_t{4} << 20, false);  // 16 MiB
+  // One message in pieces: the pieces over the limit and the last, short
+  // piece under it are two samples of the link, one marked eager.
+  MpiTuning t;
+  t.max_count_per_call = limit / 4 * 4;  // 4x the limit a piece
+  MpiCommunicator pieces({}, t);
+  const int64_t count = 3 * t.max_count_per_call + 10;
+  std::vector<float> out(static_cast<size_t>(count), 1.0f), in(static_cast<size_t>(count));
+  pieces.links().drain();
+  pieces.sendrecv(out.data(), count, next, in.data(), count, prev);
+  auto links = pieces.links().drain();
+  ASSERT_EQ(links.size(), 2u);
+  std::sort(links.begin(), links.end(),
+            [](const LinkSample& a, const LinkSample& b) { return a.eager < b.eager; });
+  EXPECT_FALSE(links[0].eager);
+  EXPECT_EQ(links[0].num_bytes, 3 * t.max_count_per_call * 4);
+  EXPECT_TRUE(links[1].eager);
+  EXPECT_EQ(links[1].num_bytes, 40);
+  for (const auto& l : links) EXPECT_EQ(l.src, prev);
 }
 
 TEST(MpiRuntimeTest, ReportsTheJob) {

@@ -311,6 +311,7 @@ TEST_F(MultiHost, TheLinkFigureOfAShapedLinkIsWithinAFifthOfItsRate) {
   for (std::string line; std::getline(lines, line);) {
     const auto e = nlohmann::json::parse(line, nullptr, false);
     if (!e.is_object() || e.value("type", "") != "link" || e.value("estimated", true)) continue;
+    if (e.value("eager", false)) continue;  // under MPI's eager limit: not the link's rate
     if (e.value("src", -1) == 1 && e.value("dst", -1) == 0 && e.value("step", 0) > 10) {
       figures.push_back(e.value("bandwidth_gbps", 0.0));
     }

@@ -8,7 +8,7 @@ int64_t add_run_links(std::map<LinkClass, LinkClassTotals>& totals,
   const auto ranks = static_cast<int>(rank_hosts.size());
   int64_t taken = 0;
   for (const auto& s : samples) {
-    if (s.estimated || s.num_bytes <= 0 || !(s.seconds > 0)) continue;
+    if (s.estimated || s.eager || s.num_bytes <= 0 || !(s.seconds > 0)) continue;
     if (s.src < 0 || s.src >= ranks || s.dst < 0 || s.dst >= ranks || s.src == s.dst) continue;
     const LinkClass cls =
         rank_hosts[static_cast<size_t>(s.src)] == rank_hosts[static_cast<size_t>(s.dst)]

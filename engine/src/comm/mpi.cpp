@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "mpi_eager_limit.h"
+
 namespace baton {
 namespace {
 
@@ -295,6 +297,27 @@ MpiCommunicator::MpiCommunicator(CommOptions options, MpiTuning tuning)
         "communicator");
   check(MPI_Comm_rank(impl_->comm, &rank_), "MPI_Comm_rank", "communicator");
   check(MPI_Comm_size(impl_->comm, &size_), "MPI_Comm_size", "communicator");
+  // Each peer's eager limit: the shared-memory transport's for the ranks
+  // of this host, the network's for the others.
+  const MpiEagerLimits limits = read_mpi_eager_limits();
+  eager_source_ = limits.source;
+  eager_bytes_.assign(static_cast<size_t>(size_), limits.other_host);
+  MPI_Comm here = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &here),
+        "MPI_Comm_split_type", "communicator");
+  std::vector<int> ranks;
+  try {
+    int here_size = 0;
+    check(MPI_Comm_size(here, &here_size), "MPI_Comm_size", "communicator");
+    ranks = impl_->ranks_in_comm(here, here_size);
+  } catch (...) {
+    free_comm(here);
+    throw;
+  }
+  free_comm(here);
+  for (const int r : ranks) {
+    if (r >= 0 && r < size_) eager_bytes_[static_cast<size_t>(r)] = limits.same_host;
+  }
 }
 
 MpiCommunicator::~MpiCommunicator() = default;
@@ -318,6 +341,11 @@ void check_peer(int peer, int size, const char* op, const char* what) {
 }
 
 }  // namespace
+
+int64_t MpiCommunicator::eager_limit_bytes(int peer) const {
+  check_peer(peer, size_, "eager_limit_bytes", "peer");
+  return eager_bytes_[static_cast<size_t>(peer)];
+}
 
 void MpiCommunicator::record_ring_model(int64_t bytes, double factor, double seconds) {
   // Every rank sends `factor * bytes` to the next rank of the ring.
@@ -509,7 +537,8 @@ void MpiCommunicator::broadcast(float* data, int64_t count, int root) {
 // envelope: the sender is there), which is the wait; the receive after it
 // moves the bytes, which is the transfer. A message under MPI's eager limit
 // comes whole with its envelope, so its transfer time is the copy out of
-// MPI's buffer and its rate an upper bound.
+// MPI's buffer and its rate an upper bound: such pieces are recorded apart,
+// marked eager (latency-bound).
 void MpiCommunicator::send(const float* data, int64_t count, int dst) {
   check_count(count, "send");
   check_peer(dst, size_, "send", "destination");
@@ -519,14 +548,17 @@ void MpiCommunicator::send(const float* data, int64_t count, int dst) {
 }
 
 void MpiCommunicator::recv_piece(float* data, int len, int src, const char* op, int64_t count,
-                                 double& wait, double& transfer) {
+                                 Received (&parts)[2]) {
+  const int64_t bytes = static_cast<int64_t>(len) * static_cast<int64_t>(sizeof(float));
+  Received& into = parts[bytes <= eager_bytes_[static_cast<size_t>(src)] ? 1 : 0];
   MPI_Status status;
   const auto t0 = Clock::now();
   check(MPI_Probe(src, 0, impl_->comm, &status), "MPI_Probe", op);
   const auto t1 = Clock::now();
-  wait += std::chrono::duration<double>(t1 - t0).count();
+  into.wait += std::chrono::duration<double>(t1 - t0).count();
   check(MPI_Recv(data, len, MPI_FLOAT, src, 0, impl_->comm, &status), "MPI_Recv", op);
-  transfer += seconds_since(t1);
+  into.transfer += seconds_since(t1);
+  into.bytes += bytes;
   int got = 0;
   check(MPI_Get_count(&status, MPI_FLOAT, &got), "MPI_Get_count", op);
   if (got != len) {
@@ -537,16 +569,21 @@ void MpiCommunicator::recv_piece(float* data, int len, int src, const char* op, 
   }
 }
 
+void MpiCommunicator::record_received(int src, const Received (&got)[2]) {
+  for (int eager = 0; eager < 2; ++eager) {
+    const Received& r = got[eager];
+    if (r.bytes > 0) links_.add(src, rank_, r.bytes, r.transfer, false, r.wait, eager == 1);
+  }
+}
+
 void MpiCommunicator::recv(float* data, int64_t count, int src) {
   check_count(count, "recv");
   check_peer(src, size_, "recv", "source");
-  double wait = 0, transfer = 0;
+  Received got[2];
   for_each_piece(count, tuning_.max_count_per_call, [&](int64_t off, int len) {
-    recv_piece(data + off, len, src, "recv", count, wait, transfer);
+    recv_piece(data + off, len, src, "recv", count, got);
   });
-  if (count > 0) {
-    links_.add(src, rank_, count * static_cast<int64_t>(sizeof(float)), transfer, false, wait);
-  }
+  record_received(src, got);
 }
 
 void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int dst,
@@ -557,7 +594,7 @@ void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int d
   check_peer(src, size_, "sendrecv", "source");
   const int64_t max = tuning_.max_count_per_call;
   const int64_t sends = num_messages(send_count, max), recvs = num_messages(recv_count, max);
-  double wait = 0, transfer = 0;
+  Received got[2];
   for (int64_t k = 0; k < std::max(sends, recvs); ++k) {
     const int64_t off = k * max;
     // Our piece goes out first (a ring of these never deadlocks), then the
@@ -571,7 +608,7 @@ void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int d
     if (k < recvs) {
       const int rlen = static_cast<int>(std::min(max, recv_count - off));
       try {
-        recv_piece(recv_data + off, rlen, src, "sendrecv", recv_count, wait, transfer);
+        recv_piece(recv_data + off, rlen, src, "sendrecv", recv_count, got);
       } catch (...) {
         // Our piece must not stay in flight, matched later by someone
         // else's receive: cancelled, and the request let go.
@@ -584,9 +621,7 @@ void MpiCommunicator::sendrecv(const float* send_data, int64_t send_count, int d
     }
     check(MPI_Wait(&out, MPI_STATUS_IGNORE), "MPI_Wait", "sendrecv");
   }
-  if (recv_count > 0) {
-    links_.add(src, rank_, recv_count * static_cast<int64_t>(sizeof(float)), transfer, false, wait);
-  }
+  record_received(src, got);
 }
 
 void MpiCommunicator::barrier() { check(MPI_Barrier(impl_->comm), "MPI_Barrier", "barrier"); }

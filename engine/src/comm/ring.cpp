@@ -48,17 +48,17 @@ const char* comm_algorithm_name(CommAlgorithm a) {
 }
 
 void LinkStats::add(int src, int dst, int64_t num_bytes, double seconds, bool estimated,
-                    double wait_seconds) {
+                    double wait_seconds, bool eager) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& l : links_) {
-    if (l.src == src && l.dst == dst && l.estimated == estimated) {
+    if (l.src == src && l.dst == dst && l.estimated == estimated && l.eager == eager) {
       l.num_bytes += num_bytes;
       l.seconds += seconds;
       l.wait_seconds += wait_seconds;
       return;
     }
   }
-  links_.push_back({src, dst, num_bytes, seconds, estimated, wait_seconds});
+  links_.push_back({src, dst, num_bytes, seconds, estimated, wait_seconds, eager});
 }
 
 std::vector<LinkSample> LinkStats::drain() {

@@ -224,6 +224,13 @@ CREATE TABLE link_samples (
   num_bytes   INTEGER NOT NULL,
   seconds     REAL NOT NULL,
   estimated   INTEGER NOT NULL DEFAULT 0,
+// Version 7: a link sample of messages under MPI's eager limit (their rate
+// is a buffer copy's, latency-bound: calibrate --from-history leaves them
+// out); the samples recorded before it were not told apart, 0.
+constexpr const char* kMigrationTo7 = R"sql(
+ALTER TABLE link_samples ADD COLUMN eager INTEGER NOT NULL DEFAULT 0;
+)sql";
+
   PRIMARY KEY (run, step, seq)
 ) WITHOUT ROWID;
 CREATE TABLE events (
@@ -373,7 +380,7 @@ CREATE TABLE timelines (
 )sql";
 
 constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3, kMigrationTo4,
-                                       kMigrationTo5, kMigrationTo6};
+                                       kMigrationTo5, kMigrationTo6, kMigrationTo7};
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
 std::string read_first_line(const std::string& path) {

@@ -128,7 +128,8 @@ void export_run_json(const HistoryStore& store, int64_t run, std::FILE* out) {
                                 {"num_bytes", l.num_bytes},
                                 {"seconds", l.seconds},
                                 {"estimated", l.estimated},
-                                {"wait_s", l.wait_s}};
+                                {"wait_s", l.wait_s},
+                                {"eager", l.eager}};
     write(out, (first ? "\n" : ",\n") + dump(row));
     first = false;
   }

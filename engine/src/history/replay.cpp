@@ -118,7 +118,8 @@ struct HistoryReplay::Impl {
     q_links = Stmt(
         db,
         std::string("SELECT seq, step, src, dst, num_bytes, seconds, estimated, wall_time_s, ") +
-            (db.scalar_int("PRAGMA user_version") >= 3 ? "wait_s" : "0.0") +
+            (db.scalar_int("PRAGMA user_version") >= 3 ? "wait_s" : "0.0") + ", " +
+            (db.scalar_int("PRAGMA user_version") >= 7 ? "eager" : "0") +
             " FROM "
             "link_samples WHERE run = ?1 AND step >= ?2 AND step < ?3 AND seq >= ?4 AND "
             "seq < ?5");
@@ -220,6 +221,7 @@ struct HistoryReplay::Impl {
       e.bandwidth_gbps = e.seconds > 0 ? static_cast<double>(e.num_bytes) / e.seconds / 1e9 : 0.0;
       e.estimated = st.col_int(6) != 0;
       e.wait_s = st.col_double(8);
+      e.eager = st.col_int(9) != 0;
       by_seq[st.col_int(0)] = {e, e.step, st.col_double(7)};
     });
     query(q_events, from, to, a, [&](const Stmt& st) {

@@ -36,6 +36,7 @@ struct LinkBody {
   double seconds;
   bool estimated;
   double wait_s;
+  bool eager;
 };
 
 struct Queued {
@@ -112,7 +113,8 @@ class HistoryWriter {
     ins_link_ =
         Stmt(db_,
              "INSERT INTO link_samples (run, step, seq, src, dst, wall_time_s, num_bytes, "
-             "seconds, estimated, wait_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+             "seconds, estimated, wait_s, eager) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+             "?10, ?11)");
     ins_event_ = Stmt(db_,
                       "INSERT INTO events (run, step, seq, wall_time_s, kind, level, message, "
                       "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
@@ -273,7 +275,8 @@ class HistoryWriter {
     if (run_ == 0) return;
     ins_link_.bind(1, run_).bind(2, l.step).bind(3, next_seq_++).bind(4, l.src).bind(5, l.dst);
     ins_link_.bind(6, t_s + wall_offset_).bind(7, l.num_bytes).bind(8, l.seconds);
-    ins_link_.bind(9, static_cast<int64_t>(l.estimated)).bind(10, l.wait_s).run();
+    ins_link_.bind(9, static_cast<int64_t>(l.estimated)).bind(10, l.wait_s);
+    ins_link_.bind(11, static_cast<int64_t>(l.eager)).run();
   }
 
   void event(int64_t step, double wall, const char* kind, const std::string& level,
@@ -499,7 +502,8 @@ void HistorySink::emit(const Event& event) {
   if (const auto* l = std::get_if<LinkEvent>(&event)) {
     if (l->run == m.current_run) {
       m.push({t_s, 0,
-              LinkBody{l->step, l->src, l->dst, l->num_bytes, l->seconds, l->estimated, l->wait_s}},
+              LinkBody{l->step, l->src, l->dst, l->num_bytes, l->seconds, l->estimated, l->wait_s,
+                       l->eager}},
              lk);
     }
     return;

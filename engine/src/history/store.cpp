@@ -278,16 +278,18 @@ std::vector<std::string> HistoryStore::metrics_of(int64_t run) const {
 }
 
 std::vector<LinkRecord> HistoryStore::links(int64_t run, int64_t max_per_link) const {
-  const std::string wait = impl_->schema >= 3 ? "wait_s" : "0.0";
+  // Columns a read-only open of an older schema lacks: their defaults.
+  const std::string later = std::string(impl_->schema >= 3 ? "wait_s" : "0.0") + " AS w, " +
+                            (impl_->schema >= 7 ? "eager" : "0") + " AS e";
   // Capped: every k-th sample of each link (k from its count), and its last.
   Stmt st(impl_->db,
           max_per_link <= 0
-              ? "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, " + wait +
+              ? "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, " + later +
                     " FROM link_samples WHERE run = ?1 ORDER BY step, seq"
-              : "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, w FROM ("
+              : "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, w, e FROM ("
                 "SELECT step, wall_time_s, src, dst, num_bytes, seconds, estimated, " +
-                    wait +
-                    " AS w, seq, row_number() OVER (PARTITION BY src, dst ORDER BY step, seq) AS "
+                    later +
+                    ", seq, row_number() OVER (PARTITION BY src, dst ORDER BY step, seq) AS "
                     "i, count(*) OVER (PARTITION BY src, dst) AS n FROM link_samples WHERE run "
                     "= ?1) WHERE n <= ?2 OR i % ((n + ?2 - 1) / ?2) = 0 OR i = n ORDER BY step, "
                     "seq");
@@ -297,7 +299,7 @@ std::vector<LinkRecord> HistoryStore::links(int64_t run, int64_t max_per_link) c
   while (st.step()) {
     out.push_back({st.col_int(0), st.col_double(1), static_cast<int>(st.col_int(2)),
                    static_cast<int>(st.col_int(3)), st.col_int(4), st.col_double(5),
-                   st.col_int(6) != 0, st.col_double(7)});
+                   st.col_int(6) != 0, st.col_double(7), st.col_int(8) != 0});
   }
   return out;
 }

@@ -140,6 +140,7 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("bandwidth_gbps", e.bandwidth_gbps);
     r("estimated", e.estimated);
     r("wait_s", e.wait_s);
+    r("eager", e.eager);
     return e;
   }
   if (type == "sample") {

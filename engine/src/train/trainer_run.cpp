@@ -463,7 +463,7 @@ void Trainer::report_window(RunState& s, float lr) {
   for (const LinkSample& l : strategy_->drain_links()) {
     emit(LinkEvent{opt_.run_id, s.step, l.src, l.dst, l.num_bytes, l.seconds,
                    l.seconds > 0 ? l.num_bytes / l.seconds / 1e9 : 0.0, l.estimated,
-                   l.wait_seconds});
+                   l.wait_seconds, l.eager});
   }
 }
 

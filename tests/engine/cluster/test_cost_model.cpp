@@ -241,6 +241,26 @@ TEST(RunLinks, AppliedTotalsSetTheBandwidthAndKeepTheLatency) {
   costs.by_class[LinkClass::kNetwork] = {40e-6, 1e9, "ping-pong"};
   apply_run_links(costs, totals, "runs.db");
   const AlphaBeta& net = costs.at(LinkClass::kNetwork);
+// Messages under MPI's eager limit arrive with their envelope: their
+// "bandwidth" is a buffer copy's, here 40x the link's. They are left out.
+TEST(RunLinks, EagerSamplesAreLeftOut) {
+  std::map<LinkClass, LinkClassTotals> totals;
+  const std::vector<std::string> hosts = {"a", "a", "b"};
+  std::vector<RunLinkSample> samples = {
+      {0, 1, 1'000'000, 0.001, false},  // shm, 1 GB/s
+      {1, 2, 1'000'000, 0.01, false},   // network, 0.1 GB/s
+  };
+  samples.push_back({0, 1, 4'000'000, 0.0001, false, /*eager=*/true});  // 40 GB/s
+  samples.push_back({1, 2, 60'000, 0.0000015, false, /*eager=*/true});  // 40 GB/s
+  EXPECT_EQ(add_run_links(totals, hosts, samples, "3"), 2);
+  EXPECT_DOUBLE_EQ(totals[LinkClass::kSharedMemory].bytes_per_s(), 1e9);
+  EXPECT_DOUBLE_EQ(totals[LinkClass::kNetwork].bytes_per_s(), 1e8);
+  // A run of eager samples alone gives no figure.
+  std::map<LinkClass, LinkClassTotals> none;
+  EXPECT_EQ(add_run_links(none, hosts, {samples[2], samples[3]}, "4"), 0);
+  EXPECT_TRUE(none.empty());
+}
+
   EXPECT_DOUBLE_EQ(net.bytes_per_s, 2e6);
   EXPECT_DOUBLE_EQ(net.alpha_s, 40e-6);
   EXPECT_EQ(net.source,

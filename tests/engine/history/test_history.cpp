@@ -33,7 +33,7 @@ TEST(History, NewDatabaseIsMarkedVersionedAndInWalMode) {
   TempDir tmp;
   const std::string path = tmp.path("sub/dir/runs.db");  // directories are created
   HistoryStore store(path);
-  EXPECT_EQ(store.schema_version(), 6);
+  EXPECT_EQ(store.schema_version(), 7);
   EXPECT_EQ(history_test::pragma(path, "application_id"), "1111577678");  // 'BATN'
   EXPECT_EQ(history_test::pragma(path, "journal_mode"), "wal");
   EXPECT_EQ(store.integrity_check(), "ok");
@@ -76,6 +76,7 @@ TEST(History, RecordsARunAndReadsItBack) {
   for (const LinkRecord& l : links) {
     EXPECT_DOUBLE_EQ(l.wait_s, 1e-3 * static_cast<double>(l.step)) << "step " << l.step;
     EXPECT_DOUBLE_EQ(l.seconds, 1e-4);
+    EXPECT_EQ(l.eager, l.step % 2 == 1) << "step " << l.step;  // the eager mark is kept
   }
   const auto events = store.events(r.id);
   ASSERT_GE(events.size(), 2u);
@@ -306,7 +307,7 @@ TEST(History, MigratesAVersion1Database) {
   ASSERT_EQ(history_test::pragma(path, "user_version"), "1");
 
   HistoryStore store(path);
-  EXPECT_EQ(store.schema_version(), 6);
+  EXPECT_EQ(store.schema_version(), 7);
   EXPECT_EQ(store.integrity_check(), "ok");
   // Data kept; the new columns and tables work.
   const RunRecord done = store.run(store.resolve("old-done"));
@@ -318,6 +319,8 @@ TEST(History, MigratesAVersion1Database) {
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0].num_bytes, 4096);
   EXPECT_DOUBLE_EQ(links[0].wait_s, 0.0);
+  // Version 7: the eager mark, not set on the samples recorded before it.
+  EXPECT_FALSE(links[0].eager);
   store.add_tag(done.id, "migrated");
   store.set_note(done.id, "from v1");
   EXPECT_EQ(store.run(done.id).tags, std::vector<std::string>{"migrated"});
@@ -350,7 +353,7 @@ TEST(History, MigratesAVersion1Database) {
   EXPECT_DOUBLE_EQ(buckets.back().last, 1.0 / 5000);
   // Opening again is a no-op.
   HistoryStore again(path);
-  EXPECT_EQ(again.schema_version(), 6);
+  EXPECT_EQ(again.schema_version(), 7);
   // Version 4: the rebuilt runs table hands out no id twice, and the
   // samples stayed with their run (the rebuild cascaded nothing).
   EXPECT_EQ(history_test::count(path, "SELECT count(*) FROM metric_samples WHERE run = 1"), 5001);

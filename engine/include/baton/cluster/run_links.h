@@ -23,6 +23,7 @@ struct RunLinkSample {
   int64_t num_bytes = 0;
   double seconds = 0;  // transfer time
   bool estimated = false;
+  bool eager = false;  // messages under MPI's eager limit: a buffer copy's rate
 };
 
 // What the runs moved over one link class.
@@ -36,8 +37,11 @@ struct LinkClassTotals {
 
 // Adds one run's measured samples (processes of an MPI job; rank r ran on
 // rank_hosts[r]): ranks on one host are shared memory, on two the network.
-// Estimated samples (a traffic model's, not a measurement), empty ones and
-// ranks without a host are left out. Returns how many samples it took.
+// Estimated samples (a traffic model's, not a measurement), eager ones
+// (messages under MPI's eager limit, which arrive with their envelope: their
+// rate is a copy out of MPI's buffer, not the link's bandwidth), empty ones
+// and ranks without a host are left out.
+// Returns how many samples it took.
 int64_t add_run_links(std::map<LinkClass, LinkClassTotals>& totals,
                       const std::vector<std::string>& rank_hosts,
                       const std::vector<RunLinkSample>& samples, const std::string& run);

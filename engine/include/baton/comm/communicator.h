@@ -23,10 +23,9 @@
 // every rank that notices; the engine never exits.
 #pragma once
 
-#include <baton/core/timeline.h>
-
 #include <baton/comm/reduce_op.h>
 #include <baton/core/error.h>
+#include <baton/core/timeline.h>
 #include <baton/nn/cross_replica.h>
 
 #include <cstdint>
@@ -55,19 +54,25 @@ const char* comm_algorithm_name(CommAlgorithm a);
 // wait_seconds, not part of the rate (a late peer is not a slow link).
 // estimated: the figure comes from the algorithm's traffic model (native
 // collectives do not expose their traffic), not from a measurement.
+// eager: messages small enough to arrive whole with their envelope (under
+// the MPI transport's eager limit: see MpiCommunicator::eager_limit_bytes);
+// their transfer time is a copy out of MPI's buffer, so their rate is
+// latency-bound, not the link's bandwidth. A link's eager and other
+// messages are separate samples.
 struct LinkSample {
   int src = 0, dst = 0;
   int64_t num_bytes = 0;
   double seconds = 0;
   bool estimated = false;
   double wait_seconds = 0;
+  bool eager = false;
 };
 
 // Per-link totals since the last drain. Thread-safe.
 class LinkStats {
  public:
   void add(int src, int dst, int64_t num_bytes, double seconds, bool estimated,
-           double wait_seconds = 0);
+           double wait_seconds = 0, bool eager = false);
   std::vector<LinkSample> drain();
 
  private:
@@ -139,8 +144,8 @@ void ring_allreduce(Communicator& comm, float* data, int64_t count, ReduceOp op,
                     int64_t segment_bytes);
 // The same ring among some of comm's ranks: `group` lists them in ring
 // order (this rank among them); the others do not take part.
-void ring_allreduce(Communicator& comm, const std::vector<int>& group, float* data,
-                    int64_t count, ReduceOp op, int64_t segment_bytes);
+void ring_allreduce(Communicator& comm, const std::vector<int>& group, float* data, int64_t count,
+                    ReduceOp op, int64_t segment_bytes);
 
 // Sends `text` from root to every rank (collective). For small control
 // messages such as a run id: bytes travel as floats, exactly.
@@ -152,8 +157,7 @@ std::vector<std::string> gather_strings(Communicator& comm, const std::string& t
 
 // This rank's clock against root's (core/timeline.h), the pings sent as
 // the bit patterns of 64-bit integers. A collective over every rank.
-ClockOffset clock_offset_over(Communicator& comm, int root,
-                              const std::function<int64_t()>& now_ns);
+ClockOffset clock_offset_over(Communicator& comm, int root, const std::function<int64_t()>& now_ns);
 
 // Elementwise y = op(y, x) for the reductions collectives support.
 void reduce_into(float* y, const float* x, int64_t n, ReduceOp op);

@@ -36,7 +36,11 @@
 // their link: send and sendrecv the outgoing link (rank -> dst, the bytes
 // sent), recv the incoming one (src -> rank, the bytes received). A send/recv
 // pair therefore appears in both ranks' stats, each with its own view of the
-// time (an eager send may return as soon as its buffer is copied).
+// time (an eager send may return as soon as its buffer is copied). A
+// received piece of at most eager_limit_bytes(src) arrives whole with its
+// envelope, so its "transfer" is a copy out of MPI's buffer: such pieces are
+// a sample of their own, marked eager (latency-bound, not the link's
+// bandwidth), beside the link's other pieces.
 #pragma once
 
 #include <baton/comm/communicator.h>
@@ -46,6 +50,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace baton {
 
@@ -184,20 +189,39 @@ class MpiCommunicator final : public Communicator {
   int num_hosts();
   int host_rank();
 
+  // The most bytes a message from `peer` can carry and still arrive whole
+  // with its envelope: the eager limit of the MPI transport to it (shared
+  // memory for a rank of this host, MPI_COMM_TYPE_SHARED; the network for
+  // the others), read when the communicator is made (comm/mpi_eager_limit.h).
+  int64_t eager_limit_bytes(int peer) const;
+  // Where the limits came from ("same host: MPI_T btl_vader_eager_limit
+  // 4096, ...; other hosts: ...").
+  const std::string& eager_limit_source() const { return eager_source_; }
+
  private:
+  // What the pieces of one message took: [0] the pieces over the eager
+  // limit, [1] those at or under it.
+  struct Received {
+    int64_t bytes = 0;
+    double wait = 0, transfer = 0;
+  };
   struct Impl;
   void allreduce_native(float* data, int64_t count, ReduceOp op);
   void allreduce_hierarchical(float* data, int64_t count, ReduceOp op);
   void record_ring_model(int64_t bytes_per_rank, double factor, double seconds);
   // Receives one piece of a message of `count` floats from src, adding the
   // time waiting for it to arrive and the time moving it.
-  void recv_piece(float* data, int len, int src, const char* op, int64_t count, double& wait,
-                  double& transfer);
+  void recv_piece(float* data, int len, int src, const char* op, int64_t count,
+                  Received (&parts)[2]);
+  // Records a message's pieces from src (an eager sample beside the other).
+  void record_received(int src, const Received (&got)[2]);
 
   CommOptions options_;
   MpiTuning tuning_;
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Impl> impl_;
+  std::vector<int64_t> eager_bytes_;  // by peer rank
+  std::string eager_source_;
 };
 
 }  // namespace baton

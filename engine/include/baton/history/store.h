@@ -102,7 +102,8 @@ struct LinkRecord {
   int64_t num_bytes = 0;
   double seconds = 0;  // transfer time
   bool estimated = false;
-  double wait_s = 0;  // time waiting for the peer
+  double wait_s = 0;   // time waiting for the peer
+  bool eager = false;  // under MPI's eager limit: latency-bound, not bandwidth
 };
 struct RunEventRecord {
   int64_t step = 0;
