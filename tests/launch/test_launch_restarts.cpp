@@ -453,6 +453,8 @@ TEST_F(LaunchRestarts, AKilledLauncherTakesItsJobAlongAndResumeContinues) {
     ASSERT_TRUE(left.has_value());
     EXPECT_LT(left->step, 6000);
   }
+  // launch --events appends: the resumed launch's lines alone.
+  fs::remove(events);
   const Launched resumed = launch("orphan", {"FAULT_RANK=-1"}, {"--resume"});
   ASSERT_EQ(resumed.exit_code(), 0) << resumed.result.err;
   const auto starts = resumed.of_type("run_start");
