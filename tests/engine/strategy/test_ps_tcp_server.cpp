@@ -26,7 +26,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -92,15 +95,17 @@ class TestServer {
     const std::lock_guard<std::mutex> lock(m_);
     return log_;
   }
-  // The first log line naming all of `parts`, waiting up to timeout_s for
-  // it; "" when none came.
-  std::string wait_for_log(const std::vector<std::string>& parts, double timeout_s) const {
+  // The nth (from 0) log line naming all of `parts`, waiting up to
+  // timeout_s for it; "" when none came.
+  std::string wait_for_log(const std::vector<std::string>& parts, double timeout_s,
+                           size_t nth = 0) const {
     const auto t0 = Clock::now();
     for (;;) {
+      size_t seen = 0;
       for (const auto& line : log()) {
         bool all = true;
         for (const auto& p : parts) all = all && line.find(p) != std::string::npos;
-        if (all) return line;
+        if (all && seen++ == nth) return line;
       }
       if (seconds_since(t0) > timeout_s) return "";
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -324,6 +329,172 @@ TEST(PsTcpServer, ALoopbackPortIsNotReachableOnOtherAddresses) {
   int any_port = 0;
   const tcp::Socket any = tcp::listen_on("", &any_port, "test");
   EXPECT_NO_THROW(tcp::connect_to(other, any_port, 5.0));
+}
+
+// Replies of 8 MiB: more than a socket's buffers on both ends (a stuck
+// peer's receive buffer is held to 64 KiB besides).
+constexpr int64_t kLarge = int64_t{2} << 20;
+constexpr double kDeadlineS = 1.0;
+
+// Two good workers pushing as fast as the server answers, counting steps.
+class GoodWorkers {
+ public:
+  GoodWorkers(int port, const peer_auth::Secret& secret)
+      : chief_(port, kLarge), worker_(port, kLarge) {
+    chief_.join(0, 0, secret);
+    worker_.join(1, 1, secret);
+    for (Peer* p : {&chief_, &worker_}) {
+      threads_.emplace_back([this, p] {
+        while (!stop_) {
+          p->push();
+          ++steps_;
+        }
+      });
+    }
+  }
+  // Steps over the next window_s.
+  int64_t steps_in(double window_s) {
+    const int64_t s0 = steps_;
+    std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
+    return steps_ - s0;
+  }
+  void finish() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    chief_.done();
+    worker_.done();
+  }
+
+ private:
+  Peer chief_, worker_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> steps_{0};
+  std::vector<std::thread> threads_;
+};
+
+// The good workers' steps in windows without a stuck peer and with one,
+// alternating kPairs times (a neighbour's load on this machine changes
+// both alike), and how long after it got stuck each stuck peer was dropped.
+constexpr int kPairs = 4;
+constexpr double kWindowS = 0.6;
+struct Comparison {
+  int64_t before = 0, during = 0;
+  std::vector<double> dropped_after_s;  // -1: not dropped
+};
+// `ready(k)` readies the k-th stuck peer (joined, not stuck yet); `stick(k)`
+// makes it stuck and returns the log words that say it was dropped.
+Comparison compare(const TestServer& server, GoodWorkers& good,
+                   const std::function<void(int)>& ready,
+                   const std::function<std::vector<std::string>(int)>& stick) {
+  Comparison c;
+  good.steps_in(0.3);  // warm up
+  for (int k = 0; k < kPairs; ++k) {
+    ready(k);
+    c.before += good.steps_in(kWindowS);
+    const auto words = stick(k);
+    const auto t0 = Clock::now();
+    c.during += good.steps_in(kWindowS);  // inside its deadline: it is stuck all along
+    const bool dropped =
+        !server.wait_for_log(words, kDeadlineS + 2.0, static_cast<size_t>(k)).empty();
+    c.dropped_after_s.push_back(dropped ? seconds_since(t0) : -1);
+  }
+  std::printf(
+      "good workers' steps: %lld without a stuck peer, %lld with one (%d windows of %g s "
+      "each)\n",
+      static_cast<long long>(c.before), static_cast<long long>(c.during), kPairs, kWindowS);
+  return c;
+}
+
+void expect_unblocked(const Comparison& c) {
+  ASSERT_GT(c.before, 0);
+  EXPECT_GE(static_cast<double>(c.during), 0.8 * static_cast<double>(c.before));
+  EXPECT_LE(static_cast<double>(c.during), 1.2 * static_cast<double>(c.before));
+  for (const double s : c.dropped_after_s) {
+    EXPECT_GE(s, 0) << "a stuck peer was not dropped";
+    // Its deadline, and the server's look at it (at least once a second).
+    EXPECT_LT(s, kDeadlineS + 1.0);
+  }
+}
+
+TEST(PsTcpServer, APeerThatSendsPartOfAMessageAndStopsBlocksNobody) {
+  TestServer server(kLarge, 3, kDeadlineS);
+  const peer_auth::Secret secret = secret_of(7);
+  GoodWorkers good(server.port(), secret);
+  std::unique_ptr<Peer> stuck;
+  const std::vector<float> some(1000, 0.5f);
+  const Comparison c = compare(
+      server, good,
+      [&](int k) {
+        stuck = std::make_unique<Peer>(server.port(), kLarge);
+        stuck->join(2, 1 + k, secret);
+      },
+      [&](int) {
+        // A push's header and a little of its gradients, then nothing.
+        const PsWire h{kPsPush, 0, 1, 1, 0, kLarge};
+        tcp::send_all(stuck->socket(), &h, sizeof(h), "server");
+        tcp::send_all(stuck->socket(), some.data(), sizeof(float) * some.size(), "server");
+        return std::vector<std::string>{"took longer"};
+      });
+  good.finish();
+  expect_unblocked(c);
+}
+
+TEST(PsTcpServer, AStoppedWorkerWithItsReplyUnreadBlocksNobody) {
+  TestServer server(kLarge, 3, kDeadlineS);
+  const peer_auth::Secret secret = secret_of(7);
+  // Worker 2, kPairs times, each in a process of its own (forked now,
+  // before the workers' threads start): it joins when told, then pushes
+  // when told and stops itself (SIGSTOP) before it reads the reply.
+  struct Child {
+    pid_t pid = -1;
+    int to = -1, from = -1;
+  };
+  std::vector<Child> children;
+  for (int k = 0; k < kPairs; ++k) {
+    int down[2], up[2];
+    ASSERT_EQ(::pipe(down), 0);
+    ASSERT_EQ(::pipe(up), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      char c;
+      if (::read(down[0], &c, 1) != 1) ::_exit(1);
+      Peer me(server.port(), kLarge);
+      me.small_receive_buffer();
+      me.join(2, 1 + k, secret);
+      if (::write(up[1], "j", 1) != 1 || ::read(down[0], &c, 1) != 1) ::_exit(1);
+      me.send_push();
+      ::raise(SIGSTOP);
+      ::_exit(0);
+    }
+    ::close(down[0]);
+    ::close(up[1]);
+    children.push_back({pid, down[1], up[0]});
+  }
+  GoodWorkers good(server.port(), secret);
+  const Comparison c = compare(
+      server, good,
+      [&](int k) {
+        char ack = 0;
+        ASSERT_EQ(::write(children[k].to, "j", 1), 1);
+        ASSERT_EQ(::read(children[k].from, &ack, 1), 1);
+      },
+      [&](int k) {
+        EXPECT_EQ(::write(children[k].to, "p", 1), 1);
+        int status = 0;
+        EXPECT_EQ(::waitpid(children[k].pid, &status, WUNTRACED), children[k].pid);
+        EXPECT_TRUE(WIFSTOPPED(status)) << "worker " << k << " did not stop";
+        return std::vector<std::string>{"(worker 2)", "did not take its reply"};
+      });
+  good.finish();
+  for (const Child& ch : children) {
+    ::kill(ch.pid, SIGKILL);
+    int status = 0;
+    ::waitpid(ch.pid, &status, 0);
+    ::close(ch.to);
+    ::close(ch.from);
+  }
+  expect_unblocked(c);
 }
 
 }  // namespace
