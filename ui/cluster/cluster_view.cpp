@@ -177,8 +177,8 @@ void ClusterView::show_message(const QString& text, bool error) {
   message_->setPalette(pal);
 }
 
-void ClusterView::show_link_bandwidth(int src, int dst, double gbps, bool estimated) {
-  scene_->show_link_bandwidth(src, dst, gbps, estimated);
+void ClusterView::show_link_bandwidth(int src, int dst, double gbps, bool estimated, bool eager) {
+  scene_->show_link_bandwidth(src, dst, gbps, estimated, eager);
 }
 
 void ClusterView::clear_link_bandwidth() { scene_->clear_link_bandwidth(); }

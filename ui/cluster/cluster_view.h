@@ -66,8 +66,10 @@ class ClusterView : public QWidget {
  public slots:
   // Colours and thickens the src -> dst link (global replica ranks) by its
   // live bandwidth.
-  // estimated: the figure is a traffic model's (drawn dashed, "\u2248").
-  void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false);
+  // estimated: the figure is a traffic model's (drawn dashed, "\u2248");
+  // eager: a latency-bound rate (drawn dotted; see LinkItem::set_bandwidth).
+  void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false,
+                           bool eager = false);
   // Back to the links' plain look (a run started or ended; edits do it too).
   void clear_link_bandwidth();
   void open_topology();

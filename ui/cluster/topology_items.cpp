@@ -295,23 +295,29 @@ void LinkItem::update_label() {
                : estimated_ ? QObject::tr(", \u2248 %1 GB/s modelled (a traffic model's figure: "
                                           "this collective does not expose its traffic)")
                                   .arg(gbps_, 0, 'f', 2)
-                            : QObject::tr(", %1 GB/s measured (bytes over transfer time)")
-                                  .arg(gbps_, 0, 'f', 2)));
+               : eager_ ? QObject::tr(", %1 GB/s latency-bound, not the link's bandwidth "
+                                      "(messages under MPI's eager limit: a copy out of MPI's "
+                                      "buffer)")
+                              .arg(gbps_, 0, 'f', 2)
+                        : QObject::tr(", %1 GB/s measured, the link's bandwidth (bytes over "
+                                      "transfer time)")
+                              .arg(gbps_, 0, 'f', 2)));
 }
 
-void LinkItem::set_bandwidth(double gbps, bool estimated) {
-  if (gbps < 0 ||
-      (estimated == estimated_ && std::abs(gbps - gbps_) < 1e-3 * std::max(1.0, gbps))) {
+void LinkItem::set_bandwidth(double gbps, bool estimated, bool eager) {
+  if (gbps < 0 || (estimated == estimated_ && eager == eager_ &&
+                   std::abs(gbps - gbps_) < 1e-3 * std::max(1.0, gbps))) {
     return;
   }
   gbps_ = gbps;
   estimated_ = estimated;
+  eager_ = eager;
   // 0.1 GB/s (red, thin) .. 100 GB/s (green, thick), on a log scale.
   const double t = std::clamp((std::log10(std::max(gbps, 1e-3)) + 1.0) / 3.0, 0.0, 1.0);
   QPen p = pen();
   p.setColor(QColor::fromHsvF(static_cast<float>(t / 3.0), 0.85F, 0.85F));
   p.setWidthF(2.0 + 7.0 * t);
-  p.setStyle(estimated ? Qt::DashLine : Qt::SolidLine);
+  p.setStyle(estimated ? Qt::DashLine : eager ? Qt::DotLine : Qt::SolidLine);
   setPen(p);
   update_label();
   update_geometry();

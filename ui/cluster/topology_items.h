@@ -65,11 +65,14 @@ class LinkItem : public QGraphicsLineItem {
   // Re-reads the two ends' positions (after a host moved).
   void update_geometry();
   // Colours and thickens the line by the bandwidth; a modelled figure
-  // (estimated) is drawn dashed and labelled "\u2248 ... modelled". Cheap
-  // when called often.
-  void set_bandwidth(double gbps, bool estimated = false);
+  // (estimated) is drawn dashed and labelled "\u2248 ... modelled"; an
+  // eager one (messages under MPI's eager limit: a copy out of MPI's
+  // buffer) is drawn dotted and its tooltip calls it latency-bound, not
+  // the link's bandwidth. Cheap when called often.
+  void set_bandwidth(double gbps, bool estimated = false, bool eager = false);
   double bandwidth_gbps() const { return gbps_; }
   bool bandwidth_estimated() const { return estimated_; }
+  bool bandwidth_eager() const { return eager_; }
   const TopologyLink& link() const { return link_; }
   static QColor class_colour(LinkClass c);
 
@@ -82,6 +85,7 @@ class LinkItem : public QGraphicsLineItem {
   bool between_hosts_;
   double gbps_ = -1;  // < 0: no figure yet
   bool estimated_ = false;
+  bool eager_ = false;
   QGraphicsSimpleTextItem* label_ = nullptr;
 };
 

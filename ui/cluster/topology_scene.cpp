@@ -61,7 +61,9 @@ void TopologyScene::rebuild() {
   for (auto it = bandwidth_.cbegin(); it != bandwidth_.cend(); ++it) {
     const int src = static_cast<int>(it.key() >> 32),
               dst = static_cast<int>(it.key() & 0xffffffffU);
-    if (LinkItem* l = link_item(src, dst)) l->set_bandwidth(it.value().first, it.value().second);
+    if (LinkItem* l = link_item(src, dst)) {
+      l->set_bandwidth(it.value().gbps, it.value().estimated, it.value().eager);
+    }
   }
   setSceneRect(itemsBoundingRect().adjusted(-40, -40, 40, 40));
 }
@@ -91,11 +93,11 @@ HostItem* TopologyScene::host_item(int id) const {
   return nullptr;
 }
 
-void TopologyScene::show_link_bandwidth(int src, int dst, double gbps, bool estimated) {
-  bandwidth_.insert(key(src, dst), {gbps, estimated});
+void TopologyScene::show_link_bandwidth(int src, int dst, double gbps, bool estimated, bool eager) {
+  bandwidth_.insert(key(src, dst), {gbps, estimated, eager});
   LinkItem* l = link_item(src, dst);
   if (l == nullptr && src != dst) l = add_link(model_.link_between(src, dst));
-  if (l != nullptr) l->set_bandwidth(gbps, estimated);
+  if (l != nullptr) l->set_bandwidth(gbps, estimated, eager);
 }
 
 void TopologyScene::clear_link_bandwidth() {

@@ -37,7 +37,8 @@ class TopologyScene : public QGraphicsScene {
  public slots:
   // src, dst: global replica ranks; gbps: GB/s. Cheap (a hash look-up and a
   // pen); a pair the ring does not draw gets its own line once.
-  void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false);
+  void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false,
+                           bool eager = false);
   void clear_link_bandwidth();
 
  signals:
@@ -63,7 +64,11 @@ class TopologyScene : public QGraphicsScene {
   std::vector<LinkItem*> links_;
   QHash<quint64, LinkItem*> link_by_ranks_;
   // The last figure per link (and whether modelled), re-applied after a rebuild.
-  QHash<quint64, std::pair<double, bool>> bandwidth_;
+  struct Shown {
+    double gbps = 0;
+    bool estimated = false, eager = false;
+  };
+  QHash<quint64, Shown> bandwidth_;
   bool rebuild_pending_ = false;
   int drag_counter_ = 0;
 };

@@ -244,6 +244,7 @@ QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
     const int n = static_cast<int>(cp->graphCount());
     pen.setColor(QColor::fromHsv((n * 67) % 360, 200, 200));
     if (key.contains(QLatin1String("(modelled)"))) pen.setStyle(Qt::DashLine);
+    if (key.contains(QLatin1String("(eager"))) pen.setStyle(Qt::DotLine);
   } else if (right) {
     g->setName((runs_.size() > 1 ? run.label + QLatin1Char(' ') : QString()) +
                tr("val perplexity"));
@@ -441,10 +442,13 @@ void Dashboard::add_events(const std::vector<Event>& events) {
     } else if (const auto* e = std::get_if<LinkEvent>(&ev)) {
       Run& r = run_for(e->run);
       // A figure from a traffic model is its own series, drawn dashed and
-      // named "≈ ... (modelled)": never shown as a measurement.
+      // named "≈ ... (modelled)": never shown as a measurement. Messages
+      // under MPI's eager limit are their own series too, "(eager,
+      // latency-bound)": a buffer copy's rate, not the link's bandwidth.
       const QString name =
           e->estimated ? QStringLiteral("link/%1->%2 \u2248 (modelled)").arg(e->src).arg(e->dst)
-                       : QStringLiteral("link/%1->%2").arg(e->src).arg(e->dst);
+          : e->eager ? QStringLiteral("link/%1->%2 (eager, latency-bound)").arg(e->src).arg(e->dst)
+                     : QStringLiteral("link/%1->%2").arg(e->src).arg(e->dst);
       append(r, QString::fromStdString(e->run), name, Plot::kLinks, static_cast<double>(e->step),
              r.last_rel, e->bandwidth_gbps, false);
     }

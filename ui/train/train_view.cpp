@@ -231,8 +231,13 @@ void TrainView::stop() {
 void TrainView::on_events(const std::vector<Event>& batch) {
   dashboard_->add_events(batch);
   // The newest figure per link, once per batch: the canvas is coloured at
-  // the pump's pace, not per event.
-  std::map<std::pair<int, int>, std::pair<double, bool>> links;  // (gbps, estimated)
+  // the pump's pace, not per event. A link's bandwidth figure wins over its
+  // eager one (latency-bound) of the same batch.
+  struct Figure {
+    double gbps = 0;
+    bool estimated = false, eager = false;
+  };
+  std::map<std::pair<int, int>, Figure> links;
   for (const Event& ev : batch) {
     if (const auto* s = std::get_if<RunStartEvent>(&ev)) {
       if (run_id_.isEmpty()) {
@@ -275,11 +280,14 @@ void TrainView::on_events(const std::vector<Event>& batch) {
     } else if (const auto* c = std::get_if<CheckpointEvent>(&ev)) {
       log_line(tr("checkpoint at step %1: %2").arg(c->step).arg(QString::fromStdString(c->path)));
     } else if (const auto* k = std::get_if<LinkEvent>(&ev)) {
-      links[{k->src, k->dst}] = {k->bandwidth_gbps, k->estimated};
+      const auto it = links.find({k->src, k->dst});
+      if (!k->eager || it == links.end() || it->second.eager) {
+        links[{k->src, k->dst}] = {k->bandwidth_gbps, k->estimated, k->eager};
+      }
     }
   }
-  for (const auto& [link, figure] : links) {
-    Q_EMIT link_bandwidth(link.first, link.second, figure.first, figure.second);
+  for (const auto& [link, f] : links) {
+    Q_EMIT link_bandwidth(link.first, link.second, f.gbps, f.estimated, f.eager);
   }
 }
 

@@ -50,8 +50,10 @@ class TrainView : public QWidget {
   void stop();
 
  Q_SIGNALS:
-  // estimated: the figure is a traffic model's, not a measurement.
-  void link_bandwidth(int src, int dst, double gbps, bool estimated);
+  // estimated: the figure is a traffic model's, not a measurement. eager:
+  // messages under MPI's eager limit, a buffer copy's rate (latency-bound,
+  // not the link's bandwidth).
+  void link_bandwidth(int src, int dst, double gbps, bool estimated, bool eager);
   void run_started(const QString& run_id);
   void run_finished(const QString& run_id, const QString& status);
 

@@ -72,8 +72,20 @@ class ClusterViewTest : public QObject {
     QVERIFY2(link->toolTip().contains(QStringLiteral("\u2248 8.00 GB/s modelled")),
              qPrintable(link->toolTip()));
     QVERIFY2(!link->toolTip().contains(QLatin1String("measured")), qPrintable(link->toolTip()));
+    // Messages under MPI's eager limit: a latency-bound rate, drawn dotted
+    // and named so, never called the link's bandwidth.
+    view.show_link_bandwidth(1, 2, 40.0, /*estimated=*/false, /*eager=*/true);
+    QVERIFY(link->bandwidth_eager());
+    QCOMPARE(link->pen().style(), Qt::DotLine);
+    QVERIFY2(link->toolTip().contains(QLatin1String("40.00 GB/s latency-bound, not the link's "
+                                                    "bandwidth")),
+             qPrintable(link->toolTip()));
+    QVERIFY2(!link->toolTip().contains(QLatin1String("measured")), qPrintable(link->toolTip()));
     view.show_link_bandwidth(1, 2, 12.5);
     QCOMPARE(link->pen().style(), Qt::SolidLine);
+    QVERIFY(!link->bandwidth_eager());
+    QVERIFY2(link->toolTip().contains(QLatin1String("measured, the link's bandwidth")),
+             qPrintable(link->toolTip()));
     QCOMPARE(scene.link_item(2, 3)->link().cls, LinkClass::kNvLink);
     // A pair the ring does not draw gets its own line.
     view.show_link_bandwidth(0, 2, 3.0);

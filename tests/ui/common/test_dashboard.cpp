@@ -56,15 +56,25 @@ class DashboardTest : public QObject {
     m.estimated = true;
     d.add_event(m);
     QCOMPARE(d.point_count("r1", QStringLiteral("link/0->1 \u2248 (modelled)")), 1);
-    bool dashed = false;
+    // Messages under MPI's eager limit: their own series, named latency-bound.
+    LinkEvent eager = l;
+    eager.eager = true;
+    eager.bandwidth_gbps = 90;
+    d.add_event(eager);
+    QCOMPARE(d.point_count("r1", QStringLiteral("link/0->1 (eager, latency-bound)")), 1);
+    bool dashed = false, dotted = false;
     for (int i = 0; i < d.plot(Dashboard::Plot::kLinks)->graphCount(); ++i) {
       QCPGraph* g = d.plot(Dashboard::Plot::kLinks)->graph(i);
-      if (g->name().contains(QLatin1String("(modelled)")))
+      if (g->name().contains(QLatin1String("(modelled)"))) {
         dashed = g->pen().style() == Qt::DashLine;
-      if (!g->name().contains(QLatin1String("(modelled)")))
+      } else if (g->name().contains(QLatin1String("(eager"))) {
+        dotted = g->pen().style() == Qt::DotLine;
+      } else {
         QCOMPARE(g->pen().style(), Qt::SolidLine);
+      }
     }
     QVERIFY(dashed);
+    QVERIFY(dotted);
     QCOMPARE(d.point_count("r1", "loss/train"), 50);
     QCOMPARE(d.point_count("r1", "loss/val"), 1);
     QCOMPARE(d.point_count("r1", "throughput/replica"), 50);
@@ -94,8 +104,9 @@ class DashboardTest : public QObject {
     QFile f(csv);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QList<QByteArray> lines = f.readAll().split('\n');
-    // Header + 50 * (2 loss/acc + 2 throughput + 4 time) + 2 val + 2 link + trailing "".
-    QCOMPARE(lines.size(), 1 + 50 * 8 + 2 + 2 + 1);
+    // Header + 50 * (2 loss/acc + 2 throughput + 4 time) + 2 val + 3 link (measured,
+    // modelled, eager) + trailing "".
+    QCOMPARE(lines.size(), 1 + 50 * 8 + 2 + 3 + 1);
     // RFC 4180: a run id with a comma and a quote is one quoted field; the
     // values have 17 significant digits (the CLI's writer).
     {

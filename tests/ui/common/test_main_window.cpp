@@ -35,7 +35,7 @@ class MainWindowTest : public QObject {
     MainWindow w(test_context(dir));
     TopologyScene& scene = w.cluster_view().scene();
     const int src = 0, dst = 1;  // drawn for the figure when the ring has no such link
-    Q_EMIT w.train_view().link_bandwidth(src, dst, 7.5, false);
+    Q_EMIT w.train_view().link_bandwidth(src, dst, 7.5, false, false);
     QVERIFY(scene.link_item(src, dst) != nullptr);
     QCOMPARE(scene.link_item(src, dst)->bandwidth_gbps(), 7.5);
     Q_EMIT w.train_view().run_finished(QStringLiteral("r"), QStringLiteral("completed"));
