@@ -33,8 +33,14 @@ std::string self_exe(const char* argv0) {
 
 std::string version_text() {
   const std::string no_nccl = baton::nccl_build_unavailable_reason();
+  std::string kernels;
+  try {
+    kernels = baton::cpu::kernel_path();
+  } catch (const std::exception& e) {  // a bad BATON_MAX_CPU_ISA
+    kernels = std::string("error: ") + e.what();
+  }
   return std::string("baton ") + BATON_VERSION_STRING + " (" + BATON_BUILD_TYPE + ")\n" +
-         "kernels: " + baton::cpu::kernel_path() + "\n" +
+         "kernels: " + kernels + "\n" +
          "nccl: " + (no_nccl.empty() ? std::string("built") : "not built: " + no_nccl);
 }
 

@@ -45,7 +45,16 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       ->required();
   train->add_option("--events", a.events,
                     "Also write telemetry as JSON lines to PATH ('-' for stdout)");
-  train->add_flag("--resume", a.resume, "Continue from the newest valid checkpoint");
+  CLI::Option* resume =
+      train->add_flag("--resume", a.resume, "Continue from the newest valid checkpoint");
+  train
+      ->add_option("--resume-step-at-least", a.resume_step_at_least,
+                   "With --resume: fail (exit 2) unless the checkpoint folder holds a checkpoint "
+                   "at step N or later, rather than train again from an earlier step or from 0. "
+                   "baton launch sets it on each attempt to the step of the newest checkpoint "
+                   "the job's chief reported (the chief may now run on another host)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(resume);
   train->add_option("--checkpoint-dir", a.checkpoint_dir,
                     "Checkpoint directory (default: <run dir>/checkpoints)");
   train->add_option("--runs-dir", a.runs_dir,
@@ -64,6 +73,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   train->add_option("--run-id", a.run_id,
                     "The run's id (letters, digits, '.', '_', '-'); with --resume, continue "
                     "that run from its newest valid checkpoint");
+  train->add_option("--owner", a.owner,
+                    "HOST:PID:START: the process that answers for the run in the history while "
+                    "it is running (default: this one). baton launch names itself, so a rank's "
+                    "death and the restart after it leave the run running");
   train
       ->add_option("--heartbeat", a.heartbeat_s,
                    "Write a heartbeat JSON line to stdout every SECONDS, also while waiting in "
@@ -88,6 +101,14 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   train->add_option("--ps-servers", a.ps_servers,
                     "With --ps-worker: the servers' HOST:PORT, comma-separated, in server order "
                     "(the chief's run_start event lists them)");
+  train->add_option("--ps-bind", a.ps_bind,
+                    "With --ps-workers: the servers listen on this numeric address only "
+                    "(baton launch gives 127.0.0.1 when every task is on one host)");
+  train
+      ->add_option("--ps-generation", a.ps_generation,
+                   "With --ps-worker: the launcher's count of the processes it started for this "
+                   "slot; a server hands a held slot only to a higher one (a replacement)")
+      ->check(CLI::NonNegativeNumber);
   train->add_option("--sample-log", a.sample_log,
                     "Write the dataset indices every replica trains on at each step to files "
                     "in DIR (one per process): for checking that restarts and rescales skip and "
@@ -101,14 +122,6 @@ namespace {
 int exit_code(const std::string& status) {
   if (status == "completed") return 0;
   return status == "interrupted" ? 130 : 1;
-  train->add_option("--ps-bind", a.ps_bind,
-                    "With --ps-workers: the servers listen on this numeric address only "
-                    "(baton launch gives 127.0.0.1 when every task is on one host)");
-  train
-      ->add_option("--ps-generation", a.ps_generation,
-                   "With --ps-worker: the launcher's count of the processes it started for this "
-                   "slot; a server hands a held slot only to a higher one (a replacement)")
-      ->check(CLI::NonNegativeNumber);
 }
 
 void print_summary(std::FILE* out, const RunOutcome& o, const std::string& history_line) {
@@ -178,11 +191,14 @@ PsJoin ps_join_of(const TrainArgs& a) {
     throw InputError("--ps-worker and --ps-servers need --ps-workers (the job's worker slots)");
   }
   if ((a.ps_worker >= 1) != !a.ps_servers.empty()) {
-    throw InputError("--ps-worker and --ps-servers go together: a worker outside the MPI job "
-                     "and the servers it joins");
+    throw InputError(
+        "--ps-worker and --ps-servers go together: a worker outside the MPI job "
+        "and the servers it joins");
   }
   j.workers = a.ps_workers;
   j.worker = a.ps_worker;
+  j.bind = a.ps_bind;
+  j.generation = a.ps_generation;
   size_t at = 0;
   while (!a.ps_servers.empty() && at <= a.ps_servers.size()) {
     const size_t comma = a.ps_servers.find(',', at);
@@ -196,8 +212,6 @@ PsJoin ps_join_of(const TrainArgs& a) {
     at = comma + 1;
   }
   return j;
-  j.bind = a.ps_bind;
-  j.generation = a.ps_generation;
 }
 
 int train_in_process(const TrainArgs& a, const std::string& exe_path,
@@ -223,16 +237,20 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   req.runs_root = a.runs_dir;
   req.checkpoint_dir = a.checkpoint_dir;
   req.resume = a.resume;
+  req.resume_step_at_least = a.resume_step_at_least;
   req.run_id = a.run_id;
   req.progress = &progress;
   req.sample_log_dir = a.sample_log;
   req.timeline = !a.timeline.empty();
   req.ps_join = ps_join_of(a);
   req.record_history = !a.no_db;
+  if (!a.owner.empty()) req.history_owner = ProcessIdentity::parse(a.owner, "--owner");
   req.history_db = a.db;
   req.stop = stop;
   req.on_history_error = [](const std::string& message) {
-    std::fprintf(stderr, "baton: error: %s (training goes on, unrecorded)\n", message.c_str());
+    // Not "baton: error": that is an input error's (exit 2) line, which
+    // `baton launch` reads as such.
+    std::fprintf(stderr, "baton: %s (training goes on, unrecorded)\n", message.c_str());
   };
 
   Telemetry telemetry;
@@ -250,8 +268,8 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
     // The chief's timeline event (every process's spans) becomes the file.
     telemetry.add(std::make_shared<CallbackSink>([path = a.timeline](const Event& e) {
       if (const auto* t = std::get_if<TimelineEvent>(&e)) {
-        write_file_atomic(path, chrome_trace(t->trace).dump(-1, ' ', false,
-                                                             nlohmann::json::error_handler_t::replace) +
+        write_file_atomic(path, chrome_trace(t->trace).dump(
+                                    -1, ' ', false, nlohmann::json::error_handler_t::replace) +
                                     "\n");
       }
     }));

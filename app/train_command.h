@@ -20,7 +20,9 @@ struct TrainArgs {
   bool quiet = false;
   std::string db;          // history database (default: default_history_db_path())
   bool no_db = false;      // do not record the run in the history
+  std::string owner;       // HOST:PID:START: who answers for the run in the history
   std::string run_id;      // "" = a new id (or, with --resume, the newest resumable run's)
+  int64_t resume_step_at_least = 0;  // --resume-step-at-least (baton launch sets it)
   double heartbeat_s = 0;  // > 0: a heartbeat line on stdout this often (baton launch)
   std::string sample_log;  // a folder: each step's sample indices (train/sample_log.h)
   std::string timeline;    // a Chrome trace of every process's spans, written at the end
@@ -29,10 +31,10 @@ struct TrainArgs {
   int ps_workers = 0;
   int ps_worker = -1;
   std::string ps_servers;  // host:port,host:port
-};
-
   std::string ps_bind;         // --ps-bind: the servers' listening address
   int64_t ps_generation = 0;   // --ps-generation: the launcher's count for this worker slot
+};
+
 void add_train_command(CLI::App& app, TrainArgs& args);
 // Returns the process exit code; throws InputError / RuntimeError upward.
 int run_train(const TrainArgs& args, const std::string& exe_path);

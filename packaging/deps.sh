@@ -11,6 +11,7 @@ packages=(
   libcli11-dev           # CLI parsing
   zlib1g-dev             # .gz datasets, CRC32 checksums
   libsqlite3-dev         # run history
+  libssl-dev             # HMAC-SHA256 for the parameter servers' job secret (libcrypto)
   libhwloc-dev           # topology discovery
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev

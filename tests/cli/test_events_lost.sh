@@ -50,7 +50,7 @@ if [ "$PART" = train ]; then
   "$BATON" train "$EX" --runs-dir "$WORK/runs" --db "$DB" --run-id devfull --events /dev/full \
     --set train.steps=30 --set train.log_every_steps=5 -q >"$WORK/out1" 2>"$WORK/err1" || code=$?
   [ "$code" = 1 ] || bad "--events /dev/full: exit $code, expected 1"
-  grep -q "^baton: error: events file /dev/full: write failed (No space left on device)" "$WORK/err1" ||
+  grep -q "^baton: events file /dev/full: write failed (No space left on device)" "$WORK/err1" ||
     bad "--events /dev/full: the error was not said when it happened: $(head -3 "$WORK/err1")"
   grep -q "^baton: failed: output was lost: events file /dev/full" "$WORK/err1" ||
     bad "--events /dev/full: no failure at the end: $(tail -2 "$WORK/err1")"
@@ -64,7 +64,7 @@ if [ "$PART" = train ]; then
   "$BATON" train "$EX" --runs-dir "$WORK/runs" --db "$DB" --run-id midrun --events "$EV" \
     --set train.steps=400 --set train.log_every_steps=1 -q >"$WORK/out2" 2>"$WORK/err2" || code=$?
   [ "$code" = 1 ] || bad "--events on a disk that fills: exit $code, expected 1"
-  grep -q "^baton: error: events file $EV: write failed (No space left on device)" "$WORK/err2" ||
+  grep -q "^baton: events file $EV: write failed (No space left on device)" "$WORK/err2" ||
     bad "--events on a disk that fills: no error naming the file: $(head -3 "$WORK/err2")"
   grep -q "completed after 400 steps" "$WORK/out2" || bad "--events on a disk that fills: the run did not finish"
   head -1 "$EV" | grep -q '"type":"run_start"' || bad "the lines before the disk filled are not in $EV"
@@ -79,7 +79,7 @@ if [ "$PART" = train ]; then
   "$BATON" train "$EX" --runs-dir "$WORK/runs" --db "$DB" --run-id rundir \
     --set train.steps=30 --set train.log_every_steps=5 -q >"$WORK/out3" 2>"$WORK/err3" || code=$?
   [ "$code" = 1 ] || bad "events.jsonl on a full device: exit $code, expected 1"
-  grep -q "^baton: error: events file $WORK/runs/rundir/events.jsonl: write failed (No space left on device)" "$WORK/err3" ||
+  grep -q "^baton: events file $WORK/runs/rundir/events.jsonl: write failed (No space left on device)" "$WORK/err3" ||
     bad "events.jsonl on a full device: no error naming it: $(head -3 "$WORK/err3")"
   [ -s "$WORK/runs/rundir/summary.json" ] || bad "events.jsonl on a full device: no summary.json"
   history_kept rundir 30 "$WORK/runs/rundir/events.jsonl"

@@ -224,6 +224,20 @@ TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun
   }
   // Most kills land inside the run (a few may come after its end).
   EXPECT_GE(restarted, 15) << "only " << restarted << " of 20 trials were interrupted";
+  // The launcher answered for each run while it lived: a rank's death and
+  // the restart left the run `running` (the chief's own death did not make
+  // it interrupted, with an error event, when the next attempt opened the
+  // history), and every run ended completed.
+  {
+    HistoryStore store(db(), HistoryStore::Open::kReadOnly);
+    for (const RunRecord& run : store.list_runs()) {
+      EXPECT_EQ(run.status, "completed") << run.uid;
+      for (const RunEventRecord& e : store.events(run.id)) {
+        EXPECT_EQ(e.message.find("marked interrupted"), std::string::npos)
+            << run.uid << ": " << e.message;
+      }
+    }
+  }
   double sum = 0, worst = 0;
   for (double t : recovery_s) sum += t, worst = std::max(worst, t);
   if (!recovery_s.empty()) {
@@ -446,6 +460,12 @@ TEST_F(LaunchRestarts, AKilledLauncherTakesItsJobAlongAndResumeContinues) {
     ::poll(nullptr, 0, 50);  // between looks at /proc
   }
   EXPECT_FALSE(process_with("--run-id orphan")) << "ranks outlived their launcher by 20 s";
+  {
+    // The launcher answered for the run: its death is what makes the run
+    // interrupted.
+    HistoryStore store(db(), HistoryStore::Open::kExisting);
+    EXPECT_EQ(store.run(store.resolve("orphan")).status, "interrupted");
+  }
   {
     // They did not train on to the end unsupervised.
     CheckpointManager m((fs::path(runs()) / "orphan" / "checkpoints").string(), 2);

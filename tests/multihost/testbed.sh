@@ -18,7 +18,12 @@
 #                              namespace with a UTS namespace of its own whose
 #                              hostname is HOST (so its ranks say where they run);
 #                              HOST may be a host's address (10.77.0.11), as a
-#                              hostfile of addresses names them
+#                              hostfile of addresses names them. With
+#                              BATON_TESTBED_HOST_DIRS=DIR set, DIR/local is
+#                              the host's own DIR/HOST there (a mount
+#                              namespace of its own): a folder each host has
+#                              for itself, as hosts without a shared file
+#                              system have
 # Traffic stays between these namespaces and the bridge's 10.77.0.1.
 set -euo pipefail
 prefix_of() { echo "${1:-bt-h}"; }
@@ -124,6 +129,14 @@ case "${1:-}" in
         done
         ;;
     esac
+    if [ -n "${BATON_TESTBED_HOST_DIRS:-}" ]; then
+      # Each host's own folder: DIR/local is DIR/HOST there (a mount
+      # namespace of its own), as on hosts that share no file system.
+      d=$BATON_TESTBED_HOST_DIRS
+      mkdir -p "$d/$h" "$d/local"
+      exec ip netns exec "$h" unshare --uts --mount --propagation private /bin/sh -c \
+        'hostname "$0"; mount --bind "$1/$0" "$1/local"; shift; exec /bin/sh -c "$*"' "$h" "$d" "$@"
+    fi
     exec ip netns exec "$h" unshare --uts /bin/sh -c 'hostname "$0"; exec /bin/sh -c "$*"' "$h" "$@"
     ;;
   *)

@@ -2,6 +2,7 @@
 #include <baton/core/running_child.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ RunningChild::RunningChild(const std::string& program, const std::vector<std::st
   pid_ = s.pid;
   fds_[0] = s.out_fd;
   fds_[1] = s.err_fd;
+  // Our child, not yet reaped: the pid cannot have been reused.
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
   if (stdin_text) {
     // A thread, so a child that reads its input late cannot block the
     // caller. A child that ends unread makes the write fail (EPIPE):
@@ -58,6 +61,7 @@ RunningChild::~RunningChild() {
   // After the child is gone: a write it never read has failed by now.
   if (writer_.joinable()) writer_.join();
   close_fds();
+  if (pidfd_ >= 0) ::close(pidfd_);
 }
 
 void RunningChild::close_fds() {
@@ -68,7 +72,13 @@ void RunningChild::close_fds() {
 }
 
 bool RunningChild::read(double timeout_s, Lines& lines) {
-  if (fds_[0] < 0 && fds_[1] < 0) return false;
+  if (fds_[0] < 0 && fds_[1] < 0) {
+    // Both streams have ended, but the child may run on (it closed them):
+    // wait for its exit, up to timeout_s, so that a caller's loop over
+    // read() keeps its pace instead of spinning.
+    wait_for_exit(timeout_s);
+    return false;
+  }
   pollfd p[2] = {{fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
   const int ready = ::poll(p, 2, static_cast<int>(timeout_s * 1000.0));
   if (ready < 0 && errno != EINTR) {
@@ -98,6 +108,23 @@ bool RunningChild::read(double timeout_s, Lines& lines) {
   return fds_[0] >= 0 || fds_[1] >= 0;
 }
 
+void RunningChild::wait_for_exit(double timeout_s) {
+  if (exit_status()) return;
+  if (pidfd_ >= 0) {
+    // A pidfd is readable once the process has exited.
+    pollfd p{pidfd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout_s * 1000.0)) < 0 && errno != EINTR) {
+      throw RuntimeError(std::string("poll: ") + std::strerror(errno));
+    }
+    return;
+  }
+  // No pidfd (a kernel before 5.3): look every 10 ms.
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s));
+  while (!exit_status() && Clock::now() < deadline) ::poll(nullptr, 0, 10);
+}
+
 std::optional<int> RunningChild::exit_status() {
   if (status_) return status_;
   int st = 0;
@@ -124,10 +151,7 @@ int RunningChild::terminate(double grace_s, Lines* lines) {
                                            std::chrono::duration<double>(grace_s));
   Lines ignored;
   while (!exit_status() && Clock::now() < deadline) {
-    if (!read(0.05, lines != nullptr ? *lines : ignored)) {
-      // Both streams closed but not yet exited: wait a moment for it.
-      ::poll(nullptr, 0, 20);
-    }
+    read(0.05, lines != nullptr ? *lines : ignored);  // waits for the exit once both are closed
   }
   ::kill(-pid_, SIGKILL);
   if (!status_) {

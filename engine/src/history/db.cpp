@@ -21,154 +21,6 @@
 namespace baton::history_detail {
 namespace fs = std::filesystem;
 
-// ---------------------------------------------------------------- Db, Stmt
-
-Db::Db(const std::string& path, int flags) : path_(path) {
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-    sqlite3_close_v2(db_);
-    db_ = nullptr;
-    throw RuntimeError(path + ": cannot open the history database (" + msg + ")");
-  }
-  sqlite3_extended_result_codes(db_, 1);
-}
-
-Db::~Db() {
-  if (db_) sqlite3_close_v2(db_);
-}
-
-Db& Db::operator=(Db&& o) noexcept {
-  if (this != &o) {
-    if (db_) sqlite3_close_v2(db_);
-    db_ = o.db_;
-    path_ = std::move(o.path_);
-    o.db_ = nullptr;
-  }
-  return *this;
-}
-
-void Db::fail(const std::string& what) const {
-  throw RuntimeError(path_ + ": " + what + ": " + sqlite3_errmsg(db_));
-}
-
-void Db::exec(const char* sql) const {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    const std::string msg = err ? err : sqlite3_errmsg(db_);
-    sqlite3_free(err);
-    throw RuntimeError(path_ + ": " + msg);
-  }
-}
-
-int64_t Db::scalar_int(const char* sql) const {
-  Stmt st(*this, sql);
-  return st.step() ? st.col_int(0) : 0;
-}
-
-Stmt::Stmt(const Db& db, std::string_view sql) : db_(&db) {
-  if (sqlite3_prepare_v3(db.get(), sql.data(), static_cast<int>(sql.size()),
-                         SQLITE_PREPARE_PERSISTENT, &st_, nullptr) != SQLITE_OK) {
-    db.fail("cannot prepare \"" + std::string(sql.substr(0, 60)) + "\"");
-  }
-}
-
-Stmt::~Stmt() {
-  if (st_) sqlite3_finalize(st_);
-}
-
-Stmt& Stmt::operator=(Stmt&& o) noexcept {
-  if (this != &o) {
-    if (st_) sqlite3_finalize(st_);
-    st_ = o.st_;
-    db_ = o.db_;
-    o.st_ = nullptr;
-  }
-  return *this;
-}
-
-// A bind fails on a bad index or when SQLite is out of memory: either
-// would silently store NULL, so it is an error naming the statement.
-Stmt& Stmt::checked_bind(int rc, int i) {
-  if (rc != SQLITE_OK) {
-    db_->fail("cannot bind parameter " + std::to_string(i) + " of \"" +
-              std::string(sqlite3_sql(st_)).substr(0, 60) + "\"");
-  }
-  return *this;
-}
-
-Stmt& Stmt::bind(int i, int64_t v) { return checked_bind(sqlite3_bind_int64(st_, i, v), i); }
-
-Stmt& Stmt::bind(int i, double v) {
-  return checked_bind(std::isnan(v) ? sqlite3_bind_null(st_, i) : sqlite3_bind_double(st_, i, v),
-                      i);
-}
-
-Stmt& Stmt::bind(int i, std::string_view v) {
-  return checked_bind(
-      sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT), i);
-}
-
-Stmt& Stmt::bind_null(int i) { return checked_bind(sqlite3_bind_null(st_, i), i); }
-
-bool Stmt::step() {
-  const int rc = sqlite3_step(st_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  const std::string sql = sqlite3_sql(st_) ? sqlite3_sql(st_) : "";
-  sqlite3_reset(st_);
-  db_->fail("\"" + sql.substr(0, 60) + "\" failed");
-}
-
-void Stmt::run() {
-  step();
-  reset();
-}
-
-void Stmt::reset() {
-  sqlite3_reset(st_);
-  sqlite3_clear_bindings(st_);
-}
-
-double Stmt::col_double(int i) const {
-  if (sqlite3_column_type(st_, i) == SQLITE_NULL) return std::numeric_limits<double>::quiet_NaN();
-  return sqlite3_column_double(st_, i);
-}
-
-std::string Stmt::col_text(int i) const {
-  const auto* p = sqlite3_column_text(st_, i);
-  return p ? std::string(reinterpret_cast<const char*>(p),
-                         static_cast<size_t>(sqlite3_column_bytes(st_, i)))
-           : std::string();
-}
-
-Transaction::Transaction(const Db& db) : db_(db) {
-  db_.exec("BEGIN IMMEDIATE");
-  open_ = true;
-}
-
-Transaction::Transaction(const Db& db, int patience_ms) : db_(db) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(patience_ms);
-  for (int wait_ms = 20;; wait_ms = std::min(wait_ms * 2, 1000)) {
-    const int rc = sqlite3_exec(db_.get(), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    if (rc == SQLITE_OK) break;
-    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
-      db_.fail("BEGIN IMMEDIATE");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-  }
-  open_ = true;
-}
-
-Transaction::~Transaction() {
-  if (open_) sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-}
-
-void Transaction::commit() {
-  db_.exec("COMMIT");
-  open_ = false;
-}
-
 // ---------------------------------------------------------------- schema
 
 namespace {
@@ -224,13 +76,6 @@ CREATE TABLE link_samples (
   num_bytes   INTEGER NOT NULL,
   seconds     REAL NOT NULL,
   estimated   INTEGER NOT NULL DEFAULT 0,
-// Version 7: a link sample of messages under MPI's eager limit (their rate
-// is a buffer copy's, latency-bound: calibrate --from-history leaves them
-// out); the samples recorded before it were not told apart, 0.
-constexpr const char* kMigrationTo7 = R"sql(
-ALTER TABLE link_samples ADD COLUMN eager INTEGER NOT NULL DEFAULT 0;
-)sql";
-
   PRIMARY KEY (run, step, seq)
 ) WITHOUT ROWID;
 CREATE TABLE events (
@@ -377,6 +222,13 @@ CREATE TABLE timelines (
   record  TEXT NOT NULL,
   PRIMARY KEY (run, attempt)
 ) WITHOUT ROWID;
+)sql";
+
+// Version 7: a link sample of messages under MPI's eager limit (their rate
+// is a buffer copy's, latency-bound: calibrate --from-history leaves them
+// out); the samples recorded before it were not told apart, 0.
+constexpr const char* kMigrationTo7 = R"sql(
+ALTER TABLE link_samples ADD COLUMN eager INTEGER NOT NULL DEFAULT 0;
 )sql";
 
 constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3, kMigrationTo4,
@@ -695,93 +547,7 @@ Db open_history_db(const std::string& path, OpenMode mode) {
   return db;
 }
 
-// ---------------------------------------------------------------- processes
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-namespace {
-
-// Field 22 of /proc/<pid>/stat (start time in clock ticks after boot) and
-// the state (field 3). The command name (field 2) may hold spaces and
-// parentheses, so fields are counted after its last ')'.
-bool read_proc_stat(int64_t pid, char* state, std::string* start_ticks) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream fields(text.substr(close + 1));
-  std::string f;
-  for (int i = 3; i <= 22 && (fields >> f); ++i) {
-    if (i == 3) *state = f.empty() ? '?' : f[0];
-    if (i == 22) {
-      *start_ticks = f;
-      return true;
-    }
-  }
-  return false;
-}
-
-std::string boot_id() { return read_first_line("/proc/sys/kernel/random/boot_id"); }
-
-}  // namespace
-
-ProcessIdentity this_process() {
-  ProcessIdentity id;
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
-  id.host = host;
-  id.pid = ::getpid();
-  char state = '?';
-  std::string ticks;
-  read_proc_stat(id.pid, &state, &ticks);
-  id.start = boot_id() + "/" + ticks;
-  return id;
-}
-
-bool process_alive(int64_t pid, const std::string& start) {
-  char state = '?';
-  std::string ticks;
-  if (pid <= 0 || !read_proc_stat(pid, &state, &ticks)) return false;
-  // A zombie has finished; so has a process whose pid was reused (another
-  // start time) or that ran before a reboot (another boot id).
-  if (state == 'Z' || state == 'X') return false;
-  return start == boot_id() + "/" + ticks;
-}
-
-void delete_marked_run(const Db& db, int64_t run, int64_t batch) {
-  // Row values pick a batch of primary keys (the tables are WITHOUT ROWID).
-  const char* tables[] = {
-      "DELETE FROM metric_samples WHERE (run, metric, step, rank, seq) IN (SELECT run, metric, "
-      "step, rank, seq FROM metric_samples WHERE run = ?1 LIMIT ?2)",
-      "DELETE FROM metric_rollups WHERE (run, metric, rank, level, block) IN (SELECT run, metric, "
-      "rank, level, block FROM metric_rollups WHERE run = ?1 LIMIT ?2)",
-      "DELETE FROM link_samples WHERE (run, step, seq) IN (SELECT run, step, seq FROM "
-      "link_samples WHERE run = ?1 LIMIT ?2)",
-      "DELETE FROM events WHERE (run, step, seq) IN (SELECT run, step, seq FROM events WHERE run = "
-      "?1 LIMIT ?2)"};
-  for (const char* sql : tables) {
-    Stmt st(db, sql);
-    for (;;) {
-      const auto t0 = std::chrono::steady_clock::now();
-      Transaction tx(db);
-      st.bind(1, run).bind(2, batch).run();
-      const int changed = sqlite3_changes(db.get());
-      st.reset();
-      tx.commit();
-      if (changed == 0) break;
-      // A writer waiting for the lock (a recorder: its busy handler polls)
-      // gets its turn: the deleter rests as long as its batch held the
-      // lock. Back to back, the batches starved it for seconds (measured).
-      std::this_thread::sleep_for(std::chrono::steady_clock::now() - t0);
-    }
-  }
-  Transaction tx(db);
-  Stmt st(db, "DELETE FROM runs WHERE id = ?1 AND status = 'deleting'");
-  st.bind(1, run).run();
-  tx.commit();
-}
+// ---------------------------------------------------------------- rollups
 
 void backfill_rollups(const Db& db) {
   constexpr const char* kPending =
@@ -810,22 +576,7 @@ void backfill_rollups(const Db& db) {
   }
 }
 
-void finish_interrupted_deletes(const Db& db) {
-  // Only deletes whose process is gone: one still deleting (its owner_*
-  // columns name it) is left to it. Another host's cannot be told: left.
-  const ProcessIdentity me = this_process();
-  std::vector<int64_t> left;
-  {
-    Stmt st(db,
-            "SELECT id, owner_host, owner_pid, owner_start FROM runs WHERE status = 'deleting'");
-    while (st.step()) {
-      const bool orphan = st.col_is_null(1) || (st.col_text(1) == me.host &&
-                                                !process_alive(st.col_int(2), st.col_text(3)));
-      if (orphan) left.push_back(st.col_int(0));
-    }
-  }
-  for (int64_t id : left) delete_marked_run(db, id);
-}
+// ------------------------------------------------- the interrupted rule alone
 
 int mark_dead_runs_interrupted_in(const std::string& path) {
   std::error_code ec;
@@ -838,59 +589,6 @@ int mark_dead_runs_interrupted_in(const std::string& path) {
   sqlite3_busy_timeout(db.get(), 10000);
   if (db.scalar_int("PRAGMA user_version") != kSchemaVersion) return 0;
   return mark_dead_runs_interrupted(db);
-}
-
-int mark_dead_runs_interrupted(const Db& db) {
-  struct Candidate {
-    int64_t id;
-    std::string owner;
-  };
-  std::vector<Candidate> dead;
-  const ProcessIdentity me = this_process();
-  {
-    Stmt st(db, "SELECT id, owner_host, owner_pid, owner_start FROM runs WHERE status = 'running'");
-    while (st.step()) {
-      if (st.col_is_null(1)) {  // recorded before owners were kept (schema 1)
-        dead.push_back({st.col_int(0), "an unknown process"});
-      } else if (st.col_text(1) == me.host && !process_alive(st.col_int(2), st.col_text(3))) {
-        dead.push_back(
-            {st.col_int(0), "process " + std::to_string(st.col_int(2)) + " on " + st.col_text(1)});
-      }
-    }
-  }
-  if (dead.empty()) return 0;
-  Transaction tx(db);
-  Stmt last(db, R"sql(
-    SELECT max(step), max(wall_time_s), max(seq) FROM (
-      SELECT step, wall_time_s, seq FROM metric_samples WHERE run = ?1
-      UNION ALL SELECT step, wall_time_s, seq FROM link_samples WHERE run = ?1
-      UNION ALL SELECT step, wall_time_s, seq FROM events WHERE run = ?1))sql");
-  Stmt update(db,
-              "UPDATE runs SET status = 'interrupted', end_time = start_time + ?2 "
-              "WHERE id = ?1 AND status = 'running'");
-  Stmt note(db,
-            "INSERT INTO events (run, step, seq, wall_time_s, kind, level, message) "
-            "VALUES (?1, ?2, ?3, ?4, 'error', 'error', ?5)");
-  int marked = 0;
-  for (const Candidate& c : dead) {
-    last.bind(1, c.id);
-    last.step();
-    const int64_t step = last.col_is_null(0) ? 0 : last.col_int(0);
-    const double wall = last.col_is_null(1) ? 0.0 : last.col_double(1);
-    const int64_t seq = last.col_is_null(2) ? 1 : last.col_int(2) + 1;
-    last.reset();
-    update.bind(1, c.id).bind(2, wall);
-    update.run();
-    if (sqlite3_changes(db.get()) == 0) continue;
-    note.bind(1, c.id).bind(2, step).bind(3, seq).bind(4, wall);
-    note.bind(5, "the recording " + c.owner +
-                     " ended without finishing the run; marked interrupted when the history "
-                     "was next opened");
-    note.run();
-    ++marked;
-  }
-  tx.commit();
-  return marked;
 }
 
 }  // namespace baton::history_detail

@@ -3,9 +3,12 @@
 // opened. Public entry points are in baton/history*.h.
 #pragma once
 
+#include <baton/core/process_identity.h>
+
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -134,7 +137,9 @@ void back_up(const Db& db, const std::string& to);
 void migrate(const Db& db, int target);
 
 // The interrupted rule (see history.h): returns how many runs were marked.
-int mark_dead_runs_interrupted(const Db& db);
+// `after_first_look` (tests) runs between the first look, made without a
+// lock, and the check that counts, made in a write transaction.
+int mark_dead_runs_interrupted(const Db& db, const std::function<void()>& after_first_look = {});
 // mark_dead_runs_interrupted() on the file at `path` when it exists and has
 // this build's schema (nothing is migrated); 0 otherwise.
 int mark_dead_runs_interrupted_in(const std::string& path);
@@ -150,15 +155,7 @@ void finish_interrupted_deletes(const Db& db);
 // transaction; resumable (rollup_backfill lists the runs left).
 void backfill_rollups(const Db& db);
 
-// This process's identity for the runs.owner_* columns.
-struct ProcessIdentity {
-  std::string host;
-  int64_t pid = 0;
-  std::string start;  // "<boot id>/<start time in clock ticks>"
-};
-ProcessIdentity this_process();
-// Whether the process (pid, start) recorded on this host is still running.
-bool process_alive(int64_t pid, const std::string& start);
+// The runs.owner_* columns hold a ProcessIdentity (baton/core/process_identity.h).
 
 double unix_now();
 

@@ -82,11 +82,12 @@ struct Rollup {
 // the constructor.
 class HistoryWriter {
  public:
-  HistoryWriter(Db db, HistoryRunInfo info, int busy_timeout_ms, int busy_patience_ms)
+  HistoryWriter(Db db, HistoryRunInfo info, int busy_timeout_ms, int busy_patience_ms,
+                ProcessIdentity owner)
       : db_(std::move(db)), info_(std::move(info)), busy_patience_ms_(busy_patience_ms) {
     sqlite3_busy_timeout(db_.get(), busy_timeout_ms);
     if (info_.hosts.empty()) info_.hosts.push_back(this_process().host);
-    me_ = this_process();
+    me_ = std::move(owner);
     {
       Transaction tx(db_);
       Stmt add(db_, "INSERT OR IGNORE INTO metrics (name, kind) VALUES (?1, ?2)");
@@ -478,7 +479,8 @@ HistorySink::HistorySink(const std::string& db_path, HistoryRunInfo info,
   impl_->opt.max_queued = std::max<int64_t>(impl_->opt.commit_every_rows, options.max_queued);
   impl_->writer = std::make_unique<HistoryWriter>(
       open_history_db(db_path, OpenMode::kCreate), std::move(info),
-      std::max(1, options.busy_timeout_ms), std::max(0, options.busy_patience_ms));
+      std::max(1, options.busy_timeout_ms), std::max(0, options.busy_patience_ms),
+      options.owner ? *options.owner : this_process());
   impl_->thread = std::thread([this] { impl_->loop(); });
 }
 

@@ -54,7 +54,8 @@ void Heartbeat::beat_until_stopped() {
       failure_ = std::string("heartbeat: writing to ") +
                  (out_ == stdout ? "standard output" : "its stream") + " failed (" +
                  (err != 0 ? std::strerror(err) : "write error") + ")";
-      std::fprintf(stderr, "baton: error: %s; no more heartbeats\n", failure_.c_str());
+      // Not "baton: error:" (an input error's line for baton launch).
+      std::fprintf(stderr, "baton: %s; no more heartbeats\n", failure_.c_str());
       std::fflush(stderr);
       return;
     }

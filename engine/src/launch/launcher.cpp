@@ -1,19 +1,23 @@
 #include <baton/core/error.h>
+#include <baton/core/process_identity.h>
 #include <baton/core/running_child.h>
 #include <baton/core/temp_file.h>
+#include <baton/launch/checkpoint_carry.h>
+#include <baton/launch/checkpoint_site.h>
 #include <baton/launch/host_pool.h>
 #include <baton/launch/launcher.h>
+#include <baton/launch/rank_process.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -46,6 +50,7 @@ double unix_now() {
 struct Attempt {
   int np = 0;                            // its ranks
   std::vector<HostfileEntry> placement;  // elastic: the hosts it runs on, in rank order
+  std::string carry_from, carry_why;     // elastic: the checkpoint's host when not the chief's
   std::map<int, RankState> ranks;        // host: where the launcher placed it (elastic)
   std::map<int, std::string> node;       // the host each rank says it runs on
   std::string chief_status;              // the chief's run_end status, when it came
@@ -62,10 +67,10 @@ struct Attempt {
   std::string mpirun_host;
   std::string lost_host;     // a host the job lost contact with (its daemon, a peer rank)
   bool daemon_lost = false;  // mpirun's "unable to reliably start ... daemons" once running
-  std::vector<std::string> ps_servers;  // the chief's servers (LaunchSpec::ps_workers)
+  std::vector<std::string> ps_servers;   // the chief's servers (LaunchSpec::ps_workers)
   std::map<int, std::string> side_host;  // elastic ps: where each side worker runs now
   std::set<int> waiting;                 // elastic ps: side workers without a host now
-  std::string stalled;       // the launcher's own finding (hang, stall)
+  std::string stalled;                   // the launcher's own finding (hang, stall)
   int stalled_rank = -1;
   double detected_unix_s = 0;
 
@@ -99,9 +104,9 @@ bool signal_report(const std::string& line, int* rank, std::string* node, std::s
 // an mpirun job of its own rank.
 struct SideWorker {
   int rank = 0;
-  std::string host;                  // elastic: the host it runs on ("" = none now)
+  std::string host;                    // elastic: the host it runs on ("" = none now)
   std::unique_ptr<TempFile> hostfile;  // elastic: that host's one slot, for its mpirun
-  bool finished = false;             // it ended its run: not started again
+  bool finished = false;               // it ended its run: not started again
   std::unique_ptr<RunningChild> child;
   TaggedLines tagged;
   RunningChild::Lines lines;
@@ -137,6 +142,8 @@ class Supervisor {
           out.attempts = attempt - 1;
           break;
         }
+        // The newest checkpoint to the chief's host, or no attempt.
+        if (!bring_checkpoint(attempt, a, out)) break;
         hostfile.emplace("baton-hosts", to_hostfile(a.placement));
       } else {
         a.np = ps_mode() ? spec_.ps_workers + spec_.ps_servers : spec_.job.ranks;
@@ -154,6 +161,22 @@ class Supervisor {
       if (a.chief_status == "completed" && exited_ok) {
         out.status = "completed";
         out.exit_code = 0;
+        emit_ranks(attempt, a, "done");
+        break;
+      }
+      if (a.chief_status == "completed") {
+        // The training completed; what failed after it (the chief could not
+        // keep the run's history, a rank's exit) is not a crash: nothing to
+        // restart, and the outcome says what failed.
+        out.status = "completed";
+        out.exit_code = 1;
+        out.reason =
+            "the training completed, but " +
+            (a.rank_error.empty()
+                 ? "the job then ended with " +
+                       std::string(WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                                     : "signal " + std::to_string(WTERMSIG(status)))
+                 : a.rank_error);
         emit_ranks(attempt, a, "done");
         break;
       }
@@ -308,11 +331,12 @@ class Supervisor {
           // The chief and the servers first; the other workers take the
           // slots left, each as it starts (place_sides).
           a.np = spec_.ps_workers + spec_.ps_servers;
-          a.placement = spec_.ps_core_hosts.empty() ? place_workers(usable, 1 + spec_.ps_servers)
-                                                    : spec_.ps_core_hosts;
+          a.placement = spec_.ps_core_hosts.empty()
+                            ? place_workers(chief_first(usable, a), 1 + spec_.ps_servers)
+                            : spec_.ps_core_hosts;
           return true;
         }
-        a.placement = place_workers(usable, a.np);
+        a.placement = place_workers(chief_first(usable, a), a.np);
         return true;
       }
       const std::string cooling = cooling_text();
@@ -348,6 +372,65 @@ class Supervisor {
         hosts = &current_hosts();
       }
     }
+  }
+
+  // The usable hosts, the one holding the newest checkpoint first (rank 0
+  // goes on the first slot); a.carry_from says when none of them holds it.
+  std::vector<HostfileEntry> chief_first(const std::vector<HostfileEntry>& usable, Attempt& a) {
+    ChiefPlacement p = place_chief(usable, last_checkpoint_);
+    a.carry_from = std::move(p.carry_from);
+    a.carry_why = std::move(p.why);
+    return std::move(p.hosts);
+  }
+
+  void note_chief_checkpoint(const std::string& line, const Attempt& a) {
+    const auto report = parse_checkpoint_event(line);
+    if (!report) return;
+    std::string host = placed_host(a, 0);
+    if (host.empty()) {
+      const auto it = a.node.find(0);
+      host = it == a.node.end() ? local_host_ : it->second;
+    }
+    note_checkpoint(last_checkpoint_, *report, host);
+  }
+
+  // Elastic: the chief's host lacks the newest checkpoint (a.carry_from
+  // holds it): it is copied there through mpirun. False, with `out` saying
+  // why, when it cannot be: the job fails rather than start over.
+  bool bring_checkpoint(int attempt, const Attempt& a, LaunchOutcome& out) {
+    if (a.carry_from.empty() || a.placement.empty()) return true;
+    const std::string to = a.placement.front().host;
+    if (obs_.on_output) {
+      obs_.on_output(
+          -1, "baton launch: " + a.carry_why + ": copying it to " + to + ", the chief's host now");
+    }
+    CarryJob job;
+    job.mpirun = spec_.mpirun;
+    job.env = spec_.mpirun_env;
+    job.from_host = a.carry_from;
+    job.to_host = to;
+    job.path = last_checkpoint_.path;
+    const auto t0 = Clock::now();
+    const std::string failed = carry_checkpoint(job);
+    emit({{"type", "checkpoint_carry"},
+          {"run", spec_.run_id},
+          {"attempt", attempt},
+          {"step", last_checkpoint_.step},
+          {"path", job.path},
+          {"from", job.from_host},
+          {"to", to},
+          {"seconds", seconds_since(t0)},
+          {"error", failed}});
+    if (failed.empty()) {
+      note_checkpoint(last_checkpoint_, {last_checkpoint_.step, job.path}, to);
+      return true;
+    }
+    out.status = "failed";
+    out.exit_code = 1;
+    out.reason = "not starting attempt " + std::to_string(attempt) + ": " + a.carry_why + ", and " +
+                 failed + "; the run would train again from an earlier step";
+    out.attempts = attempt - 1;
+    return false;
   }
 
   // Why the running attempt should stop for another worker count ("": it
@@ -422,6 +505,9 @@ class Supervisor {
     char beat[32];
     std::snprintf(beat, sizeof(beat), "%g", spec_.heartbeat_s);
     job.train_args.insert(job.train_args.end(), {"--run-id", spec_.run_id, "--heartbeat", beat});
+    // The launcher answers for the run in the history while it lives: a
+    // rank's death between attempts leaves it `running`, not interrupted.
+    job.train_args.insert(job.train_args.end(), {"--owner", this_process().text()});
     return job;
   }
 
@@ -446,6 +532,9 @@ class Supervisor {
       }
       servers += (servers.empty() ? "" : ",") + s;
     }
+    // Its generation: when the launcher started it (ms into the attempt,
+    // later for each replacement); the servers, started with the attempt,
+    // give a held slot only to a later one (ps_tcp_server.h).
     job.train_args.insert(job.train_args.end(),
                           {"--ps-workers", std::to_string(spec_.ps_workers), "--ps-worker",
                            std::to_string(rank), "--ps-servers", servers, "--ps-generation",
@@ -466,8 +555,8 @@ class Supervisor {
     if (!w.host.empty()) {
       w.hostfile = std::make_unique<TempFile>("baton-side-host", to_hostfile({{w.host, 1, 0}}));
     }
-    w.child = std::make_unique<RunningChild>(spec_.mpirun, side_arguments(w, a), spec_.mpirun_env,
-                                             input);
+    w.child =
+        std::make_unique<RunningChild>(spec_.mpirun, side_arguments(w, a), spec_.mpirun_env, input);
   }
 
   // Starts every side worker that is not running, has not finished and has
@@ -533,10 +622,7 @@ class Supervisor {
       if (listed) continue;
       RankState& st = a.ranks[w.rank];
       if (st.ended) continue;
-    // Its generation: when the launcher started it (ms into the attempt,
-    // later for each replacement); the servers, started with the attempt,
-    // give a held slot only to a later one (ps_tcp_server.h).
-      if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+      signal_rank_process(st, SIGKILL);
       w.child->terminate(0.0);
       w.child.reset();
       const std::string host = w.host;
@@ -545,6 +631,7 @@ class Supervisor {
       a.waiting.insert(w.rank);
       st.last_beat_s = -1;
       st.pid = 0;
+      st.pid_start.clear();
       a.ranks_changed = true;
       if (obs_.on_output) {
         obs_.on_output(-1, "baton launch: host " + host + " left the host list: worker " +
@@ -601,7 +688,7 @@ class Supervisor {
       if (now - last > spec_.heartbeat_timeout_s) {
         // Stopped or hung: its servers would wait for it at the end.
         w.hung = true;
-        if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+        signal_rank_process(st, SIGKILL);
         w.child->terminate(0.0);
         exited = true;
       }
@@ -665,6 +752,7 @@ class Supervisor {
     // The replacement: the same slot; the servers tell it where to go on.
     st.last_beat_s = -1;
     st.pid = 0;
+    st.pid_start.clear();
     a.ranks_changed = true;
     if (!spec_.elastic.enabled) {
       start_side(w, a, now);
@@ -688,9 +776,19 @@ class Supervisor {
       job.available_slots = job.ranks;
     }
     if (attempt > 1 || spec_.resume) job.train_args.emplace_back("--resume");
+    // The chief refuses to resume before the newest checkpoint it reported
+    // (on a host without it, it would otherwise start over).
+    if ((attempt > 1 || spec_.resume) && last_checkpoint_.step > 0) {
+      job.train_args.insert(job.train_args.end(),
+                            {"--resume-step-at-least", std::to_string(last_checkpoint_.step)});
+    }
     if (ps_mode()) {
       job.train_args.insert(job.train_args.end(),
                             {"--ps-workers", std::to_string(spec_.ps_workers)});
+      // Every task on this host: the servers listen on loopback only.
+      if (!spec_.elastic.enabled && spec_.job.hostfile.empty()) {
+        job.train_args.insert(job.train_args.end(), {"--ps-bind", "127.0.0.1"});
+      }
     }
     std::vector<std::string> args{spec_.mpirun};
     for (auto& x : mpirun_arguments(job)) args.push_back(std::move(x));
@@ -715,8 +813,8 @@ class Supervisor {
       RankState& st = a.ranks[rank];
       if (st.last_beat_s < 0) a.ranks_changed = true;  // heard for the first time
       st.rank = rank;
-      st.pid = rl.pid;
       a.node[rank] = rl.host;
+      note_rank_process(st, rl.pid, rl.host == local_host_);
       st.host = spec_.elastic.enabled ? placed_host(a, rank) : a.node[rank];
       st.step = std::max(st.step, rl.step);
       st.last_beat_s = now;
@@ -735,6 +833,7 @@ class Supervisor {
       }
       if (rank == 0) {
         if (rl.type == "run_start" && ps_mode()) a.ps_servers = servers_named(text);
+        if (rl.type == "checkpoint") note_chief_checkpoint(text, a);
         if (rl.type == "run_end") {
           a.chief_status = rl.status;
           a.chief_step = rl.step;
@@ -762,8 +861,12 @@ class Supervisor {
     if (!failed && !input) return;
     if (input) a.input_error = true;
     if (a.rank_error.empty()) {
-      const size_t colon = text.find("): ");
-      a.rank_error = colon != std::string::npos ? text.substr(colon + 3) : text.substr(13);
+      const size_t head = failed ? 13 : 12;  // after "baton: failed" / "baton: error"
+      const size_t close =
+          text.compare(head, 7, " (rank ") == 0 ? text.find("): ", head) : std::string::npos;
+      const size_t from =
+          close != std::string::npos ? close + 3 : text.find_first_not_of(": ", head);
+      a.rank_error = text.substr(std::min(from, text.size()));
       a.rank_error_rank = rank;
     }
   }
@@ -785,10 +888,6 @@ class Supervisor {
       if (s.is_string()) out.push_back(s.get<std::string>());
     }
     return out;
-      // Every task on this host: the servers listen on loopback only.
-      if (!spec_.elastic.enabled && spec_.job.hostfile.empty()) {
-        job.train_args.insert(job.train_args.end(), {"--ps-bind", "127.0.0.1"});
-      }
   }
 
   void take_mpirun_line(const std::string& line, Attempt& a) const {
@@ -841,7 +940,7 @@ class Supervisor {
         }
         if (!w.child) continue;
         const RankState& st = a.ranks[w.rank];
-        if (st.pid > 0 && a.node[w.rank] == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
+        signal_rank_process(st, SIGKILL);
         w.child->terminate(0.0);
         w.child.reset();
       }
@@ -865,7 +964,7 @@ class Supervisor {
       return status;
     };
     while (true) {
-      const bool open = child.read(0.1, lines);
+      child.read(0.1, lines);
       const double now = seconds_since(t0);
       drain(now);
       if (const auto st = child.exit_status()) {
@@ -877,7 +976,9 @@ class Supervisor {
         end_sides(true);
         return child.terminate(0);  // its group's leftovers go too
       }
-      if (!open) continue;  // streams closed: the exit comes next
+      // Streams closed (read() then waits for the exit, so this loop keeps
+      // its pace): the checks below go on - mpirun may close both and run
+      // on, and its ranks' silence is then a hang like any other.
       if (ps_mode()) {
         // The chief named its servers: the other workers join them.
         if (sides.empty() && !a.ps_servers.empty() && !stop_sent) {
@@ -913,8 +1014,7 @@ class Supervisor {
       // that would kill it (a failure, a restart spent) instead of
       // stopping it at a checkpoint. Nor once the run has ended.
       if (spec_.elastic.enabled && !stop_sent && a.chief_end_s < 0 && a.rescale.empty() &&
-          every_rank_heard(a) &&
-          now - last_discovery >= spec_.elastic.discovery_interval_s) {
+          every_rank_heard(a) && now - last_discovery >= spec_.elastic.discovery_interval_s) {
         last_discovery = now;
         int to = 0;
         std::string why = rescale_needed(a, current_hosts(), to);
@@ -1006,9 +1106,7 @@ class Supervisor {
   // mpirun starts each rank in a process group of its own: the ranks on
   // this host that outlive a killed mpirun are ended by their pids.
   void kill_local_ranks(const Attempt& a) const {
-    for (const auto& [r, st] : a.ranks) {
-      if (st.pid > 0 && a.node.at(r) == local_host_) ::kill(static_cast<pid_t>(st.pid), SIGKILL);
-    }
+    for (const auto& [r, st] : a.ranks) signal_rank_process(st, SIGKILL);
   }
 
   // A rank on this host whose process is gone (seen before mpirun, which
@@ -1016,7 +1114,7 @@ class Supervisor {
   std::string find_dead(Attempt& a) const {
     for (const auto& [r, st] : a.ranks) {
       if (st.pid <= 0 || st.ended || is_side(r) || a.node.at(r) != local_host_) continue;
-      if (::kill(static_cast<pid_t>(st.pid), 0) != 0 && errno == ESRCH) {
+      if (!rank_process_alive(st)) {
         a.stalled_rank = r;
         return "rank " + std::to_string(r) + " (pid " + std::to_string(st.pid) + " on " + st.host +
                ") exited at step " + std::to_string(st.step);
@@ -1104,6 +1202,7 @@ class Supervisor {
   Clock::time_point t_start_, attempt_t0_;
   int failures_before_ = 0;            // the attempts failed before this one
   std::vector<Restart> replacements_;  // parameter-server workers replaced (ps_mode())
+  CheckpointSite last_checkpoint_;     // the newest the chief reported, and its hosts
 };
 
 }  // namespace

@@ -42,6 +42,7 @@ RunSession::RunSession(RunSpec request, Telemetry& telemetry)
   TrainOptions opt;
   opt.run_id = run_id_;
   opt.resume = req_.resume;
+  opt.resume_step_at_least = req_.resume_step_at_least;
   opt.stop = req_.stop;
   opt.progress = req_.progress;
   opt.sample_log_dir = req_.sample_log_dir;
@@ -77,6 +78,7 @@ void RunSession::open_records(RunOutcome& out) {
       }
     }
     HistorySinkOptions hopt;
+    hopt.owner = req_.history_owner;
     // A failing database is said at once, in the run's log (the studio shows
     // it) and to the caller; the training goes on unrecorded.
     hopt.on_error = [this](const std::string& message) {

@@ -63,8 +63,8 @@ struct Plan {
 // Whether a layer's shape is one the Winograd kernels serve and gain on.
 bool suits_winograd(const ConvShape& s) {
   return s.algorithm == ConvAlgorithm::kAuto && s.kh == 3 && s.kw == 3 && s.stride == 1 &&
-         s.groups == 1 && s.c_in >= 32 && s.c_out >= 32 && s.c_in % 16 == 0 &&
-         s.c_out % 16 == 0 && s.oh() * s.ow() >= 16;
+         s.groups == 1 && s.c_in >= 32 && s.c_out >= 32 && s.c_in % 16 == 0 && s.c_out % 16 == 0 &&
+         s.oh() * s.ow() >= 16;
 }
 
 class OnednnConv final : public ConvKernel {
@@ -140,8 +140,8 @@ class OnednnConv final : public ConvKernel {
 
   // An activation the primitive reads: Baton's tensor itself, or (blocked
   // plans) its copy in `blk`, made here.
-  const memory& input(const Plan& p, const dnnl::reorder& in, const memory& user,
-                      const float* data, const memory& blk, Tensor& buf) {
+  const memory& input(const Plan& p, const dnnl::reorder& in, const memory& user, const float* data,
+                      const memory& blk, Tensor& buf) {
     if (!p.blocked) return bind(user, data);
     reorder(in, user, data, blk, buf.data());
     return blk;
@@ -179,6 +179,13 @@ class OnednnConv final : public ConvKernel {
     return *plans_.back();
   }
 
+  static size_t scratchpad_of(const dnnl::primitive_desc_base& fwd,
+                              const dnnl::primitive_desc_base& bwd_data,
+                              const dnnl::primitive_desc_base& bwd_weights) {
+    return std::max({fwd.scratchpad_desc().get_size(), bwd_data.scratchpad_desc().get_size(),
+                     bwd_weights.scratchpad_desc().get_size()});
+  }
+
   std::unique_ptr<Plan> make_plan(int64_t n, int threads, bool winograd) {
     auto p = std::make_unique<Plan>();
     p->n = n;
@@ -200,25 +207,37 @@ class OnednnConv final : public ConvKernel {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
-    const dnnl::convolution_forward::primitive_desc fwd(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, any_w, dst,
-                                        strides, pad, pad),
-        attr, engine_);
-    const dnnl::convolution_backward_data::primitive_desc bwd_data(
-        dnnl::convolution_backward_data::desc(alg, src, any_w, dst, strides, pad, pad),
-        attr, engine_, fwd);
-    const dnnl::convolution_backward_weights::primitive_desc bwd_weights(
-        dnnl::convolution_backward_weights::desc(alg, src, any_w, dst, strides, pad, pad),
-        attr, engine_, fwd);
+    // The operation descriptors outlive their primitive descriptors: oneDNN
+    // 2.6's implementation iterator (next_impl) reads the one it was made
+    // from.
+    const dnnl::convolution_forward::desc fwd_op(dnnl::prop_kind::forward_training, alg, src, any_w,
+                                                 dst, strides, pad, pad);
+    const dnnl::convolution_backward_data::desc bwd_data_op(alg, src, any_w, dst, strides, pad,
+                                                            pad);
+    const dnnl::convolution_backward_weights::desc bwd_weights_op(alg, src, any_w, dst, strides,
+                                                                  pad, pad);
+    const dnnl::convolution_forward::primitive_desc fwd(fwd_op, attr, engine_);
+    const dnnl::convolution_backward_data::primitive_desc bwd_data(bwd_data_op, attr, engine_, fwd);
+    dnnl::convolution_backward_weights::primitive_desc bwd_weights(bwd_weights_op, attr, engine_,
+                                                                   fwd);
+    // oneDNN 2.6's strided 1x1 backward-weights kernel (jit_1x1:avx2, its
+    // "reduce to unit stride" copy) writes whole SIMD blocks of input
+    // channels into a scratchpad sized for the channels alone: with a
+    // channel tail it runs past its buffer, and with two threads one
+    // thread's copy lands in the other's (wrong, run-to-run different
+    // weight gradients; a double free in the ResNet's step on an AVX2
+    // machine). Such a layer takes the next implementation (the general
+    // direct kernel, jit:avx2 / jit:avx512_core), on every ISA alike.
+    if (s_.stride > 1 && (s_.c_in / s_.groups) % 16 != 0) {
+      while (std::string(bwd_weights.impl_info_str()).rfind("jit_1x1", 0) == 0 &&
+             bwd_weights.next_impl()) {
+      }
+    }
     p->fwd = dnnl::convolution_forward(fwd);
     p->bwd_data = dnnl::convolution_backward_data(bwd_data);
     p->bwd_weights = dnnl::convolution_backward_weights(bwd_weights);
 
-    size_t scratch = 0;
-    for (const dnnl::primitive_desc_base* pd :
-         std::initializer_list<const dnnl::primitive_desc_base*>{&fwd, &bwd_data, &bwd_weights}) {
-      scratch = std::max(scratch, pd->scratchpad_desc().get_size());
-    }
+    size_t scratch = scratchpad_of(fwd, bwd_data, bwd_weights);
     const auto reorder_of = [&](const memory::desc& a, const memory::desc& b) {
       const dnnl::reorder::primitive_desc pd(engine_, a, engine_, b, attr);
       scratch = std::max(scratch, pd.scratchpad_desc().get_size());

@@ -171,7 +171,9 @@ void JsonLinesSink::fail_locked(const std::string& what, int error_number) {
              (error_number != 0 ? std::strerror(error_number) : "write error") +
              "); the events after it are not in it";
   // Said when it happens, not only at the end: the run may go on for hours.
-  std::fprintf(stderr, "baton: error: %s\n", failure_.c_str());
+  // (Not "baton: error:", an input error's line, which baton launch reads
+  // as such: the run goes on.)
+  std::fprintf(stderr, "baton: %s\n", failure_.c_str());
   std::fflush(stderr);
 }
 

@@ -171,6 +171,10 @@ std::optional<int64_t> step_from_name(const std::string& name) {
 
 }  // namespace
 
+std::optional<int64_t> checkpoint_step_of_name(const std::string& file_name) {
+  return step_from_name(file_name);
+}
+
 int64_t write_checkpoint(const std::string& path, const CheckpointData& data) {
   json tensors = json::array();
   uint64_t blob_bytes = 0;

@@ -6,13 +6,16 @@
 #include <baton/core/rng.h>
 #include <baton/nn/kernels.h>
 #include <baton/train/trainer.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
+#include "resume_floor.h"
 #include "trainer_internal.h"
 
 namespace baton {
@@ -124,7 +127,12 @@ void Trainer::resume(RunState& s) {
     std::vector<std::string> skipped;
     data = checkpoints_->load_latest(&skipped);
     for (const auto& name : skipped) log(LogLevel::kWarning, "skipped checkpoint " + name);
-    if (data) {
+    // The step the launcher saw checkpointed: every process refuses
+    // together when this folder lacks it (the chief alone can tell).
+    const std::string refused = refuse_resume_below_floor(data);
+    if (!refused.empty()) {
+      position["refused"] = refused;
+    } else if (data) {
       restore(*data, &s.epoch, &s.skip);
       position = {{"found", true},
                   {"step", data->step},
@@ -137,6 +145,7 @@ void Trainer::resume(RunState& s) {
   std::string text = position.dump();
   strategy_->share_from_chief(text);
   position = nlohmann::json::parse(text);
+  if (position.contains("refused")) throw InputError(position.at("refused").get<std::string>());
   if (!position.at("found").get<bool>()) {
     log(LogLevel::kWarning,
         "no valid checkpoint in " + checkpoints_->dir() + "; starting from step 0");
@@ -183,6 +192,23 @@ void Trainer::resume(RunState& s) {
   if (opt_.progress != nullptr) opt_.progress->store(s.step, std::memory_order_relaxed);
   log(LogLevel::kInfo, "resumed from step " + std::to_string(s.step) + " (epoch " +
                            std::to_string(s.epoch) + ", batch " + std::to_string(s.skip) + ")");
+}
+
+std::string Trainer::refuse_resume_below_floor(const std::optional<CheckpointData>& data) {
+  if (opt_.resume_step_at_least <= 0) return {};
+  const std::vector<std::string> present = checkpoints_->list();
+  const std::optional<int64_t> newest =
+      present.empty()
+          ? std::nullopt
+          : checkpoint_step_of_name(std::filesystem::path(present.front()).filename().string());
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  std::string warning;
+  std::string refused = resume_floor_refusal(
+      opt_.resume_step_at_least, data ? std::optional<int64_t>(data->step) : std::nullopt, newest,
+      checkpoints_->dir(), host, &warning);
+  if (!warning.empty()) log(LogLevel::kWarning, warning);
+  return refused;
 }
 
 void Trainer::join_servers(RunState& s) {

@@ -93,8 +93,8 @@ TEST(CostModel, WhatBoundsTheStep) {
   EXPECT_EQ(bw.bound, "link: network");
   EXPECT_LT(bw.efficiency, 0.5);
   // Tiny gradients in tiny buckets across many hosts: latency.
-  const StepPrediction lat = predict_step(hosts_of(64, 1), simple_links(100.0),
-                                          model(0.01, 4096), 64, Algorithm::kRing, 64);
+  const StepPrediction lat = predict_step(hosts_of(64, 1), simple_links(100.0), model(0.01, 4096),
+                                          64, Algorithm::kRing, 64);
   EXPECT_EQ(lat.bound, "latency (network)");
 }
 
@@ -138,8 +138,11 @@ TEST(CostModel, TopologyFilesAreReadStrictly) {
   EXPECT_EQ(parse_topology({{"hosts", 1}, {"devices_per_host", 2}, {"device", "gpu"}}, "t.json")
                 .intra_host,
             LinkClass::kPcie);
-  expect_input_error([] { (void)parse_topology({{"hosts", 2}, {"devices_per_host", 1}, {"gpus", 4}}, "t.json"); },
-                     {"t.json", "gpus"});
+  expect_input_error(
+      [] {
+        (void)parse_topology({{"hosts", 2}, {"devices_per_host", 1}, {"gpus", 4}}, "t.json");
+      },
+      {"t.json", "gpus"});
   expect_input_error(
       [] {
         (void)parse_topology(
@@ -147,8 +150,11 @@ TEST(CostModel, TopologyFilesAreReadStrictly) {
             "t.json");
       },
       {"t.json", "links.intra_host"});
-  expect_input_error([] { (void)parse_topology({{"hosts", 0}, {"devices_per_host", 1}}, "t.json"); },
-                     {"t.json", "hosts"});
+  expect_input_error(
+      [] {
+        (void)parse_topology({{"hosts", 0}, {"devices_per_host", 1}}, "t.json");
+      },
+      {"t.json", "hosts"});
   expect_input_error(
       [] {
         (void)parse_topology(
@@ -169,7 +175,8 @@ TEST(CostModel, CalibrationFilesRoundTripAndAreChecked) {
   expect_input_error(
       [] {
         LinkCosts c;
-        c.merge_json(nlohmann::json::parse(R"({"version": 1, "links": {"wifi": {"alpha_us": 1, "gbps": 1}}})"),
+        c.merge_json(nlohmann::json::parse(
+                         R"({"version": 1, "links": {"wifi": {"alpha_us": 1, "gbps": 1}}})"),
                      "cal.json");
       },
       {"cal.json", "wifi"});
@@ -184,7 +191,8 @@ TEST(CostModel, CalibrationFilesRoundTripAndAreChecked) {
 
 TEST(LinkFit, RecoversAKnownLine) {
   std::vector<LinkSamplePoint> pts;
-  for (int64_t b = 8; b <= (16 << 20); b *= 4) pts.push_back({b, 3e-6 + static_cast<double>(b) / 7e9});
+  for (int64_t b = 8; b <= (16 << 20); b *= 4)
+    pts.push_back({b, 3e-6 + static_cast<double>(b) / 7e9});
   const AlphaBeta ab = fit_alpha_beta(pts);
   EXPECT_NEAR(ab.alpha_s, 3e-6, 2e-9);  // the 8-byte message's time
   EXPECT_NEAR(ab.bytes_per_s, 7e9, 7e9 * 1e-6);
@@ -233,14 +241,6 @@ TEST(RunLinks, SamplesAreClassedByTheirRanksHostsAndModelledOnesLeftOut) {
   EXPECT_DOUBLE_EQ(totals[LinkClass::kNetwork].bytes_per_s(), 1.5e6);
 }
 
-TEST(RunLinks, AppliedTotalsSetTheBandwidthAndKeepTheLatency) {
-  std::map<LinkClass, LinkClassTotals> totals;
-  add_run_links(totals, {"a", "b"}, {{0, 1, 3000, 0.001, false}}, "4");
-  add_run_links(totals, {"a", "b"}, {{1, 0, 1000, 0.001, false}}, "9");
-  LinkCosts costs = LinkCosts::nominal();
-  costs.by_class[LinkClass::kNetwork] = {40e-6, 1e9, "ping-pong"};
-  apply_run_links(costs, totals, "runs.db");
-  const AlphaBeta& net = costs.at(LinkClass::kNetwork);
 // Messages under MPI's eager limit arrive with their envelope: their
 // "bandwidth" is a buffer copy's, here 40x the link's. They are left out.
 TEST(RunLinks, EagerSamplesAreLeftOut) {
@@ -261,6 +261,14 @@ TEST(RunLinks, EagerSamplesAreLeftOut) {
   EXPECT_TRUE(none.empty());
 }
 
+TEST(RunLinks, AppliedTotalsSetTheBandwidthAndKeepTheLatency) {
+  std::map<LinkClass, LinkClassTotals> totals;
+  add_run_links(totals, {"a", "b"}, {{0, 1, 3000, 0.001, false}}, "4");
+  add_run_links(totals, {"a", "b"}, {{1, 0, 1000, 0.001, false}}, "9");
+  LinkCosts costs = LinkCosts::nominal();
+  costs.by_class[LinkClass::kNetwork] = {40e-6, 1e9, "ping-pong"};
+  apply_run_links(costs, totals, "runs.db");
+  const AlphaBeta& net = costs.at(LinkClass::kNetwork);
   EXPECT_DOUBLE_EQ(net.bytes_per_s, 2e6);
   EXPECT_DOUBLE_EQ(net.alpha_s, 40e-6);
   EXPECT_EQ(net.source,

@@ -621,7 +621,8 @@ TEST(History, MarkInterruptedRunsStoresTheRuleOnceAndOnlyForDeadRecorders) {
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  const std::string sql = "SELECT group_concat(uid || '=' || status, ',') FROM (SELECT * FROM runs ORDER BY uid)";
+  const std::string sql =
+      "SELECT group_concat(uid || '=' || status, ',') FROM (SELECT * FROM runs ORDER BY uid)";
   EXPECT_EQ(history_test::query_text(db, sql), "alive=running,dead=running");
   EXPECT_EQ(mark_interrupted_runs(db), 1);
   EXPECT_EQ(history_test::query_text(db, sql), "alive=running,dead=interrupted");

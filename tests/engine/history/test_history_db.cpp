@@ -5,8 +5,10 @@
 // even of the version 2 layout earlier releases wrote.
 #include <baton/core/error.h>
 #include <baton/history/replay.h>
+#include <baton/history/sink.h>
 #include <baton/history/store.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -176,6 +178,94 @@ TEST(HistoryDb, AVersion1FileIsNotReadWithoutUpgrading) {
         << e.what();
   }
   EXPECT_EQ(history_test::read_file(path), before);
+}
+
+// The interrupted rule's check and its update are one write transaction:
+// a run that a new owner claims (a resumed attempt's chief) after the
+// rule's first look at the table is seen with its new owner, and left
+// running - not marked interrupted under the process that just took it.
+TEST(HistoryDb, TheInterruptedRuleLeavesARunClaimedAfterItsFirstLook) {
+  history_test::TempDir tmp;
+  const std::string path = tmp.path("claimed.db");
+  { const HistoryStore create(path); }
+  const std::string dead_owner = "INSERT INTO runs (id, uid, name, status, start_time, owner_host, "
+                                 "owner_pid, owner_start) VALUES (1, 'r', 'r', 'running', 1000, '" +
+                                 this_process().host + "', 1, '0/0')";
+  history_test::exec_sql(path, dead_owner);
+  const ProcessIdentity me = this_process();
+  Db db(path, SQLITE_OPEN_READWRITE);
+  sqlite3_busy_timeout(db.get(), 10000);
+  bool looked = false;
+  const int marked = mark_dead_runs_interrupted(db, [&] {
+    looked = true;
+    // Another process's writer takes the run now.
+    history_test::exec_sql(path, "UPDATE runs SET owner_pid = " + std::to_string(me.pid) +
+                                     ", owner_start = '" + me.start + "' WHERE id = 1");
+  });
+  EXPECT_TRUE(looked) << "the first look found no dead owner";
+  EXPECT_EQ(marked, 0);
+  EXPECT_EQ(history_test::query_text(path, "SELECT status FROM runs WHERE id = 1"), "running");
+  EXPECT_EQ(history_test::count(path, "SELECT count(*) FROM events WHERE run = 1"), 0);
+  // And a run whose owner is still gone is marked, once, with its event.
+  history_test::exec_sql(path, "UPDATE runs SET owner_pid = 1, owner_start = '0/0' WHERE id = 1");
+  EXPECT_EQ(mark_dead_runs_interrupted(db), 1);
+  EXPECT_EQ(history_test::query_text(path, "SELECT status FROM runs WHERE id = 1"), "interrupted");
+  EXPECT_EQ(history_test::count(path, "SELECT count(*) FROM events WHERE run = 1"), 1);
+}
+
+// A run's owner may be another process than its recorder (the launcher,
+// under `baton launch`): the row names it, and the run stays running while
+// it lives, whatever became of the recorder.
+TEST(HistoryDb, ARunOwnedByAnotherLiveProcessStaysRunning) {
+  history_test::TempDir tmp;
+  const std::string path = tmp.path("owned.db");
+  const ProcessIdentity me = this_process();
+  // The recorder: a child process that records the run's start, naming this
+  // process its owner, and exits without the run's end (as a killed chief).
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      HistorySinkOptions opt;
+      opt.owner = me;
+      HistorySink sink(path, {}, opt);
+      RunStartEvent start;
+      start.run = "owned";
+      start.name = "owned";
+      sink.emit(start);
+      sink.close();
+    } catch (...) {
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(history_test::query_text(path, "SELECT owner_pid FROM runs"), std::to_string(me.pid));
+  EXPECT_EQ(history_test::query_text(path, "SELECT owner_start FROM runs"), me.start);
+  { const HistoryStore reopen(path, HistoryStore::Open::kExisting); }
+  EXPECT_EQ(history_test::query_text(path, "SELECT status FROM runs"), "running");
+  EXPECT_EQ(history_test::count(path, "SELECT count(*) FROM events"), 0);
+}
+
+TEST(HistoryDb, AProcessIdentityRoundTripsAndRejectsBadText) {
+  const ProcessIdentity me = this_process();
+  EXPECT_TRUE(process_alive(me.pid, me.start));
+  EXPECT_FALSE(process_alive(me.pid, me.start + "1")) << "another start time is another process";
+  const ProcessIdentity back = ProcessIdentity::parse(me.text(), "--owner");
+  EXPECT_EQ(back.host, me.host);
+  EXPECT_EQ(back.pid, me.pid);
+  EXPECT_EQ(back.start, me.start);
+  for (const char* bad : {"", "host", "host:12", "host::1/2", ":12:1/2", "host:x:1/2", "host:12:"}) {
+    try {
+      ProcessIdentity::parse(bad, "--owner");
+      ADD_FAILURE() << "accepted \"" << bad << "\"";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--owner"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

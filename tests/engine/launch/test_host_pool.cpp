@@ -3,6 +3,7 @@
 // and the sample logs that show what each step read.
 #include <baton/cluster/cluster_spec.h>
 #include <baton/core/error.h>
+#include <baton/launch/checkpoint_site.h>
 #include <baton/launch/host_pool.h>
 #include <baton/train/sample_log.h>
 #include <gtest/gtest.h>
@@ -175,6 +176,57 @@ TEST(SampleLog, AFileLeftByAnAttemptWithMoreReplicasIsSuperseded) {
   EXPECT_EQ(std::set<int64_t>(steps.at(0).samples.begin(), steps.at(0).samples.end()),
             (std::set<int64_t>{20, 21}));
   fs::remove_all(dir);
+}
+
+// The chief of the next attempt goes where the newest checkpoint is.
+TEST(ChiefPlacement, TheChiefGoesOnTheUsableHostThatHoldsTheNewestCheckpoint) {
+  const std::vector<HostfileEntry> usable = {{"new", 2, 0}, {"a", 1, 0}, {"b", 2, 0}};
+  // None yet: the list's order.
+  ChiefPlacement p = place_chief(usable, {});
+  EXPECT_EQ(p.hosts, usable);
+  EXPECT_TRUE(p.carry_from.empty());
+  // On b (a new host listed before it): b first, the others in order.
+  CheckpointSite site;
+  note_checkpoint(site, {150, "/c/ckpt-150.bin"}, "b");
+  p = place_chief(usable, site);
+  ASSERT_EQ(p.hosts.size(), 3u);
+  EXPECT_EQ(p.hosts[0].host, "b");
+  EXPECT_EQ(p.hosts[1].host, "new");
+  EXPECT_EQ(p.hosts[2].host, "a");
+  EXPECT_TRUE(p.carry_from.empty());
+  EXPECT_EQ(host_of_rank(place_workers(p.hosts, 3), 0), "b");
+  // b left (or cools down): carried from b to the first usable host.
+  p = place_chief({{"new", 2, 0}, {"a", 1, 0}}, site);
+  EXPECT_EQ(p.hosts[0].host, "new");
+  EXPECT_EQ(p.carry_from, "b");
+  EXPECT_NE(p.why.find("host b, which holds the checkpoint at step 150, is not usable"),
+            std::string::npos)
+      << p.why;
+  // Carried to new: both hold it; the first usable of them takes it.
+  note_checkpoint(site, {150, "/c/ckpt-150.bin"}, "new");
+  p = place_chief({{"a", 1, 0}, {"new", 2, 0}}, site);
+  EXPECT_EQ(p.hosts[0].host, "new");
+  EXPECT_TRUE(p.carry_from.empty());
+  // A newer one on a: a alone holds it; an older report changes nothing.
+  note_checkpoint(site, {200, "/c/ckpt-200.bin"}, "a");
+  note_checkpoint(site, {100, "/c/ckpt-100.bin"}, "new");
+  EXPECT_EQ(site.step, 200);
+  EXPECT_EQ(site.hosts, (std::vector<std::string>{"a"}));
+}
+
+TEST(ChiefPlacement, OnlyAWellFormedCheckpointEventIsRead) {
+  const auto r =
+      parse_checkpoint_event(R"({"type":"checkpoint","step":50,"path":"/c/ckpt-50.bin"})");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->step, 50);
+  EXPECT_EQ(r->path, "/c/ckpt-50.bin");
+  for (const char* bad : {R"({"type":"step","step":50,"path":"/x"})",
+                          R"({"type":"checkpoint","step":"50","path":"/x"})",
+                          R"({"type":"checkpoint","step":-1,"path":"/x"})",
+                          R"({"type":"checkpoint","step":5,"path":""})",
+                          R"({"type":"checkpoint","step":5})", "not json", "{", ""}) {
+    EXPECT_FALSE(parse_checkpoint_event(bad).has_value()) << bad;
+  }
 }
 
 }  // namespace

@@ -189,6 +189,53 @@ TEST_F(TrainerTest, ResumeSkipsACorruptNewestCheckpoint) {
   EXPECT_EQ(rest.step_losses[0], full.step_losses[full.steps - 2]);
 }
 
+// --resume-step-at-least (baton launch sets it to the newest checkpoint's
+// step): a folder without a checkpoint at or after it - the chief on a host
+// that does not hold the job's checkpoints - fails the resume, naming the
+// step, instead of training again from 0 or an older step; a newer
+// checkpoint that is there but damaged lets the older valid one stand.
+TEST_F(TrainerTest, ResumeRefusesAFolderWithoutTheCheckpointItMustResumeAt) {
+  auto doc = tiny();
+  doc["checkpoint"] = {{"every_steps", 2}, {"keep", 5}, {"every_epoch", false}};
+  const RunConfig cfg = config(doc);
+  const std::string ckpt = (dir_ / "ckpt").string();
+  TrainOptions first;
+  first.checkpoint_dir = ckpt;
+  const TrainSummary full = train(cfg, first);
+  const int64_t newest = full.steps;
+  const auto refusal = [&](const std::string& dir, int64_t floor) -> std::string {
+    TrainOptions again;
+    again.checkpoint_dir = dir;
+    again.resume = true;
+    again.resume_step_at_least = floor;
+    try {
+      train(cfg, again);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // Another host's folder: empty.
+  const std::string none = refusal((dir_ / "elsewhere").string(), newest);
+  EXPECT_NE(none.find("--resume-step-at-least " + std::to_string(newest)), std::string::npos)
+      << none;
+  EXPECT_NE(none.find("holds no valid checkpoint"), std::string::npos) << none;
+  // A folder whose newest is older than the floor (a host that was the
+  // chief before).
+  const std::string old_dir = (dir_ / "old").string();
+  fs::create_directories(old_dir);
+  const std::string oldest = CheckpointManager(ckpt, 5).list().back();
+  fs::copy(oldest, old_dir);
+  const std::string older = refusal(old_dir, newest);
+  EXPECT_NE(older.find("its newest valid one is at step " +
+                       std::to_string(*checkpoint_step_of_name(fs::path(oldest).filename()))),
+            std::string::npos)
+      << older;
+  // The folder that holds it, and no floor: no refusal.
+  EXPECT_EQ(refusal(ckpt, newest), "");
+  EXPECT_EQ(refusal((dir_ / "elsewhere2").string(), 0), "");
+}
+
 TEST_F(TrainerTest, BadConfigsFailAtConstruction) {
   auto bad_width = tiny();
   bad_width["model"]["layers"] = {9, 16, 3};

@@ -35,7 +35,8 @@ class RunningChild {
   };
   // Waits up to timeout_s for output; appends the complete lines read.
   // Returns false once both streams have ended (the last partial line, if
-  // any, is then returned as a line).
+  // any, is then returned as a line); from then on it waits up to
+  // timeout_s for the child's exit (a child may close both and run on).
   bool read(double timeout_s, Lines& lines);
 
   // The wait status once the child has exited (reaped), else nullopt.
@@ -49,7 +50,9 @@ class RunningChild {
 
  private:
   void close_fds();
+  void wait_for_exit(double timeout_s);
   pid_t pid_ = -1;
+  int pidfd_ = -1;  // the child's pidfd (readable once it exits); -1 without one
   int fds_[2] = {-1, -1};
   std::string partial_[2];
   std::optional<int> status_;

@@ -33,10 +33,13 @@
 // before the run_start are held and recorded after it.
 #pragma once
 
+#include <baton/core/process_identity.h>
+
 #include <baton/telemetry/telemetry.h>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +67,10 @@ struct HistorySinkOptions {
   // message names the database and says why); nothing is recorded after
   // that. For the run's log and the console: the run goes on.
   std::function<void(const std::string&)> on_error;
+  // The process that answers for the run while it is `running` (the
+  // interrupted rule marks it once that process is gone): this one when
+  // unset; under `baton launch`, the launcher (baton/core/process_identity.h).
+  std::optional<ProcessIdentity> owner;
 };
 
 class HistorySink final : public TelemetrySink {

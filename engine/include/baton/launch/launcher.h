@@ -99,6 +99,10 @@ struct LaunchSpec {
 struct RankState {
   int rank = -1;
   long pid = 0;
+  // The process's start ("<boot id>/<ticks>", ProcessIdentity), read when
+  // the rank first reported on the launcher's host ("" elsewhere): what
+  // the launcher checks before it signals the pid (rank_process.h).
+  std::string pid_start;
   std::string host;
   int64_t step = -1;
   double last_beat_s = -1;  // seconds since the attempt started; -1: never

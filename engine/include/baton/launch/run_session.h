@@ -14,6 +14,8 @@
 // written.
 #pragma once
 
+#include <baton/core/process_identity.h>
+
 #include <baton/launch/job_place.h>
 #include <baton/telemetry/telemetry.h>
 #include <baton/train/registry.h>
@@ -41,9 +43,13 @@ struct RunSpec {
   std::string checkpoint_dir;  // "" = the config's checkpoint.dir, else <run dir>/checkpoints
   std::string run_id;          // "" = a new id from the config's name (or the resumed run's)
   bool resume = false;         // continue the newest run of this config with a checkpoint
+  int64_t resume_step_at_least = 0;  // TrainOptions::resume_step_at_least
   bool in_mpi_job = true;      // take the place from MPI and TF_CONFIG (false: alone)
   bool record_history = true;  // record the run in the history (the chief)
   std::string history_db;      // "" = default_history_db_path()
+  // Who answers for the run in the history while it is running: this
+  // process when unset; `baton launch` names itself (HistorySinkOptions::owner).
+  std::optional<ProcessIdentity> history_owner;
   // Merged into the topology recorded with the run ("launcher", "cluster").
   nlohmann::json topology = nlohmann::json::object();
   const std::atomic<bool>* stop = nullptr;   // set to stop at the next step

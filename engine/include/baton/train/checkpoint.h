@@ -45,6 +45,10 @@ int64_t write_checkpoint(const std::string& path, const CheckpointData& data);
 // CheckpointError when the file is unusable; RuntimeError when it cannot be read.
 CheckpointData read_checkpoint(const std::string& path);
 
+// The step in a checkpoint file's name ("ckpt-<digits>.bin", without its
+// folder); nullopt for any other name.
+std::optional<int64_t> checkpoint_step_of_name(const std::string& file_name);
+
 // A directory of checkpoints named ckpt-<step>.bin, keeping the newest N.
 class CheckpointManager {
  public:

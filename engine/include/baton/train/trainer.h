@@ -36,6 +36,14 @@ struct TrainOptions {
   std::string run_id;          // required: names the run in telemetry
   std::string checkpoint_dir;  // required when checkpointing is wanted; "" = none
   bool resume = false;         // continue from the newest valid checkpoint
+  // With resume: the step the run must resume at or after (0: any). A
+  // checkpoint folder without one at or after it (the chief on a host
+  // that does not hold the job's checkpoints) fails the resume with an
+  // InputError on every process, rather than train again from an earlier
+  // step or from 0. A newer checkpoint that is there but damaged lets the
+  // newest valid one stand, with a warning. `baton launch` sets it to the
+  // step of the newest checkpoint the job's chief reported.
+  int64_t resume_step_at_least = 0;
   // Set by another thread to stop at the next step boundary (the run ends
   // "interrupted", after a final checkpoint).
   const std::atomic<bool>* stop = nullptr;
@@ -128,6 +136,9 @@ class Trainer {
   struct RunState;  // src/train/trainer_run.cpp: one run()'s loop state
   // The phases of run(), in order.
   void resume(RunState& s);         // --resume: restore the newest valid checkpoint
+  // The chief's: why `data` (the newest valid checkpoint) may not be resumed
+  // from under resume_step_at_least; "" when it may.
+  std::string refuse_resume_below_floor(const std::optional<CheckpointData>& data);
   TrainSummary serve(RunState& s);  // a parameter server's whole run
   void join_servers(RunState& s);   // a worker of servers over TCP: values, and where to start
   void emit_run_start(const RunState& s);
