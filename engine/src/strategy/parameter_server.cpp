@@ -148,6 +148,21 @@ ParameterServerStrategy::ParameterServerStrategy(int num_ps, bool sync, int64_t 
 ParameterServerStrategy::~ParameterServerStrategy() = default;
 
 void ParameterServerStrategy::start_tcp(const std::string& file) {
+  const auto take_secret = [&] {
+    // Whoever reaches a server's port could read and write the model: only
+    // peers that prove the job's secret get in (ps_tcp_server.h).
+    if (join_.secret) {
+      secret_ = *join_.secret;
+    } else if (const auto s = peer_auth::secret_from_environment()) {
+      secret_ = *s;
+    } else {
+      throw InputError(std::string("--ps-workers: ") + peer_auth::kSecretEnv +
+                       " is not set: the servers and workers of a job over TCP prove to each "
+                       "other that they hold the job's secret (baton launch makes one; to start "
+                       "them by hand, export the same 64 hex digits to each, e.g. from "
+                       "`openssl rand -hex 32`)");
+    }
+  };
   num_workers_ = join_.workers;
   size_ = num_workers_ + num_ps_;
   if (num_ps_ < 1) {
@@ -165,21 +180,9 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
     throw InputError(file + ": strategy.peer_timeout_s: " + std::to_string(join_.timeout_s) +
                      "; expected a positive number of seconds");
   }
-  // Whoever reaches a server's port could read and write the model: only
-  // peers that prove the job's secret get in (ps_tcp_server.h).
-  if (join_.secret) {
-    secret_ = *join_.secret;
-  } else if (const auto s = peer_auth::secret_from_environment()) {
-    secret_ = *s;
-  } else {
-    throw InputError(std::string("--ps-workers: ") + peer_auth::kSecretEnv +
-                     " is not set: the servers and workers of a job over TCP prove to each "
-                     "other that they hold the job's secret (baton launch makes one; to start "
-                     "them by hand, export the same 64 hex digits to each, e.g. from "
-                     "`openssl rand -hex 32`)");
-  }
   tcp_ = std::make_unique<Tcp>();
   impl_ = std::make_unique<Impl>();
+  // The worker's own options first (its slot, its servers), then the secret.
   if (outside_job()) {
     if (join_.worker >= num_workers_) {
       throw InputError("--ps-worker " + std::to_string(join_.worker) + ": the job has " +
@@ -190,10 +193,12 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
       throw InputError("--ps-servers: " + std::to_string(join_.servers.size()) +
                        " address(es), but strategy.num_ps is " + std::to_string(num_ps_));
     }
+    take_secret();
     rank_ = join_.worker;
     addresses_ = join_.servers;
     return;
   }
+  take_secret();
 #ifdef BATON_HAVE_MPI
   if (!MpiRuntime::is_initialized()) {
     throw InputError(file + ": --ps-workers: the chief and the servers run as one MPI job (" +
