@@ -206,37 +206,47 @@ TEST_F(MultiHostCheckpoint, TheChiefsHostLeavesAndTheNextAttemptResumesAtItsChec
 }
 
 // bt-c1, the chief's host, dies mid-run with its disk: its processes are
-// killed and its checkpoint folder is gone. The next attempt's chief, on
-// bt-c2, cannot get the checkpoint: the job fails saying so, exit 1,
-// instead of training again from step 0.
+// killed and its checkpoint folder is gone. No later attempt trains from
+// step 0: the job fails saying why. Which of two ways depends on what
+// mpirun reports: a death it pins on bt-c1 puts bt-c1 in its cooldown, the
+// chief goes to bt-c2 and the carry from bt-c1 fails (exit 1); "a host's
+// daemon was lost", naming none, leaves the chief on bt-c1, which holds
+// the checkpoint as far as the launcher knows, and the chief refuses to
+// resume below its step (--resume-step-at-least: exit 2).
 TEST_F(MultiHostCheckpoint, TheChiefsHostDiesWithItsCheckpointsAndTheJobFailsSayingWhy) {
   set_hosts("lost", "bt-c1:1\nbt-c2:2\n");
-  bool killed = false;
+  int64_t at = -1;
   const auto job = launch("lost", [&](const nlohmann::json& e) {
-    if (killed || e.value("type", "") != "checkpoint" || e.value("step", int64_t{0}) < 50) return;
+    if (at >= 0 || e.value("type", "") != "checkpoint" || e.value("step", int64_t{0}) < 50) return;
     const ChildResult pids =
         run_child(find_on_path("ip"), {"ip", "netns", "pids", std::string(kPrefix) + "1"}, {}, 10);
     std::istringstream in(pids.out);
     for (long pid; in >> pid;) ::kill(static_cast<pid_t>(pid), SIGKILL);
     fs::remove_all(host_dir("bt-c1") + "/lost");
-    killed = true;
+    at = e.value("step", int64_t{0});
   });
-  ASSERT_TRUE(killed) << job.err;
-  EXPECT_EQ(job.exit_code, 1) << job.err;
-  // Only the first attempt ran (on today's code a second one, on bt-c2,
-  // started again from step 0).
+  ASSERT_GE(at, 50) << job.err;  // (the chief may have written a later one by the kill)
+  // Only the first attempt trained (on today's code a second one started
+  // again from step 0, and the job completed).
   EXPECT_EQ(of_type(job.events, "run_start").size(), 1u) << job.err;
-  const auto carried = of_type(job.events, "checkpoint_carry");
-  ASSERT_EQ(carried.size(), 1u) << job.err;
-  EXPECT_NE(carried[0].value("error", ""), "");
   const auto end = of_type(job.events, "launch_end");
-  ASSERT_EQ(end.size(), 1u);
+  ASSERT_EQ(end.size(), 1u) << job.err;
   EXPECT_EQ(end[0].value("status", ""), "failed");
   const std::string reason = end[0].value("reason", "");
-  EXPECT_NE(reason.find("host bt-c1, which holds the checkpoint at step"), std::string::npos)
-      << reason;
-  EXPECT_NE(reason.find("the run would train again from an earlier step"), std::string::npos)
-      << reason;
+  const auto carried = of_type(job.events, "checkpoint_carry");
+  if (!carried.empty()) {
+    EXPECT_EQ(job.exit_code, 1) << job.err;
+    EXPECT_NE(carried[0].value("error", ""), "");
+    EXPECT_NE(reason.find("host bt-c1, which holds the checkpoint at step "), std::string::npos)
+        << reason;
+    EXPECT_NE(reason.find("the run would train again from an earlier step"), std::string::npos)
+        << reason;
+  } else {
+    EXPECT_EQ(job.exit_code, 2) << job.err;
+    EXPECT_NE(reason.find("--resume-step-at-least "), std::string::npos) << reason;
+    EXPECT_NE(reason.find("on host bt-c1 holds no checkpoint at or after step"), std::string::npos)
+        << reason;
+  }
   std::printf("reason: %s\n", reason.c_str());
 }
 

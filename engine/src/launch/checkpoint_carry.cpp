@@ -81,8 +81,11 @@ std::string carry_checkpoint(const CarryJob& job) {
     RunningChild::Lines lines;
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(job.timeout_s * 1000));
+    // Its output to the end, then its exit (mpirun may close both streams
+    // a moment before it exits).
     while (child.read(0.2, lines) && std::chrono::steady_clock::now() < until) {
     }
+    while (!child.exit_status() && std::chrono::steady_clock::now() < until) child.read(0.2, lines);
     bool done = false;
     for (const auto& l : lines.out) done = done || l == "carried";
     const std::optional<int> st = child.exit_status();
