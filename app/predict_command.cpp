@@ -2,7 +2,6 @@
 
 #include <baton/cluster/cost_model.h>
 #include <baton/cluster/run_links.h>
-#include <baton/history/store.h>
 #include <baton/comm/link_calibration.h>
 #include <baton/comm/local.h>
 #include <baton/comm/mpi.h>
@@ -10,6 +9,7 @@
 #include <baton/core/config.h>
 #include <baton/core/error.h>
 #include <baton/discovery/discovery.h>
+#include <baton/history/store.h>
 #include <baton/launch/heartbeat.h>
 #include <baton/telemetry/telemetry.h>
 #include <baton/train/registry.h>
@@ -48,12 +48,14 @@ void add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
                            "links of recorded MPI runs (their bytes over their transfer time; "
                            "ranks on one host: shm, on two: network); its latency is kept");
   hist->excludes(max);
-  c->add_option("--run", a.runs, "With --from-history: this run only (repeatable; default: every "
-                                 "recorded run)")
+  c->add_option("--run", a.runs,
+                "With --from-history: this run only (repeatable; default: every "
+                "recorded run)")
       ->needs(hist)
       ->take_all();
-  c->add_option("--db", a.db, "With --from-history: the history database (default: "
-                              "$XDG_DATA_HOME/baton/runs.db)")
+  c->add_option("--db", a.db,
+                "With --from-history: the history database (default: "
+                "$XDG_DATA_HOME/baton/runs.db)")
       ->needs(hist);
 }
 
@@ -136,8 +138,8 @@ int calibrate_from_history(const CalibrateArgs& a, const std::string& out) {
     const RunRecord run = store.run(id);
     const std::string comm = run.topology.value("communication", "");
     const auto hosts = run.topology.find("rank_hosts");
-    const bool usable = comm.rfind("mpi/", 0) == 0 && hosts != run.topology.end() &&
-                        hosts->is_array();
+    const bool usable =
+        comm.rfind("mpi/", 0) == 0 && hosts != run.topology.end() && hosts->is_array();
     if (!usable) {
       if (!a.runs.empty()) {
         throw InputError("--run " + std::to_string(id) + ": " +
@@ -203,10 +205,12 @@ int run_calibrate(const CalibrateArgs& a) {
   // default's folder is made, as the history's is.
   if (rank_from_environment() <= 0) {
     std::error_code made;
-    if (a.out.empty()) std::filesystem::create_directories(std::filesystem::path(out).parent_path(), made);
+    if (a.out.empty())
+      std::filesystem::create_directories(std::filesystem::path(out).parent_path(), made);
     check_output_file("--out", out);
   }
   LinkFit fit;
+  HostPasses passes;
   LinkClass cls = LinkClass::kSharedMemory;
   std::string how;
   bool writer = true;
@@ -223,6 +227,7 @@ int run_calibrate(const CalibrateArgs& a) {
     cls = same ? LinkClass::kSharedMemory : LinkClass::kNetwork;
     how = "MPI between rank 0 on " + hostname() + " and rank 1 on " + other;
     fit = measure_link(comm, 0, 1, a.max_bytes);
+    passes = measure_host_passes(a.max_bytes);  // both ranks at once
     writer = comm.rank() == 0;
 #else
     throw InputError("calibrate under mpirun: this build has no MPI (BATON_WITH_MPI=OFF)");
@@ -234,6 +239,7 @@ int run_calibrate(const CalibrateArgs& a) {
     std::thread peer([&] {
       try {
         other = measure_link(group.rank(1), 0, 1, a.max_bytes);
+        measure_host_passes(a.max_bytes);  // alongside rank 0's
       } catch (...) {
         error = std::current_exception();
         group.abort();
@@ -241,6 +247,7 @@ int run_calibrate(const CalibrateArgs& a) {
     });
     try {
       fit = measure_link(group.rank(0), 0, 1, a.max_bytes);
+      passes = measure_host_passes(a.max_bytes);
     } catch (...) {
       group.abort();
       peer.join();
@@ -251,24 +258,42 @@ int run_calibrate(const CalibrateArgs& a) {
     how = "two threads of one process (the local communicator) on " + hostname();
   }
   if (!writer) return 0;
-  fit.figures.source = "measured by baton calibrate: " + how + ", " + probe_cpus().cpu_model +
-                       ", " + today();
+  fit.figures.source =
+      "measured by baton calibrate: " + how + ", " + probe_cpus().cpu_model + ", " + today();
   LinkCosts file;
   std::error_code ec;
   if (std::filesystem::is_regular_file(out, ec)) file.merge_json(read_json_file(out), out);
+  // Between processes of a host the measured points are kept: a transfer
+  // of a bucket past the caches runs at their rate, not the line's (the
+  // network's line is its rate).
+  if (cls == LinkClass::kSharedMemory) {
+    for (const auto& p : fit.points) fit.figures.measured.push_back({p.bytes, p.one_way_s});
+  }
   file.by_class[cls] = fit.figures;
+  passes.source = "measured by baton calibrate: memcpy and y += x on " + hostname() + ", " +
+                  probe_cpus().cpu_model + ", " + today();
+  file.host = passes;
   write_file_atomic(out, file.to_json().dump(2) + "\n");
   std::printf("%-8s %10s %12s\n", "bytes", "one-way us", "line us");
   for (const auto& p : fit.points) {
     std::printf("%-8lld %10.2f %12.2f\n", static_cast<long long>(p.bytes), p.one_way_s * 1e6,
                 fit.figures.seconds(static_cast<double>(p.bytes)) * 1e6);
   }
-  std::printf("%s: alpha %.2f us, %.4g GB/s (latency: half a ping-pong's round trip; bandwidth: "
-              "the slope between two one-message sizes; the line is off by up to %.0f%% at the "
-              "sizes measured)\n",
-              to_string(cls), fit.figures.alpha_s * 1e6, fit.figures.bytes_per_s / 1e9,
-              100.0 * fit.worst_relative_error);
-  std::printf("  %s\n  written to %s\n", fit.figures.source.c_str(), out.c_str());
+  std::printf(
+      "%s: alpha %.2f us, %.4g GB/s (latency: half a ping-pong's round trip; bandwidth: "
+      "the slope between two one-message sizes; the line is off by up to %.0f%% at the "
+      "sizes measured)\n",
+      to_string(cls), fit.figures.alpha_s * 1e6, fit.figures.bytes_per_s / 1e9,
+      100.0 * fit.worst_relative_error);
+  std::printf("  %s\n", fit.figures.source.c_str());
+  std::printf("%-8s %10s %12s  (the host's passes over a bucket)\n", "bytes", "copy GB/s",
+              "y+=x GB/s");
+  for (size_t i = 0; i < passes.copy.size(); ++i) {
+    const auto bytes = static_cast<double>(passes.copy[i].bytes);
+    std::printf("%-8lld %10.2f %12.2f\n", static_cast<long long>(passes.copy[i].bytes),
+                bytes / passes.copy[i].seconds / 1e9, bytes / passes.reduce[i].seconds / 1e9);
+  }
+  std::printf("  written to %s\n", out.c_str());
   return 0;
 }
 
@@ -366,14 +391,29 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
     link_json["network"]["gbps"] = topo.network_gbps / 8.0;
     link_json["network"]["gbps_source"] = to_string(FigureSource::kTopologyFile);
     link_json["network"]["source"] = "the topology file's rate";
+    link_json["network"].erase("points");
   }
   if (topo.network_latency_us > 0) {
     link_json["network"]["alpha_us"] = topo.network_latency_us;
     link_json["network"]["alpha_source"] = to_string(FigureSource::kTopologyFile);
     if (topo.network_gbps <= 0) {
-      link_json["network"]["source"] = link_json["network"]["source"].get<std::string>() +
-                                       "; latency: the topology file's";
+      link_json["network"]["source"] =
+          link_json["network"]["source"].get<std::string>() + "; latency: the topology file's";
     }
+  }
+  // The host's passes over a bucket (CPU devices): their rates at the
+  // size of the step's gradients, where the model reads them.
+  const auto bucket = static_cast<double>(std::max<int64_t>(1, m.cost.gradient_bytes));
+  const bool host_counted = topo.device == "cpu" && !links.host.empty();
+  nlohmann::json host_json = {{"counted", host_counted}};
+  if (!links.host.empty()) {
+    const bool nominal = links.host.source == HostPasses::nominal().source;
+    host_json["source"] = links.host.source;
+    host_json["figures_source"] =
+        to_string(nominal ? FigureSource::kModelled : FigureSource::kCalibrationFile);
+    host_json["at_bytes"] = bucket;
+    host_json["copy_gbps"] = bucket / time_at_size(links.host.copy, bucket) / 1e9;
+    host_json["reduce_gbps"] = bucket / time_at_size(links.host.reduce, bucket) / 1e9;
   }
   const std::string cpu = probe_cpus().cpu_model;
   // The compute the predictions use, each figure with where it came from.
@@ -398,20 +438,20 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
   } else {
     compute["device_samples_per_s"] = topo.device_samples_per_s;
   }
-  const nlohmann::json doc = {
-      {"modelled", true},
-      {"model", m.model},
-      {"parameters", m.parameters},
-      {"gradient_bytes", m.cost.gradient_bytes},
-      {"per_device_batch", batch},
-      {"compute", compute},
-      {"topology",
-       {{"hosts", topo.hosts},
-        {"devices_per_host", topo.devices_per_host},
-        {"device", topo.device},
-        {"intra_host", to_string(topo.intra_host)}}},
-      {"links", link_json},
-      {"predictions", rows}};
+  const nlohmann::json doc = {{"modelled", true},
+                              {"model", m.model},
+                              {"parameters", m.parameters},
+                              {"gradient_bytes", m.cost.gradient_bytes},
+                              {"per_device_batch", batch},
+                              {"compute", compute},
+                              {"topology",
+                               {{"hosts", topo.hosts},
+                                {"devices_per_host", topo.devices_per_host},
+                                {"device", topo.device},
+                                {"intra_host", to_string(topo.intra_host)}}},
+                              {"links", link_json},
+                              {"host_passes", host_json},
+                              {"predictions", rows}};
   if (a.json) {
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
@@ -450,10 +490,17 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
                 it->at("alpha_us").get<double>(), it->at("gbps").get<double>(), from.c_str(),
                 it->at("source").get<std::string>().c_str());
   }
+  if (host_counted) {
+    std::printf(
+        "  host     a bucket's pack+unpack %.2f GB/s, reduction %.2f GB/s at %s  [%s] (%s)\n",
+        host_json["copy_gbps"].get<double>(), host_json["reduce_gbps"].get<double>(),
+        bytes_text(static_cast<int64_t>(bucket)).c_str(),
+        host_json["figures_source"].get<std::string>().c_str(), links.host.source.c_str());
+  }
   std::printf("\npredicted (modelled, not measured), per-device batch %lld fixed:\n",
               static_cast<long long>(batch));
-  std::printf("%7s %5s %10s %12s %6s  %-24s %-22s %s\n", "devices", "hosts", "step ms",
-              "samples/s", "eff", "best allreduce", "bound", "as configured");
+  std::printf("%7s %5s %10s %12s %6s  %-24s %-22s %s\n", "devices", "hosts", "step ms", "samples/s",
+              "eff", "best allreduce", "bound", "as configured");
   for (const auto& r : rows) {
     const auto& c = r["configured"];
     const std::string best = r["algorithm"].get<std::string>() + ", " +
@@ -461,12 +508,11 @@ int run_predict(const PredictArgs& a, const std::string& exe_path) {
     char configured_text[96];
     std::snprintf(configured_text, sizeof configured_text, "%s, %s: %.3f ms",
                   c["algorithm"].get<std::string>().c_str(),
-                  bytes_text(c["bucket_bytes"].get<int64_t>()).c_str(),
-                  c["step_ms"].get<double>());
+                  bytes_text(c["bucket_bytes"].get<int64_t>()).c_str(), c["step_ms"].get<double>());
     std::printf("%7d %5d %10.3f %12.0f %5.1f%%  %-24s %-22s %s\n", r["devices"].get<int>(),
-                r["hosts"].get<int>(), r["step_ms"].get<double>(),
-                r["samples_per_s"].get<double>(), 100.0 * r["efficiency"].get<double>(),
-                best.c_str(), r["bound"].get<std::string>().c_str(), configured_text);
+                r["hosts"].get<int>(), r["step_ms"].get<double>(), r["samples_per_s"].get<double>(),
+                100.0 * r["efficiency"].get<double>(), best.c_str(),
+                r["bound"].get<std::string>().c_str(), configured_text);
   }
   return 0;
 }

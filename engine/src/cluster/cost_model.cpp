@@ -24,8 +24,8 @@ const char* to_string(LinkClass c) {
 }
 
 LinkClass parse_link_class(const std::string& name, const std::string& where) {
-  for (LinkClass c : {LinkClass::kSharedMemory, LinkClass::kPcie, LinkClass::kNvlink,
-                      LinkClass::kNetwork}) {
+  for (LinkClass c :
+       {LinkClass::kSharedMemory, LinkClass::kPcie, LinkClass::kNvlink, LinkClass::kNetwork}) {
     if (name == to_string(c)) return c;
   }
   throw InputError(where + ": \"" + name + "\" is not one of shm, pcie, nvlink, network");
@@ -50,12 +50,61 @@ Algorithm algorithm_from_name(const std::string& name) {
   return Algorithm::kNative;
 }
 
+double time_at_size(const std::vector<SizedTime>& points, double bytes) {
+  if (points.empty()) throw RuntimeError("cost model: no measured points to read a time from");
+  const SizedTime& first = points.front();
+  if (bytes <= static_cast<double>(first.bytes) || points.size() == 1) {
+    return first.seconds * bytes / static_cast<double>(first.bytes);
+  }
+  for (size_t i = 1; i < points.size(); ++i) {
+    const SizedTime &a = points[i - 1], &b = points[i];
+    if (bytes <= static_cast<double>(b.bytes)) {
+      const double f =
+          (bytes - static_cast<double>(a.bytes)) / static_cast<double>(b.bytes - a.bytes);
+      return a.seconds + f * (b.seconds - a.seconds);
+    }
+  }
+  const SizedTime &a = points[points.size() - 2], &b = points.back();
+  double slope = (b.seconds - a.seconds) / static_cast<double>(b.bytes - a.bytes);
+  if (!(slope > 0)) slope = b.seconds / static_cast<double>(b.bytes);
+  return b.seconds + (bytes - static_cast<double>(b.bytes)) * slope;
+}
+
+double AlphaBeta::bytes_per_s_at(double bytes) const {
+  if (measured.empty() || bytes <= static_cast<double>(measured.front().bytes)) {
+    return bytes_per_s;
+  }
+  const double moving = time_at_size(measured, bytes) - alpha_s;
+  return moving > 0 ? bytes / moving : bytes_per_s;
+}
+
+double AlphaBeta::transfer_seconds(double bytes) const {
+  return alpha_s + bytes / bytes_per_s_at(bytes);
+}
+
+HostPasses HostPasses::nominal() {
+  // 10 GB/s for a copy and for y += x: a server's one-core rate past its
+  // caches.
+  HostPasses h;
+  h.copy = {{int64_t{1} << 20, (1 << 20) / 10e9}};
+  h.reduce = h.copy;
+  h.source = "nominal (run baton calibrate to measure)";
+  return h;
+}
+
+double HostPasses::bucket_seconds(double bytes, int devices, double working_bytes) const {
+  if (devices <= 1 || empty() || bytes <= 0) return 0;
+  const double n = devices, w = std::max(bytes, working_bytes);
+  return bytes * (2.0 * time_at_size(copy, w) + (n - 1) / n * time_at_size(reduce, w)) / w;
+}
+
 LinkCosts LinkCosts::nominal() {
   LinkCosts c;
   c.by_class[LinkClass::kSharedMemory] = {1.5e-6, 8e9, "nominal (run baton calibrate to measure)"};
   c.by_class[LinkClass::kPcie] = {5e-6, 12e9, "nominal: PCIe 4.0 x16 through the host"};
   c.by_class[LinkClass::kNvlink] = {3e-6, 150e9, "nominal: NVLink 4, one ring link"};
   c.by_class[LinkClass::kNetwork] = {10e-6, 12.5e9, "nominal: 100 Gbit/s Ethernet"};
+  c.host = HostPasses::nominal();
   return c;
 }
 
@@ -70,11 +119,51 @@ const AlphaBeta& LinkCosts::at(LinkClass c) const {
 nlohmann::json LinkCosts::to_json() const {
   nlohmann::json links = nlohmann::json::object();
   for (const auto& [c, ab] : by_class) {
-    links[to_string(c)] = {
-        {"alpha_us", ab.alpha_s * 1e6}, {"gbps", ab.bytes_per_s / 1e9}, {"source", ab.source}};
+    nlohmann::json& l = links[to_string(c)];
+    l = {{"alpha_us", ab.alpha_s * 1e6}, {"gbps", ab.bytes_per_s / 1e9}, {"source", ab.source}};
+    if (!ab.measured.empty()) {
+      l["points"] = nlohmann::json::array();
+      for (const SizedTime& p : ab.measured) l["points"].push_back({p.bytes, p.seconds * 1e6});
+    }
   }
-  return {{"version", 1}, {"links", links}};
+  nlohmann::json doc = {{"version", 1}, {"links", links}};
+  if (!host.empty() && host.copy.size() == host.reduce.size()) {
+    nlohmann::json points = nlohmann::json::array();
+    for (size_t i = 0; i < host.copy.size(); ++i) {
+      points.push_back(
+          {host.copy[i].bytes, host.copy[i].seconds * 1e6, host.reduce[i].seconds * 1e6});
+    }
+    doc["host"] = {{"points", points}, {"source", host.source}};
+  }
+  return doc;
 }
+
+namespace {
+
+// "points": [[bytes, microseconds...], ...] with `times` times a point,
+// bytes increasing; one vector of SizedTime per time.
+std::vector<std::vector<SizedTime>> read_points(const ConfigNode& node, size_t times,
+                                                const char* expected) {
+  node.accept("points");
+  const nlohmann::json& a = node.json().at("points");
+  if (!a.is_array() || a.empty()) node.fail("points", expected);
+  std::vector<std::vector<SizedTime>> out(times);
+  int64_t last = 0;
+  for (const nlohmann::json& p : a) {
+    if (!p.is_array() || p.size() != times + 1 || !p[0].is_number_integer() ||
+        p[0].get<int64_t>() <= last) {
+      node.fail("points", expected);
+    }
+    last = p[0].get<int64_t>();
+    for (size_t k = 0; k < times; ++k) {
+      if (!p[k + 1].is_number() || !(p[k + 1].get<double>() >= 0)) node.fail("points", expected);
+      out[k].push_back({last, p[k + 1].get<double>() * 1e-6});
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void LinkCosts::merge_json(const nlohmann::json& doc, const std::string& file) {
   const ConfigNode root(doc, file);
@@ -88,10 +177,23 @@ void LinkCosts::merge_json(const nlohmann::json& doc, const std::string& file) {
     ab.bytes_per_s = l.positive_or("gbps", 0.0) * 1e9;
     if (ab.bytes_per_s <= 0) l.fail("gbps", "a number > 0 (GB/s)");
     ab.source = l.string_or("source", "from " + file);
+    if (l.has("points")) {
+      ab.measured = read_points(
+          l, 1, "[[bytes, one_way_us], ...]: sizes (integers) increasing, times >= 0")[0];
+    }
     l.finish();
     by_class[c] = ab;
   }
   links.finish();
+  if (root.has("host")) {
+    const ConfigNode h = root.child("host");
+    auto both = read_points(
+        h, 2, "[[bytes, copy_us, reduce_us], ...]: sizes (integers) increasing, times >= 0");
+    host.copy = std::move(both[0]);
+    host.reduce = std::move(both[1]);
+    host.source = h.string_or("source", "from " + file);
+    h.finish();
+  }
   root.finish();
 }
 
@@ -176,6 +278,7 @@ AlphaBeta network_of(const Topology& t, const LinkCosts& links) {
   if (t.network_gbps > 0) {
     net.bytes_per_s = t.network_gbps * 1e9 / 8.0;
     net.source = "the topology file's rate";
+    net.measured.clear();  // the file's rate is the rate
   }
   if (t.network_latency_us > 0) net.alpha_s = t.network_latency_us * 1e-6;
   return net;
@@ -195,35 +298,40 @@ Placement place(int devices, const Topology& t) {
 struct CommCost {
   double total_s = 0, alpha_s = 0;
 };
-CommCost allreduce_cost(Algorithm a, double b, int n, const Topology& t, const LinkCosts& links) {
+// The links' rates are read at the step's working set: every step moves
+// all `working` bytes of gradients through memory, whatever the bucket.
+CommCost allreduce_cost(Algorithm a, double b, int n, const Topology& t, const LinkCosts& links,
+                        double working) {
   if (n <= 1) return {};
   const Placement p = place(n, t);
   const AlphaBeta intra = links.at(t.intra_host);
   const AlphaBeta net = network_of(t, links);
   const AlphaBeta& slow = p.hosts > 1 ? net : intra;
-  const double nd = n;
+  const double nd = n, w = std::max(b, working);
   switch (a) {
     case Algorithm::kRing: {
       const double alpha = 2.0 * (nd - 1) * slow.alpha_s;
-      return {alpha + 2.0 * (nd - 1) * (b / nd) / slow.bytes_per_s, alpha};
+      return {alpha + 2.0 * (nd - 1) * (b / nd) / slow.bytes_per_s_at(w / nd), alpha};
     }
     case Algorithm::kHierarchical: {
       const double d = p.per_host, h = p.hosts;
       CommCost c;
       if (p.per_host > 1) {
         c.alpha_s += 2.0 * (d - 1) * intra.alpha_s;
-        c.total_s += 2.0 * (d - 1) * (intra.alpha_s + (b / d) / intra.bytes_per_s);
+        c.total_s += 2.0 * (d - 1) * (intra.alpha_s + (b / d) / intra.bytes_per_s_at(w / d));
       }
       if (p.hosts > 1) {
         // d chunks cross at once and share the host's network link.
         c.alpha_s += 2.0 * (h - 1) * net.alpha_s;
-        c.total_s += 2.0 * (h - 1) * (net.alpha_s + (b / (d * h)) / (net.bytes_per_s / d));
+        c.total_s +=
+            2.0 * (h - 1) * (net.alpha_s + (b / (d * h)) / (net.bytes_per_s_at(w / (d * h)) / d));
       }
       return c;
     }
     default: {  // native: recursive halving and doubling
+      // Its first exchanges, half the buffer each way, carry most bytes.
       const double alpha = 2.0 * std::ceil(std::log2(nd)) * slow.alpha_s;
-      return {alpha + 2.0 * (nd - 1) / nd * b / slow.bytes_per_s, alpha};
+      return {alpha + 2.0 * (nd - 1) / nd * b / slow.bytes_per_s_at(w / 2), alpha};
     }
   }
 }
@@ -232,7 +340,8 @@ CommCost allreduce_cost(Algorithm a, double b, int n, const Topology& t, const L
 
 double allreduce_seconds(Algorithm a, int64_t bytes, int devices, const Topology& t,
                          const LinkCosts& links) {
-  return allreduce_cost(a, static_cast<double>(bytes), devices, t, links).total_s;
+  const auto b = static_cast<double>(bytes);
+  return allreduce_cost(a, b, devices, t, links, b).total_s;
 }
 
 StepPrediction predict_step(const Topology& t, const LinkCosts& links, const ModelCost& model,
@@ -248,11 +357,16 @@ StepPrediction predict_step(const Topology& t, const LinkCosts& links, const Mod
   p.bucket_bytes = std::clamp<int64_t>(bucket_bytes, 1, g);
   const int64_t k = (g + p.bucket_bytes - 1) / p.bucket_bytes;
   // Each step also combines its loss, accuracy and stop request (3 floats).
-  const CommCost totals = allreduce_cost(a, 12.0, devices, t, links);
+  const CommCost totals = allreduce_cost(a, 12.0, devices, t, links, 12.0);
   double finish = 0, alpha = totals.alpha_s;
   for (int64_t i = 0; i < k; ++i) {
     const int64_t size = i + 1 < k ? p.bucket_bytes : g - (k - 1) * p.bucket_bytes;
-    const CommCost c = allreduce_cost(a, static_cast<double>(size), devices, t, links);
+    CommCost c =
+        allreduce_cost(a, static_cast<double>(size), devices, t, links, static_cast<double>(g));
+    // CPU devices: the host's passes over the bucket (pack, reduce, unpack).
+    if (t.device == "cpu")
+      c.total_s +=
+          links.host.bucket_seconds(static_cast<double>(size), devices, static_cast<double>(g));
     const double ready =
         overlap ? fwd + bwd * static_cast<double>(i + 1) / static_cast<double>(k) : fwd + bwd;
     finish = std::max(ready, finish) + c.total_s;
@@ -262,17 +376,16 @@ StepPrediction predict_step(const Topology& t, const LinkCosts& links, const Mod
   p.comm_s += totals.total_s;
   p.step_s = data + std::max(fwd + bwd, finish) + opt + totals.total_s;
   p.exposed_comm_s = std::max(0.0, p.step_s - compute);
-  p.samples_per_s = p.step_s > 0
-                        ? static_cast<double>(devices * model.per_device_batch) / p.step_s
-                        : 0.0;
+  p.samples_per_s =
+      p.step_s > 0 ? static_cast<double>(devices * model.per_device_batch) / p.step_s : 0.0;
   p.efficiency = p.step_s > 0 ? compute / p.step_s : 1.0;
   if (devices <= 1 || p.exposed_comm_s <= 0.1 * p.step_s) {
     p.bound = "compute";
   } else {
     const LinkClass slow = p.hosts > 1 ? LinkClass::kNetwork : t.intra_host;
     const bool latency = alpha > 0.5 * p.comm_s;
-    p.bound = std::string(latency ? "latency (" : "link: ") + to_string(slow) +
-              (latency ? ")" : "");
+    p.bound =
+        std::string(latency ? "latency (" : "link: ") + to_string(slow) + (latency ? ")" : "");
   }
   return p;
 }
@@ -313,8 +426,8 @@ std::vector<int> parse_device_counts(const std::string& text, const std::string&
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                  : comma - start));
+    parts.push_back(
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -337,8 +450,8 @@ std::vector<int> parse_device_counts(const std::string& text, const std::string&
     if (parts[i] != "...") {
       const int v = number(parts[i]);
       if (!out.empty() && v <= out.back()) {
-        throw InputError(flag + " " + text + ": the counts must increase (" +
-                         std::to_string(v) + " after " + std::to_string(out.back()) + ")");
+        throw InputError(flag + " " + text + ": the counts must increase (" + std::to_string(v) +
+                         " after " + std::to_string(out.back()) + ")");
       }
       out.push_back(v);
       continue;

@@ -40,6 +40,7 @@ void apply_run_links(LinkCosts& costs, const std::map<LinkClass, LinkClassTotals
     ab.source = "bandwidth: " + std::to_string(t.samples) + " measured link samples of run" +
                 (t.runs.size() == 1 ? " " : "s ") + runs + " (" + where + ")" + kLatency + latency;
     ab.bytes_per_s = t.bytes_per_s();
+    ab.measured.clear();  // the runs' rate replaces calibrate's by-size points
   }
 }
 

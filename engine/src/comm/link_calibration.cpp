@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace baton {
@@ -64,8 +65,7 @@ double best_of_rounds(Communicator& comm, bool is_a, int peer, Round round) {
 
 }  // namespace
 
-LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes,
-                     int64_t segment_bytes) {
+LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes, int64_t segment_bytes) {
   if (segment_bytes < 4) {
     throw InputError("calibration: segment_bytes must be at least 4, got " +
                      std::to_string(segment_bytes));
@@ -147,6 +147,39 @@ LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes,
         std::max(fit.worst_relative_error, std::fabs(line - p.one_way_s) / p.one_way_s);
   }
   return fit;
+}
+
+HostPasses measure_host_passes(int64_t max_bytes) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 64 << 10; bytes < max_bytes; bytes *= 4) sizes.push_back(bytes);
+  sizes.push_back(std::max<int64_t>(max_bytes, 8));
+  const auto n_max = static_cast<size_t>(sizes.back() / 4);
+  std::vector<float> x(n_max, 1.0f), y(n_max, 0.5f), z(n_max, 0.25f);
+  // The best of at least 3 rounds and ~20 ms.
+  auto best = [](auto&& pass) {
+    double t_best = 1e30;
+    const auto t_size = Clock::now();
+    for (int k = 0; k < 3 || (k < 2000 && seconds_since(t_size) < 0.02); ++k) {
+      const auto t0 = Clock::now();
+      pass();
+      t_best = std::min(t_best, seconds_since(t0));
+    }
+    return t_best;
+  };
+  HostPasses h;
+  volatile float kept = 0;
+  for (const int64_t bytes : sizes) {
+    const int64_t n = bytes / 4;
+    h.copy.push_back({n * 4, best([&] {
+                        std::memcpy(y.data(), x.data(), static_cast<size_t>(n) * 4);
+                        kept = y[static_cast<size_t>(n - 1)];  // the copy is used
+                      })});
+    h.reduce.push_back({n * 4, best([&] { reduce_into(z.data(), x.data(), n, ReduceOp::kSum); })});
+    // z grows by 1 a round: small integers, exact in floats - no overflow,
+    // no denormals.
+    std::fill(z.begin(), z.begin() + n, 0.25f);
+  }
+  return h;
 }
 
 }  // namespace baton

@@ -189,6 +189,62 @@ TEST(CostModel, CalibrationFilesRoundTripAndAreChecked) {
       {"cal.json", "gbps"});
 }
 
+// Shared memory's measured points (issue 29 item 11): a transfer is read
+// off them at the step's gradients' size, not off the line fitted inside
+// one segment; the host's passes over each bucket (pack, unpack, the
+// reduction) count on CPU devices only.
+TEST(CostModel, SharedMemoryTransfersAndHostPassesAtTheGradientsSize) {
+  const std::vector<SizedTime> pts = {{1 << 20, 100e-6}, {4 << 20, 1000e-6}};
+  EXPECT_NEAR(time_at_size(pts, 1 << 19), 50e-6, 1e-12);           // proportional
+  EXPECT_NEAR(time_at_size(pts, 2.5 * (1 << 20)), 550e-6, 1e-12);  // between
+  EXPECT_NEAR(time_at_size(pts, 7 << 20), 1900e-6, 1e-12);         // the last slope
+  LinkCosts l = simple_links();
+  l.by_class[LinkClass::kSharedMemory] = {1e-6, 10e9, "line", {{8, 1e-6}, {8 << 20, 4e-3}}};
+  const AlphaBeta& shm = l.at(LinkClass::kSharedMemory);
+  EXPECT_DOUBLE_EQ(shm.bytes_per_s_at(8), 10e9);  // at or under the first point: the line
+  EXPECT_NEAR(shm.transfer_seconds(8 << 20), 4e-3, 1e-12);
+  const Topology t = hosts_of(1, 2, LinkClass::kSharedMemory);
+  // 2 ranks, 16 MB: 2 steps of 8 MB at the measured 4 ms, not the line's 0.84 ms.
+  EXPECT_NEAR(allreduce_seconds(Algorithm::kRing, 16 << 20, 2, t, l), 8e-3, 1e-9);
+  // A 4 MB bucket of 16 MB of gradients moves at the 16 MB rate.
+  ModelCost m = model(3.0, 16 << 20);
+  const StepPrediction one = predict_step(t, l, m, 2, Algorithm::kRing, 16 << 20, false);
+  const StepPrediction four = predict_step(t, l, m, 2, Algorithm::kRing, 4 << 20, false);
+  EXPECT_NEAR(one.comm_s, 8e-3 + 2 * 1e-6, 1e-8);         // + the step totals' 12 bytes
+  EXPECT_NEAR(four.comm_s, one.comm_s + 3 * 2e-6, 1e-9);  // 3 more buckets' latency
+  // The host's passes: 2 copies and half a reduction of 16 MB at 1 GB/s.
+  l.host.copy = l.host.reduce = {{16 << 20, (16 << 20) / 1e9}};
+  const StepPrediction cpu = predict_step(t, l, m, 2, Algorithm::kRing, 16 << 20, false);
+  EXPECT_NEAR(cpu.comm_s - one.comm_s, 2.5 * (16 << 20) / 1e9, 1e-9);
+  Topology gpu = t;
+  gpu.device = "gpu";
+  EXPECT_NEAR(predict_step(gpu, l, m, 2, Algorithm::kRing, 16 << 20, false).comm_s, one.comm_s,
+              1e-12);
+  // They round-trip through the calibration file; bad points are named.
+  LinkCosts back;
+  back.merge_json(l.to_json(), "cal.json");
+  EXPECT_EQ(back.at(LinkClass::kSharedMemory).measured.size(), 2u);
+  EXPECT_NEAR(back.at(LinkClass::kSharedMemory).measured[1].seconds, 4e-3, 1e-12);
+  ASSERT_EQ(back.host.copy.size(), 1u);
+  EXPECT_NEAR(back.host.reduce[0].seconds, (16 << 20) / 1e9, 1e-12);
+  expect_input_error(
+      [] {
+        LinkCosts c;
+        c.merge_json(nlohmann::json::parse(R"({"version": 1, "links": {"shm": {"alpha_us": 1,
+                         "gbps": 1, "points": [[1024, 5], [512, 9]]}}})"),
+                     "cal.json");
+      },
+      {"cal.json", "links.shm.points", "increasing"});
+  expect_input_error(
+      [] {
+        LinkCosts c;
+        c.merge_json(nlohmann::json::parse(
+                         R"({"version": 1, "links": {}, "host": {"points": [[1024, 5]]}})"),
+                     "cal.json");
+      },
+      {"cal.json", "host.points", "copy_us, reduce_us"});
+}
+
 TEST(LinkFit, RecoversAKnownLine) {
   std::vector<LinkSamplePoint> pts;
   for (int64_t b = 8; b <= (16 << 20); b *= 4)

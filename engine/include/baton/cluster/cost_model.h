@@ -23,6 +23,14 @@
 //                  (2(d-1) steps of b/d over the host's link), across hosts
 //                  d chunks at once over the network, which they share:
 //                  2(H-1) latencies and 2(H-1)/H b at the network's rate
+// A link's bandwidth is the one its transfers see (shared memory:
+// measured by size, AlphaBeta::measured). On CPU devices each bucket also
+// costs the host's passes over it (HostPasses: pack, unpack, the
+// reduction), which the allreduce's time on the step includes. Both rates
+// are read at the size of the step's gradients - the memory a step's
+// allreduces pass through, whatever the bucket (measured here: 4 MB
+// buckets of 16.6 MB of gradients ran no faster than one bucket, though
+// each fits the caches).
 // Choosing the algorithm and bucket size that minimise the step is
 // Horovod's autotune done on the model instead of trial runs.
 #pragma once
@@ -42,20 +50,66 @@ const char* to_string(LinkClass c);
 // InputError naming `where` for an unknown name.
 LinkClass parse_link_class(const std::string& name, const std::string& where);
 
+// A time measured at a size (`baton calibrate`'s points).
+struct SizedTime {
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// The time at `bytes` from measured points (increasing bytes, at least
+// one): linear between two points, proportional under the first, past
+// the last at the last interval's slope (the last point's own rate when
+// that slope is not positive).
+double time_at_size(const std::vector<SizedTime>& points, double bytes);
+
 struct AlphaBeta {
-  double alpha_s = 0;          // latency per message
-  double bytes_per_s = 1e9;    // bandwidth
-  std::string source;          // "measured by baton calibrate on <cpu> (<date>)", "nominal", ...
+  double alpha_s = 0;        // latency per message
+  double bytes_per_s = 1e9;  // bandwidth
+  std::string source;        // "measured by baton calibrate on <cpu> (<date>)", "nominal", ...
+  // Shared memory, calibrated: the one-way times of exchanges (both ways
+  // at once, in the ring's segments) at each size measured. Between
+  // processes of a host a transfer is memory copies, and its rate falls
+  // once the buffers leave the caches - a 16 MB bucket moves at a third
+  // of the rate the line (fitted inside one segment) gives - so a
+  // transfer past the first point takes its time from these.
+  std::vector<SizedTime> measured;
   double seconds(double bytes) const { return alpha_s + bytes / bytes_per_s; }
+  // One transfer of `bytes` (each way): the measured points where there
+  // are some (past the first), the line otherwise.
+  double transfer_seconds(double bytes) const;
+  // The bandwidth a transfer of `bytes` sees: bytes over its transfer
+  // time less the latency (the line's bandwidth without measured points).
+  double bytes_per_s_at(double bytes) const;
+};
+
+// A host's own passes over a bucket of gradients on CPU devices: copying
+// it into the flat buffer the allreduce works on and back (pack, unpack:
+// two copies of the bucket) and adding each received chunk into it (the
+// reduction, (N-1)/N of the bucket). Memory-bound; their rates come from
+// points measured by `baton calibrate` (nominal otherwise), read at the
+// size of the step's gradients. Empty: not counted.
+struct HostPasses {
+  std::vector<SizedTime> copy, reduce;  // memcpy; y += x over `bytes` of y
+  std::string source;
+  bool empty() const { return copy.empty() || reduce.empty(); }
+  static HostPasses nominal();
+  // pack + unpack + the reduction of one bucket of `bytes` over
+  // `devices`, at the rates measured at `working_bytes` (the step's
+  // gradients) or the bucket's size, the larger.
+  double bucket_seconds(double bytes, int devices, double working_bytes) const;
 };
 
 // The links' figures by class. Nominal ones for every class; calibration
 // replaces them.
 struct LinkCosts {
   std::map<LinkClass, AlphaBeta> by_class;
+  HostPasses host;  // the host's passes over a bucket (CPU devices)
   static LinkCosts nominal();
   const AlphaBeta& at(LinkClass c) const;
-  // {"version": 1, "links": {"shm": {"alpha_us", "gbps", "source"}, ...}}
+  // {"version": 1, "links": {"shm": {"alpha_us", "gbps", "source",
+  //  "points": [[bytes, one_way_us], ...]}, ...},
+  //  "host": {"points": [[bytes, copy_us, reduce_us], ...], "source"}}
+  // ("points" and "host" where measured).
   nlohmann::json to_json() const;
   // Overrides the classes the document names; InputError naming the file
   // and key for anything malformed or unknown.
@@ -141,10 +195,10 @@ struct StepPrediction {
   int64_t bucket_bytes = 0;
   double step_s = 0;
   double samples_per_s = 0;
-  double efficiency = 1;    // step(1 device) / step(N): per-device batch fixed
-  double comm_s = 0;        // every bucket's allreduce, end to end
+  double efficiency = 1;      // step(1 device) / step(N): per-device batch fixed
+  double comm_s = 0;          // every bucket's allreduce, end to end
   double exposed_comm_s = 0;  // the part backward did not hide
-  std::string bound;        // "compute", "latency (network)", "link: network", ...
+  std::string bound;          // "compute", "latency (network)", "link: network", ...
 };
 
 // The time of one allreduce of `bytes` over `devices` placed on the
