@@ -53,11 +53,18 @@ const char* kConfig = R"({
 // FAULT_RANK gets FAULT_SIGNAL FAULT_DELAY s after it starts, in the first
 // attempt only (FAULT_MARK is made once, atomically, with mkdir), or in
 // every attempt with FAULT_ALWAYS=1; the moment goes to FAULT_MARK.time.
+// With FAULT_AFTER_CHECKPOINT_IN=DIR the delay counts from the run's first
+// checkpoint in DIR instead: a fault inside the training however long the
+// ranks take to start (a loaded machine's MPI start can take seconds).
 const char* kWrapper = R"(#!/bin/bash
 if [ "$OMPI_COMM_WORLD_RANK" = "$FAULT_RANK" ] &&
    { [ "${FAULT_ALWAYS:-0}" = 1 ] || mkdir "$FAULT_MARK" 2>/dev/null; }; then
   me=$$
-  ( sleep "$FAULT_DELAY"; date +%s.%N > "$FAULT_MARK.time"; kill -"$FAULT_SIGNAL" "$me" ) &
+  ( if [ -n "${FAULT_AFTER_CHECKPOINT_IN:-}" ]; then
+      # Looks every 20 ms for the checkpoint (no inotify tool here).
+      until compgen -G "$FAULT_AFTER_CHECKPOINT_IN/ckpt-*.bin" >/dev/null; do sleep 0.02; done
+    fi
+    sleep "$FAULT_DELAY"; date +%s.%N > "$FAULT_MARK.time"; kill -"$FAULT_SIGNAL" "$me" ) &
 fi
 # FAULT_TRUNCATE=DIR: after the fault, the chief's newest checkpoint in DIR
 # is cut short once (as a write the kill interrupted would leave it).
@@ -156,6 +163,10 @@ class LaunchRestarts : public testing::Test {
 
   std::string runs() const { return (work_ / "runs").string(); }
   std::string db() const { return (work_ / "history.db").string(); }
+  // The fault's delay counted from run `id`'s first checkpoint (kWrapper).
+  std::string after_first_checkpoint(const std::string& id) const {
+    return "FAULT_AFTER_CHECKPOINT_IN=" + (fs::path(runs()) / id / "checkpoints").string();
+  }
 
   static uint64_t seed() {
     if (const char* s = std::getenv("BATON_LAUNCH_SEED")) return std::strtoull(s, nullptr, 10);
@@ -204,7 +215,7 @@ TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun
     char d[16];
     std::snprintf(d, sizeof(d), "%.3f", delay);
     const Launched l = launch(id, {"FAULT_RANK=" + std::to_string(rank), "FAULT_SIGNAL=KILL",
-                                   std::string("FAULT_DELAY=") + d});
+                                   std::string("FAULT_DELAY=") + d, after_first_checkpoint(id)});
     ASSERT_EQ(l.exit_code(), 0) << "trial " << trial << " (rank " << rank << ", " << d
                                 << " s): " << excerpt(l.result.err);
     const auto restarts = l.of_type("restart");
@@ -253,7 +264,8 @@ TEST_F(LaunchRestarts, ACheckpointCutShortIsSkippedForThePreviousOne) {
   ASSERT_EQ(ref.exit_code(), 0) << ref.result.err;
   const std::string dir = (fs::path(runs()) / "cut" / "checkpoints").string();
   const Launched l = launch(
-      "cut", {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=1.0", "FAULT_TRUNCATE=" + dir});
+      "cut", {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=1.0", "FAULT_TRUNCATE=" + dir,
+              after_first_checkpoint("cut")});
   ASSERT_EQ(l.exit_code(), 0) << excerpt(l.result.err);
   ASSERT_EQ(l.of_type("restart").size(), 1u);
   std::ifstream in(work_ / "cut.mark.cut" / "name");
@@ -387,7 +399,7 @@ TEST_F(LaunchRestarts, AParameterServerJobRestartsFromTheServersCheckpointedStat
     const std::string id = "ps" + std::to_string(rank);
     const Launched l = launch(id,
                               {"FAULT_RANK=" + std::to_string(rank), "FAULT_SIGNAL=KILL",
-                               std::string("FAULT_DELAY=") + d},
+                               std::string("FAULT_DELAY=") + d, after_first_checkpoint(id)},
                               ps);
     ASSERT_EQ(l.exit_code(), 0) << "rank " << rank << " killed at " << d
                                 << " s: " << excerpt(l.result.err);
