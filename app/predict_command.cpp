@@ -227,7 +227,7 @@ int run_calibrate(const CalibrateArgs& a) {
     cls = same ? LinkClass::kSharedMemory : LinkClass::kNetwork;
     how = "MPI between rank 0 on " + hostname() + " and rank 1 on " + other;
     fit = measure_link(comm, 0, 1, a.max_bytes);
-    passes = measure_host_passes(a.max_bytes);  // both ranks at once
+    passes = measure_host_passes(comm, a.max_bytes);  // both ranks at once
     writer = comm.rank() == 0;
 #else
     throw InputError("calibrate under mpirun: this build has no MPI (BATON_WITH_MPI=OFF)");
@@ -239,7 +239,7 @@ int run_calibrate(const CalibrateArgs& a) {
     std::thread peer([&] {
       try {
         other = measure_link(group.rank(1), 0, 1, a.max_bytes);
-        measure_host_passes(a.max_bytes);  // alongside rank 0's
+        measure_host_passes(group.rank(1), a.max_bytes);  // alongside rank 0's
       } catch (...) {
         error = std::current_exception();
         group.abort();
@@ -247,7 +247,7 @@ int run_calibrate(const CalibrateArgs& a) {
     });
     try {
       fit = measure_link(group.rank(0), 0, 1, a.max_bytes);
-      passes = measure_host_passes(a.max_bytes);
+      passes = measure_host_passes(group.rank(0), a.max_bytes);
     } catch (...) {
       group.abort();
       peer.join();

@@ -38,9 +38,10 @@ LinkFit measure_link(Communicator& comm, int a, int b, int64_t max_bytes = int64
 // The host's passes over a bucket (cluster/cost_model.h HostPasses):
 // memcpy of a buffer and baton's own reduce_into (y += x) over it, at
 // sizes from 64 KiB up to max_bytes (x4; max_bytes itself last), the best
-// of several rounds each. Under mpirun every rank measures at once, as
-// the ranks of a step run their passes.
-HostPasses measure_host_passes(int64_t max_bytes = int64_t{16} << 20);
+// of 8 rounds each. Collective over `together`: every rank measures at
+// once, each round started at a barrier, as the ranks of a step run their
+// passes side by side.
+HostPasses measure_host_passes(Communicator& together, int64_t max_bytes = int64_t{16} << 20);
 
 // Alpha from the smallest point, beta from the two largest (RuntimeError
 // with fewer than 2 points or no positive slope).
