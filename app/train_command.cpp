@@ -49,7 +49,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       train->add_flag("--resume", a.resume, "Continue from the newest valid checkpoint");
   train
       ->add_option("--resume-step-at-least", a.resume_step_at_least,
-                   "With --resume: fail (exit 2) unless the checkpoint folder holds a checkpoint "
+                   "With --resume: fail (exit 1) unless the checkpoint folder holds a checkpoint "
                    "at step N or later, rather than train again from an earlier step or from 0. "
                    "baton launch sets it on each attempt to the step of the newest checkpoint "
                    "the job's chief reported (the chief may now run on another host)")
@@ -102,8 +102,12 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                     "With --ps-worker: the servers' HOST:PORT, comma-separated, in server order "
                     "(the chief's run_start event lists them)");
   train->add_option("--ps-bind", a.ps_bind,
-                    "With --ps-workers: the servers listen on this numeric address only "
-                    "(baton launch gives 127.0.0.1 when every task is on one host)");
+                    "With --ps-workers: where the servers listen - the host name or numeric "
+                    "address the job places each on, comma-separated in server order (or one "
+                    "for all); each server listens only on the address it names on its own "
+                    "host, and refuses a name that is not its host's (baton launch gives "
+                    "127.0.0.1 when every task is on one host, else the hostfile's or "
+                    "TF_CONFIG's hosts)");
   train
       ->add_option("--ps-generation", a.ps_generation,
                    "With --ps-worker: the launcher's count of the processes it started for this "
@@ -197,7 +201,21 @@ PsJoin ps_join_of(const TrainArgs& a) {
   }
   j.workers = a.ps_workers;
   j.worker = a.ps_worker;
-  j.bind = a.ps_bind;
+  for (size_t at = 0; !a.ps_bind.empty() && at <= a.ps_bind.size();) {
+    const size_t comma = a.ps_bind.find(',', at);
+    std::string one =
+        a.ps_bind.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (one.empty()) {
+      throw InputError("--ps-bind " + a.ps_bind +
+                       ": an empty entry; expected host names or addresses, comma-separated");
+    }
+    j.bind.push_back(std::move(one));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (!j.bind.empty() && a.ps_workers <= 0) {
+    throw InputError("--ps-bind needs --ps-workers (servers that workers reach over TCP)");
+  }
   j.generation = a.ps_generation;
   size_t at = 0;
   while (!a.ps_servers.empty() && at <= a.ps_servers.size()) {
@@ -244,7 +262,13 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   req.timeline = !a.timeline.empty();
   req.ps_join = ps_join_of(a);
   req.record_history = !a.no_db;
-  if (!a.owner.empty()) req.history_owner = ProcessIdentity::parse(a.owner, "--owner");
+  if (!a.owner.empty()) {
+    // An owner on another host could never be judged gone from the hosts
+    // that read this history (the interrupted rule sees its own host's
+    // processes only): then this process answers for the run itself.
+    const ProcessIdentity owner = ProcessIdentity::parse(a.owner, "--owner");
+    if (owner.host == this_process().host) req.history_owner = owner;
+  }
   req.history_db = a.db;
   req.stop = stop;
   req.on_history_error = [](const std::string& message) {

@@ -212,7 +212,7 @@ TEST_F(MultiHostCheckpoint, TheChiefsHostLeavesAndTheNextAttemptResumesAtItsChec
 // chief goes to bt-c2 and the carry from bt-c1 fails (exit 1); "a host's
 // daemon was lost", naming none, leaves the chief on bt-c1, which holds
 // the checkpoint as far as the launcher knows, and the chief refuses to
-// resume below its step (--resume-step-at-least: exit 2).
+// resume below its step (--resume-step-at-least: exit 1, not restarted).
 TEST_F(MultiHostCheckpoint, TheChiefsHostDiesWithItsCheckpointsAndTheJobFailsSayingWhy) {
   set_hosts("lost", "bt-c1:1\nbt-c2:2\n");
   int64_t at = -1;
@@ -242,8 +242,8 @@ TEST_F(MultiHostCheckpoint, TheChiefsHostDiesWithItsCheckpointsAndTheJobFailsSay
     EXPECT_NE(reason.find("the run would train again from an earlier step"), std::string::npos)
         << reason;
   } else {
-    EXPECT_EQ(job.exit_code, 2) << job.err;
-    EXPECT_NE(reason.find("--resume-step-at-least "), std::string::npos) << reason;
+    EXPECT_EQ(job.exit_code, 1) << job.err;
+    EXPECT_NE(reason.find("resume refused: --resume-step-at-least "), std::string::npos) << reason;
     EXPECT_NE(reason.find("on host bt-c1 holds no checkpoint at or after step"), std::string::npos)
         << reason;
   }
@@ -252,7 +252,7 @@ TEST_F(MultiHostCheckpoint, TheChiefsHostDiesWithItsCheckpointsAndTheJobFailsSay
 
 // The safety net on its own: a chief resumed on a host whose folder lacks
 // the step it was told (here: bt-c2's folder of the reference run is
-// empty) fails, exit 2, naming the step and the host; it does not train.
+// empty) fails, exit 1, naming the step and the host; it does not train.
 TEST_F(MultiHostCheckpoint, AResumedChiefWithoutTheCheckpointRefusesToStartFromZero) {
   const ChildResult r = run_child(
       kTestbed,
@@ -262,8 +262,8 @@ TEST_F(MultiHostCheckpoint, AResumedChiefWithoutTheCheckpointRefusesToStartFromZ
            " --set strategy.type=one_device --no-db --run-id none --resume --resume-step-at-least "
            "150 -q"},
       env(), 60);
-  EXPECT_EQ(WEXITSTATUS(r.status), 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("--resume-step-at-least 150"), std::string::npos) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("resume refused: --resume-step-at-least 150"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("on host bt-c2"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("holds no checkpoint at or after step 150"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("starting from step 0"), std::string::npos) << r.err;

@@ -21,19 +21,25 @@ echo "${h%% *}"
 base64 -w 0 < "$1"
 echo)sh";
 
-// On the destination host: standard input decoded to a temporary name
-// beside the file, checked against the digest, then renamed (atomic in one
-// folder) and flushed with its folder.
+// On the destination host: standard input decoded to a temporary file of
+// its own beside the file (removed whatever happens before the rename),
+// checked against the digest, flushed, renamed (atomic in one folder), and
+// the folder flushed: after a crash the name holds the whole file or the
+// file it had before.
 constexpr const char* kReceive = R"sh(set -e
-f="$1"; want="$2"; d=$(dirname "$f"); t="$d/.carry-$(basename "$f")"
+f="$1"; want="$2"; d=$(dirname "$f")
 mkdir -p "$d"
+t=$(mktemp "$d/.carry-XXXXXX")
+trap 'rm -f "$t"' EXIT
 base64 -d > "$t"
 h=$(sha256sum < "$t"); got="${h%% *}"
 if [ "$got" != "$want" ]; then
-  rm -f "$t"; echo "the copy's SHA-256 is $got, not $want" >&2; exit 1
+  echo "the copy's SHA-256 is $got, not $want" >&2; exit 1
 fi
+sync "$t"
 mv -f "$t" "$f"
-sync "$f" "$d" 2>/dev/null || true
+trap - EXIT
+sync "$d"
 echo carried)sh";
 
 std::vector<std::string> one_rank_job(const CarryJob& job, const std::string& hostfile,

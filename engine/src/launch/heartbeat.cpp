@@ -1,3 +1,4 @@
+#include <baton/core/process_identity.h>
 #include <baton/launch/heartbeat.h>
 #include <unistd.h>
 
@@ -11,10 +12,7 @@ namespace baton {
 
 Heartbeat::Heartbeat(double interval_s, int rank, const std::atomic<int64_t>& progress,
                      std::FILE* out)
-    : interval_s_(interval_s), rank_(rank), progress_(progress), out_(out), pid_(::getpid()) {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  host_ = host;
+    : interval_s_(interval_s), rank_(rank), progress_(progress), out_(out), me_(this_process()) {
   thread_ = std::thread([this] { beat_until_stopped(); });
 }
 
@@ -30,9 +28,15 @@ Heartbeat::~Heartbeat() {
 std::string Heartbeat::line() const {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  return nlohmann::json{{"v", 1},        {"type", "heartbeat"},
-                        {"rank", rank_}, {"pid", pid_},
-                        {"host", host_}, {"step", progress_.load(std::memory_order_relaxed)},
+  // "start": this process's start (ProcessIdentity), so that the launcher
+  // names the rank by what the rank says, never by what a reused pid shows.
+  return nlohmann::json{{"v", 1},
+                        {"type", "heartbeat"},
+                        {"rank", rank_},
+                        {"pid", me_.pid},
+                        {"host", me_.host},
+                        {"start", me_.start},
+                        {"step", progress_.load(std::memory_order_relaxed)},
                         {"time", now}}
              .dump() +
          "\n";

@@ -106,10 +106,14 @@ LaunchOutcome Supervisor::run() {
       continue;
     }
     Restart r = diagnose(attempt, a, status);
-    if (a.input_error) {
+    if (a.input_error || a.resume_refused) {
+      // Neither comes right by trying again: bad input, or a chief placed
+      // where the run's newest checkpoint is not (ResumeRefused).
       out.status = "failed";
-      out.exit_code = 2;
-      out.reason = r.cause + " (an input error: not restarted)";
+      out.exit_code = a.input_error ? 2 : 1;
+      out.reason =
+          r.cause + (a.input_error ? " (an input error: not restarted)"
+                                   : " (not restarted: the next attempt would find the same)");
       emit_ranks(attempt, a, "stopped");
       break;
     }

@@ -52,7 +52,7 @@ void Supervisor::take_line(int rank, bool err, const std::string& text, Attempt&
     if (st.last_beat_s < 0) a.ranks_changed = true;  // heard for the first time
     st.rank = rank;
     a.node[rank] = rl.host;
-    note_rank_process(st, rl.pid, rl.host == local_host_);
+    note_rank_process(st, rl.pid, rl.start, rl.host == local_host_);
     st.host = spec_.elastic.enabled ? placed_host(a, rank) : a.node[rank];
     st.step = std::max(st.step, rl.step);
     st.last_beat_s = now;
@@ -98,6 +98,7 @@ void Supervisor::take_rank_message(int rank, const std::string& text, Attempt& a
   const bool input = text.rfind("baton: error", 0) == 0;
   if (!failed && !input) return;
   if (input) a.input_error = true;
+  if (text.find("resume refused: ") != std::string::npos) a.resume_refused = true;
   if (a.rank_error.empty()) {
     const size_t head = failed ? 13 : 12;  // after "baton: failed" / "baton: error"
     const size_t close =

@@ -66,6 +66,7 @@ RankLine parse_rank_line(const std::string& text) {
   r.kind = r.type == "heartbeat" ? RankLine::Kind::kHeartbeat : RankLine::Kind::kEvent;
   r.pid = field_or<int64_t>(js, "pid", 0);
   r.host = field_or<std::string>(js, "host", "");
+  r.start = field_or<std::string>(js, "start", "");
   r.step = field_or<int64_t>(js, "step", -1);
   r.status = field_or<std::string>(js, "status", "");
   return r;

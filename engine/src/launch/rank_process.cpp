@@ -6,10 +6,12 @@
 
 namespace baton {
 
-void note_rank_process(RankState& st, long pid, bool local) {
+void note_rank_process(RankState& st, long pid, const std::string& start, bool local) {
   if (pid == st.pid && (!local || !st.pid_start.empty())) return;
   st.pid = pid;
-  st.pid_start = local && pid > 0 ? process_on_this_host(pid).start : std::string();
+  st.pid_start.clear();
+  if (!local || pid <= 0) return;
+  st.pid_start = !start.empty() ? start : process_on_this_host(pid).start;
 }
 
 bool rank_process_alive(const RankState& st) {

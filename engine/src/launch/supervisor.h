@@ -59,6 +59,7 @@ struct Attempt {
   std::string rank_error;  // the first "baton: failed/error (rank R): ..." line
   int rank_error_rank = -1;
   bool input_error = false;  // a rank's "baton: error" (exit 2)
+  bool resume_refused = false;  // a rank's "resume refused: ..." (ResumeRefused, exit 1)
   std::string mpirun_said;   // mpirun's report of who died
   int mpirun_rank = -1;
   std::string mpirun_host;

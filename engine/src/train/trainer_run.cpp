@@ -145,7 +145,7 @@ void Trainer::resume(RunState& s) {
   std::string text = position.dump();
   strategy_->share_from_chief(text);
   position = nlohmann::json::parse(text);
-  if (position.contains("refused")) throw InputError(position.at("refused").get<std::string>());
+  if (position.contains("refused")) throw ResumeRefused(position.at("refused").get<std::string>());
   if (!position.at("found").get<bool>()) {
     log(LogLevel::kWarning,
         "no valid checkpoint in " + checkpoints_->dir() + "; starting from step 0");

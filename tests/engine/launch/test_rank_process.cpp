@@ -2,6 +2,7 @@
 // item 12): a rank is signalled only while its pid still names the process
 // that reported it, and an mpirun that closes its output and runs on is
 // still watched (no busy loop; its silence is found as a hang).
+#include <baton/core/process_identity.h>
 #include <baton/core/running_child.h>
 #include <baton/core/temp_file.h>
 #include <baton/launch/launcher.h>
@@ -39,7 +40,7 @@ TEST(RankProcess, APidThatNowNamesAnotherProcessIsNeverSignalled) {
   const pid_t pid = start_sleeper();
   ASSERT_GT(pid, 0);
   RankState st;
-  note_rank_process(st, pid, true);
+  note_rank_process(st, pid, "", true);
   ASSERT_FALSE(st.pid_start.empty());
   EXPECT_TRUE(rank_process_alive(st));
   // The same pid with another start time: the rank's process is gone and
@@ -51,7 +52,7 @@ TEST(RankProcess, APidThatNowNamesAnotherProcessIsNeverSignalled) {
   EXPECT_TRUE(still_running(pid)) << "an unrelated process with the rank's old pid was killed";
   // A rank on another host is never signalled from here, whatever its pid.
   RankState remote;
-  note_rank_process(remote, pid, false);
+  note_rank_process(remote, pid, "", false);
   EXPECT_FALSE(signal_rank_process(remote, SIGKILL));
   EXPECT_TRUE(still_running(pid));
   // The rank's own process is.
@@ -61,6 +62,25 @@ TEST(RankProcess, APidThatNowNamesAnotherProcessIsNeverSignalled) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   EXPECT_FALSE(rank_process_alive(st));
   EXPECT_FALSE(signal_rank_process(st, SIGKILL));
+}
+
+// The start the rank reported for itself is what names it: a pid that
+// another process holds by the time the launcher reads the heartbeat
+// (here: this test's sleeper, under a start the rank reported) is never
+// signalled.
+TEST(RankProcess, TheRankIsNamedByTheStartItReported) {
+  const pid_t pid = start_sleeper();
+  ASSERT_GT(pid, 0);
+  RankState st;
+  note_rank_process(st, pid, "other-boot/1", true);
+  EXPECT_EQ(st.pid_start, "other-boot/1");
+  EXPECT_FALSE(signal_rank_process(st, SIGKILL));
+  EXPECT_TRUE(still_running(pid));
+  RankState own;
+  note_rank_process(own, pid, process_on_this_host(pid).start, true);
+  EXPECT_TRUE(signal_rank_process(own, SIGKILL));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
 }
 
 double cpu_seconds_of_this_thread() {

@@ -210,7 +210,7 @@ TEST_F(TrainerTest, ResumeRefusesAFolderWithoutTheCheckpointItMustResumeAt) {
     again.resume_step_at_least = floor;
     try {
       train(cfg, again);
-    } catch (const InputError& e) {
+    } catch (const ResumeRefused& e) {
       return e.what();
     }
     return "";

@@ -21,4 +21,13 @@ class RuntimeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A resume refused because this host does not hold the checkpoint the run
+// has reached (baton train --resume-step-at-least): a runtime failure, exit
+// 1, that `baton launch` does not restart - every attempt placed the same
+// way would find the same. Its message starts "resume refused: ".
+class ResumeRefused : public RuntimeError {
+ public:
+  explicit ResumeRefused(const std::string& why) : RuntimeError("resume refused: " + why) {}
+};
+
 }  // namespace baton

@@ -9,6 +9,8 @@
 // thread and the event stream's never interleave.
 #pragma once
 
+#include <baton/core/process_identity.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -39,8 +41,7 @@ class Heartbeat {
   int rank_;
   const std::atomic<int64_t>& progress_;
   std::FILE* out_;
-  std::string host_;
-  long pid_;
+  ProcessIdentity me_;  // this process: its host, pid and start
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

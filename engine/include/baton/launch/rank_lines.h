@@ -38,11 +38,12 @@ class TaggedLines {
 struct RankLine {
   enum class Kind : int { kText = 1, kHeartbeat = 2, kEvent = 3 };
   Kind kind = Kind::kText;
-  std::string type;     // an event's "type" (kHeartbeat: "heartbeat")
-  int64_t pid = 0;      // a heartbeat's
-  std::string host;     // a heartbeat's
-  int64_t step = -1;    // a heartbeat's, a step's or a run_end's (-1: none)
-  std::string status;   // a run_end's
+  std::string type;    // an event's "type" (kHeartbeat: "heartbeat")
+  int64_t pid = 0;     // a heartbeat's
+  std::string host;    // a heartbeat's
+  std::string start;   // a heartbeat's: its process's start (ProcessIdentity::start)
+  int64_t step = -1;   // a heartbeat's, a step's or a run_end's (-1: none)
+  std::string status;  // a run_end's
 };
 
 // A JSON object with a string "type" is an event (a heartbeat when the

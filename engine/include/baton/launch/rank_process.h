@@ -9,9 +9,11 @@
 
 namespace baton {
 
-// The heartbeat's pid, and the identity of the process it names now (on
-// this host: `local`; elsewhere only the pid is kept, and never signalled).
-void note_rank_process(RankState& st, long pid, bool local);
+// The heartbeat's pid and the start it reported for its own process
+// (`start`; a rank of an older build reports none: then what /proc shows
+// for the pid now), kept on this host (`local`); elsewhere only the pid is
+// kept, and never signalled.
+void note_rank_process(RankState& st, long pid, const std::string& start, bool local);
 // Whether the rank's own process on this host is still running.
 bool rank_process_alive(const RankState& st);
 // Sends `sig` to the rank's process if it is still that process; false
