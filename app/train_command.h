@@ -31,7 +31,7 @@ struct TrainArgs {
   int ps_workers = 0;
   int ps_worker = -1;
   std::string ps_servers;  // host:port,host:port
-  std::string ps_bind;         // --ps-bind: the servers' listening address
+  std::string ps_bind;         // --ps-bind: each server's placed host, comma-separated
   int64_t ps_generation = 0;   // --ps-generation: the launcher's count for this worker slot
 };
 

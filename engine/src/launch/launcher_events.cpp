@@ -104,9 +104,18 @@ std::vector<std::string> Supervisor::arguments(int attempt, const Attempt& a,
   }
   if (ps_mode()) {
     job.train_args.insert(job.train_args.end(), {"--ps-workers", std::to_string(spec_.ps_workers)});
-    // Every task on this host: the servers listen on loopback only.
+    // Each server listens only where the job places it: on loopback when
+    // every task is on this host, else on its host as the hostfile or
+    // TF_CONFIG names it (MPI rank 1 + i is server i; mpirun fills the
+    // placement's slots in order), which the server resolves on that host.
     if (!spec_.elastic.enabled && spec_.job.hostfile.empty()) {
       job.train_args.insert(job.train_args.end(), {"--ps-bind", "127.0.0.1"});
+    } else if (!a.placement.empty()) {
+      std::string hosts;
+      for (int i = 0; i < spec_.ps_servers; ++i) {
+        hosts += (i == 0 ? "" : ",") + placed_host(a, spec_.ps_workers + i);
+      }
+      job.train_args.insert(job.train_args.end(), {"--ps-bind", hosts});
     }
   }
   std::vector<std::string> args{spec_.mpirun};

@@ -24,6 +24,7 @@
 #include <baton/nn/kernels.h>
 #include <baton/strategy/strategy.h>
 
+#include "ps_bind.h"
 #include "ps_shard.h"
 #include "ps_tcp.h"
 
@@ -214,21 +215,33 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
   }
   is_ps_ = mpi_rank_ >= 1;
   rank_ = is_ps_ ? num_workers_ + mpi_rank_ - 1 : 0;
+  // Every rank checks the list (each server takes its own entry below).
+  if (!join_.bind.empty()) ps_bind::placed_host(join_.bind, 0, num_ps_, "--ps-bind");
   check(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm), "MPI_Comm_dup");
   check(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  // Each server listens; the chief learns where ("host:port", this host's
-  // as 127.0.0.1) and passes it on (its run_start names them).
+  // Each server listens; the chief learns where ("address:port") and
+  // passes it on (its run_start names them).
   constexpr int kRecord = 320;
   std::array<char, kRecord> mine{};
   if (is_ps_) {
-    // Only where the job places it: loopback when every task is on this
-    // host (join_.bind), else every address.
-    tcp_->listener = tcp::listen_on(join_.bind, &tcp_->port, "--ps-bind");
-    char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
-    const std::string at = join_.bind.empty()                          ? std::string(host)
-                           : join_.bind.find(':') != std::string::npos ? "[" + join_.bind + "]"
-                                                                       : join_.bind;
+    // Only on the address the job places it on (join_.bind: loopback when
+    // every task is on this host, else its host's name in the hostfile or
+    // TF_CONFIG, as resolved here), which is also what the workers are told.
+    // Without one (a job started by hand): every address, named by this
+    // host's name.
+    std::string at;
+    if (!join_.bind.empty()) {
+      at = ps_bind::local_address(
+          ps_bind::placed_host(join_.bind, mpi_rank_ - 1, num_ps_, "--ps-bind"), "--ps-bind");
+    }
+    tcp_->listener = tcp::listen_on(at, &tcp_->port, "--ps-bind");
+    if (at.empty()) {
+      char host[256] = {};
+      ::gethostname(host, sizeof(host) - 1);
+      at = host;
+    } else if (at.find(':') != std::string::npos) {
+      at = "[" + at + "]";
+    }
     std::snprintf(mine.data(), mine.size(), "%s:%d", at.c_str(), tcp_->port);
   }
   std::vector<char> all(mpi_rank_ == 0 ? static_cast<size_t>(kRecord * mpi_size_) : 0);
@@ -240,6 +253,7 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
     for (int r = 1; r < mpi_size_; ++r) {
       std::string record(all.data() + static_cast<size_t>(r) * kRecord);
       const size_t colon = record.rfind(':');
+      // A server on every address of this host: reached over loopback.
       if (record.substr(0, colon) == here) record = "127.0.0.1" + record.substr(colon);
       addresses_.push_back(record);
     }

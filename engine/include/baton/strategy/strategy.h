@@ -404,9 +404,11 @@ struct PsJoin {
   // long a server may stay silent in an exchange before that is an error
   // (a worker then ends, and baton launch replaces it).
   double timeout_s = kPsPeerTimeoutS;
-  // A server listens on this numeric address only ("127.0.0.1" when every
-  // task is on one host); "" is every address.
-  std::string bind;
+  // Where each server listens: the host name or numeric address the job
+  // places it on, one for every server in server order, or one for all
+  // ("127.0.0.1" when every task is on one host); only the address that
+  // names on the server's own host (ps_bind.h). Empty: every address.
+  std::vector<std::string> bind;
   // The launcher's count of the processes it started for this worker slot:
   // a hello takes over a slot another connection holds only with a higher
   // one (the launcher's announced replacement).
