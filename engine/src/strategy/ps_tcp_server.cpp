@@ -23,9 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Connections that have not proved the secret yet, at most: one more is
-// refused at once (a flood of connects cannot take every descriptor).
-constexpr size_t kMaxStrangers = 64;
 // Bytes read from one peer before the others get their turn.
 constexpr size_t kReadTurnBytes = size_t{4} << 20;
 
@@ -59,8 +56,9 @@ class Server {
         total_(total),
         nw_(static_cast<size_t>(o.num_workers)),
         n_(shard.size()),
-        deadline_(std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double>(o.deadline_s))),
+        deadline_(duration_of(o.deadline_s)),
+        handshake_(std::min(deadline_, duration_of(o.handshake_s))),
+        hold_(deadline_ / 2),
         next_step_(nw_, -1),
         read_of_(nw_, shard.version()),
         generation_(nw_, 0),
@@ -118,6 +116,15 @@ class Server {
       std::fprintf(stderr, "baton: warning: %s\n", line.c_str());
     }
   }
+  static Clock::duration duration_of(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  }
+  static std::string seconds_text(double s) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g s", s);
+    return text;
+  }
+  static double seconds_of(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
   static std::string name_of(const Conn& c) {
     return c.address + (c.worker >= 0 ? " (worker " + std::to_string(c.worker) + ")" : "");
   }
@@ -129,8 +136,10 @@ class Server {
     for (const auto& c : conns_) {
       if (c->done) continue;
       if (!c->out.empty()) until = std::min(until, c->out_since + deadline_);
-      if (c->worker < 0 || !c->in.idle()) until = std::min(until, c->since + deadline_);
+      if (c->worker < 0) until = std::min(until, c->since + handshake_);
+      if (c->worker >= 0 && !c->in.idle()) until = std::min(until, c->since + deadline_);
     }
+    for (const Pending& p : pending_) until = std::min(until, p.since + hold_);
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
     return static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
   }
@@ -140,12 +149,23 @@ class Server {
       std::string address;
       tcp::Socket s = tcp::accept_ready(listener_, &address);
       if (!s.valid()) return;
-      const size_t strangers = static_cast<size_t>(
-          std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->worker < 0; }));
-      if (strangers >= kMaxStrangers) {
-        log(who_ + ": refused " + address + ": " + std::to_string(strangers) +
-            " connections are already waiting to prove the job's secret");
-        continue;
+      const auto stranger = [](const auto& c) { return c->worker < 0; };
+      const size_t strangers =
+          static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), stranger));
+      if (strangers >= kPsMaxStrangers) {
+        // The oldest makes room (a flood of connects cannot take every
+        // descriptor, nor keep a replacement worker out: it is let in, and
+        // proves the secret in a round trip).
+        auto oldest = conns_.end();
+        for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+          if (stranger(*it) && (oldest == conns_.end() || (*it)->since < (*oldest)->since)) {
+            oldest = it;
+          }
+        }
+        log(who_ + ": dropped " + (*oldest)->address + ": the oldest of " +
+            std::to_string(strangers) + " connections waiting to prove the job's secret, for " +
+            address);
+        conns_.erase(oldest);
       }
       auto c = std::make_unique<Conn>(std::move(s), address, n_, o_.num_workers);
       c->nonce = peer_auth::make_nonce();
@@ -218,23 +238,71 @@ class Server {
 
   void check_deadlines() {
     const auto now = Clock::now();
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%g s", o_.deadline_s);
+    const std::string seconds = seconds_text(o_.deadline_s);
     for (const auto& p : conns_) {
       Conn& c = *p;
       if (c.done || !c.drop.empty()) continue;
       if (!c.out.empty() && now - c.out_since > deadline_) {
-        c.drop = "it did not take its reply within " + std::string(seconds) + " (" +
-                 std::to_string(c.out_sent) + " of " + std::to_string(c.out.size()) +
-                 " bytes taken)";
-      } else if (c.worker < 0 && now - c.since > deadline_) {
-        c.drop = "no handshake within " + std::string(seconds);
+        c.drop = "it did not take its reply within " + seconds + " (" + std::to_string(c.out_sent) +
+                 " of " + std::to_string(c.out.size()) + " bytes taken)";
+      } else if (c.worker < 0 && now - c.since > handshake_) {
+        c.drop = "no handshake within " + seconds_text(seconds_of(handshake_));
       } else if (!c.in.idle() && now - c.since > deadline_) {
-        c.drop = "a message took longer than " + std::string(seconds) + " (" +
-                 std::to_string(c.in.got()) + " of " + std::to_string(c.in.total()) +
-                 " bytes came)";
+        c.drop = "a message took longer than " + seconds + " (" + std::to_string(c.in.got()) +
+                 " of " + std::to_string(c.in.total()) + " bytes came)";
       }
     }
+    if (bounded()) check_held(now);
+  }
+
+  // Bounded: a push held back past hold_ waits for a worker that has not
+  // pushed since its values' version (stopped after it took its reply, or
+  // its host lost; a stopped process keeps its connection). The one with
+  // the oldest values goes (its slot freed for a replacement), then the
+  // next, until the held push is applied: else its worker's exchange
+  // times out, and the launcher may lose that race to a job restart.
+  void check_held(Clock::time_point now) {
+    if (pending_.empty()) return;
+    const Pending& held =
+        *std::min_element(pending_.begin(), pending_.end(),
+                          [](const Pending& a, const Pending& b) { return a.since < b.since; });
+    if (now - held.since <= hold_) return;
+    int blocker = -1;
+    for (size_t w = 0; w < nw_; ++w) {
+      const int iw = static_cast<int>(w);
+      if (!live_[w] || iw == held.worker) continue;
+      if (std::any_of(pending_.begin(), pending_.end(),
+                      [&](const Pending& p) { return p.worker == iw; })) {
+        continue;  // its own push waits: not what holds the others
+      }
+      if (blocker < 0 || read_of_[w] < read_of_[static_cast<size_t>(blocker)]) blocker = iw;
+    }
+    if (blocker < 0) return;
+    // It holds the push only if its read is at or before the first one
+    // that breaks the bound (else the held workers' own reads do).
+    reads_.clear();
+    for (size_t w = 0; w < nw_; ++w) {
+      if (live_[w] && static_cast<int>(w) != held.worker) reads_.push_back(read_of_[w]);
+    }
+    std::sort(reads_.begin(), reads_.end());
+    size_t first_over = 0;
+    while (first_over < reads_.size() &&
+           shard_.version() + 1 + static_cast<int64_t>(first_over) - reads_[first_over] <=
+               o_.max_staleness) {
+      ++first_over;
+    }
+    if (first_over == reads_.size() ||
+        read_of_[static_cast<size_t>(blocker)] > reads_[first_over]) {
+      return;
+    }
+    Conn* c = holder_of(blocker);
+    if (c == nullptr) return;
+    c->drop = "its values are from version " +
+              std::to_string(read_of_[static_cast<size_t>(blocker)]) +
+              " and it has not pushed since: worker " + std::to_string(held.worker) +
+              "'s push waited " + seconds_text(seconds_of(now - held.since)) +
+              " for it (max_staleness " + std::to_string(o_.max_staleness) +
+              "; a held push waits at most half the " + seconds_text(o_.deadline_s) + " deadline)";
   }
 
   Conn* holder_of(int w) {
@@ -275,6 +343,7 @@ class Server {
   struct Pending {
     int worker;
     int64_t read;
+    Clock::time_point since;  // when it came (bounded: held since)
   };
 
   void update_and_reply(const Pending& p) {
@@ -359,7 +428,7 @@ class Server {
     const auto uw = static_cast<size_t>(c.worker);
     if (h.kind == kPsPush) {
       next_step_[uw] = h.d + 1;
-      const Pending p{c.worker, h.a};
+      const Pending p{c.worker, h.a, Clock::now()};
       if (!bounded()) {
         update_and_reply(p);
       } else {
@@ -389,7 +458,8 @@ class Server {
   StalenessStats& total_;
   size_t nw_;
   int64_t n_;
-  Clock::duration deadline_;
+  Clock::duration deadline_, handshake_;
+  Clock::duration hold_;  // bounded: the longest a push is held back (check_held)
   // Per worker slot: the step its next push is (where a replacement goes
   // on), the version its values came from, the generation holding it,
   // whether a worker holds it, and its gradients as they come in.
