@@ -246,7 +246,6 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
 
   LaunchSpec spec;
   spec.mpirun = mpirun;
-  for (const auto& [k, v] : mpirun_environment()) spec.mpirun_env.push_back(k + "=" + v);
   spec.job.ranks = a.np > 0 ? a.np : std::max(1, slots);
   // Asynchronous parameter servers on this host outlive their workers: the
   // MPI job holds the chief and the servers, the other workers join them
@@ -271,6 +270,13 @@ int run_launch(const LaunchArgs& a, const std::string& exe_path) {
   } else if (ps_async && elastic && a.max_workers - num_ps >= 2) {
     spec.ps_workers = a.max_workers - num_ps;
     spec.ps_servers = num_ps;
+  }
+  // The job's secret only where its tasks prove it to each other: the
+  // parameter servers and the workers that join them over TCP.
+  spec.job.send_secret = spec.ps_workers > 0;
+  for (const auto& [k, v] :
+       mpirun_environment(spec.job.send_secret ? JobSecret::kMade : JobSecret::kLeftOut)) {
+    spec.mpirun_env.push_back(k + "=" + v);
   }
   spec.job.hostfile = tf_hostfile ? tf_hostfile->path() : absolute(a.hostfile);
   spec.job.available_slots = slots;

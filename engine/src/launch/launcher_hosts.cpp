@@ -139,7 +139,7 @@ bool Supervisor::bring_checkpoint(int attempt, const Attempt& a, LaunchOutcome& 
   }
   CarryJob job;
   job.mpirun = spec_.mpirun;
-  job.env = spec_.mpirun_env;
+  job.env = without_secret(spec_.mpirun_env);  // a file's copy needs no secret
   job.from_host = a.carry_from;
   job.to_host = to;
   job.path = last_checkpoint_.path;

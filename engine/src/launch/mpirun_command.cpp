@@ -21,7 +21,7 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
     a.push_back(spec.hostfile);
     // The job's secret (mpirun_environment()) to the ranks on other hosts
     // too: by name here, its value stays in the environment.
-    a.insert(a.end(), {"-x", peer_auth::kSecretEnv});
+    if (spec.send_secret) a.insert(a.end(), {"-x", peer_auth::kSecretEnv});
   } else {
     // Every rank on this host: OpenMPI's own traffic stays on loopback
     // (its out-of-band messages; the ranks' shared memory and self, no TCP
@@ -49,7 +49,7 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec) {
   return a;
 }
 
-std::vector<std::pair<std::string, std::string>> mpirun_environment() {
+std::vector<std::pair<std::string, std::string>> mpirun_environment(JobSecret secret) {
   std::vector<std::pair<std::string, std::string>> env;
   if (::geteuid() == 0) {
     env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
@@ -65,8 +65,19 @@ std::vector<std::pair<std::string, std::string>> mpirun_environment() {
   // A fresh secret for this job: the parameter servers and their workers
   // prove it to each other (peer_auth.h). In the environment, which only
   // this user can read, never on a command line.
-  env.emplace_back(peer_auth::kSecretEnv, peer_auth::to_hex(peer_auth::make_secret()));
+  if (secret == JobSecret::kMade) {
+    env.emplace_back(peer_auth::kSecretEnv, peer_auth::to_hex(peer_auth::make_secret()));
+  }
   return env;
+}
+
+std::vector<std::string> without_secret(const std::vector<std::string>& env) {
+  const std::string key = std::string(peer_auth::kSecretEnv) + "=";
+  std::vector<std::string> out;
+  for (const auto& kv : env) {
+    if (kv.rfind(key, 0) != 0) out.push_back(kv);
+  }
+  return out;
 }
 
 namespace {

@@ -195,8 +195,7 @@ TEST_F(RunSessionTest, AGivenRunIdIsKept) {
 // absent, a rank number past int's range is not a tag - nothing throws
 // (found by fuzzing: the launcher stopped on such a line).
 TEST(RankLines, WhatALineSaysAndWhatItCannotBreak) {
-  const RankLine beat =
-      parse_rank_line(R"({"type":"heartbeat","pid":41,"host":"a","step":7})");
+  const RankLine beat = parse_rank_line(R"({"type":"heartbeat","pid":41,"host":"a","step":7})");
   EXPECT_EQ(beat.kind, RankLine::Kind::kHeartbeat);
   EXPECT_EQ(beat.pid, 41);
   EXPECT_EQ(beat.host, "a");
@@ -229,6 +228,7 @@ TEST(MpirunCommand, TheArgumentVectorInOrder) {
   s.runs_dir = "/data/runs";
   s.history_db = "/data/runs.db";
   s.train_args = {"--seed", "7"};
+  s.send_secret = true;  // a parameter-server job over TCP
   const std::vector<std::string> want = {"-n",
                                          "3",
                                          "--oversubscribe",
@@ -260,8 +260,8 @@ TEST(MpirunCommand, OptionalPartsAreLeftOut) {
   s.events = "";
   s.quiet = false;
   // No hostfile: one host, OpenMPI's own traffic on loopback.
-  const std::vector<std::string> want = {"-n",   "2",     "--mca",     "oob_tcp_if_include",
-                                         "lo",   "--mca", "btl",       "self,vader",
+  const std::vector<std::string> want = {"-n",    "2",     "--mca", "oob_tcp_if_include",
+                                         "lo",    "--mca", "btl",   "self,vader",
                                          "baton", "train", "c.json"};
   EXPECT_EQ(mpirun_arguments(s), want);
 }
@@ -283,7 +283,7 @@ TEST(MpirunCommand, OversubscribeOnlyWhenTheRanksOutnumberTheCores) {
 
 TEST(MpirunCommand, RootGetsOpenMpisPermission) {
   ::unsetenv("OMPI_MCA_rtc_hwloc_vmhole");
-  const auto env = mpirun_environment();
+  const auto env = mpirun_environment(JobSecret::kMade);
   const std::pair<std::string, std::string> vmhole{"OMPI_MCA_rtc_hwloc_vmhole", "none"};
   if (::geteuid() == 0) {
     ASSERT_EQ(env.size(), 4u);
@@ -297,14 +297,16 @@ TEST(MpirunCommand, RootGetsOpenMpisPermission) {
   EXPECT_EQ(env.back().first, "BATON_JOB_SECRET");
   // The caller's own setting is left alone.
   ::setenv("OMPI_MCA_rtc_hwloc_vmhole", "biggest", 1);
-  const auto mine = mpirun_environment();
+  const auto mine = mpirun_environment(JobSecret::kMade);
   EXPECT_TRUE(std::none_of(mine.begin(), mine.end(),
                            [](const auto& kv) { return kv.first == "OMPI_MCA_rtc_hwloc_vmhole"; }));
   ::unsetenv("OMPI_MCA_rtc_hwloc_vmhole");
 }
 
-// Each job gets its own 256-bit secret, in the environment only: never in
-// the arguments, which `ps` shows to every user.
+// Each job that needs one (an asynchronous parameter-server job over TCP)
+// gets its own 256-bit secret, in the environment only: never in the
+// arguments, which `ps` shows to every user. Any other job, and a
+// checkpoint's copy, carries none, nor sends one to other hosts.
 TEST(MpirunCommand, EachJobGetsAFreshSecretInTheEnvironmentOnly) {
   const auto secret_of = [](const std::vector<std::pair<std::string, std::string>>& env) {
     for (const auto& [k, v] : env) {
@@ -312,15 +314,26 @@ TEST(MpirunCommand, EachJobGetsAFreshSecretInTheEnvironmentOnly) {
     }
     return std::string();
   };
-  const std::string a = secret_of(mpirun_environment()), b = secret_of(mpirun_environment());
+  const std::string a = secret_of(mpirun_environment(JobSecret::kMade)),
+                    b = secret_of(mpirun_environment(JobSecret::kMade));
   ASSERT_EQ(a.size(), 64u) << a;
   EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
   EXPECT_NE(a, b);
+  EXPECT_EQ(secret_of(mpirun_environment(JobSecret::kLeftOut)), "");
   MpirunSpec s;
   s.baton = "baton";
   s.config = "c.json";
   s.hostfile = "hosts";
+  const auto names_secret = [](const std::vector<std::string>& args) {
+    return std::find(args.begin(), args.end(), "BATON_JOB_SECRET") != args.end();
+  };
+  EXPECT_FALSE(names_secret(mpirun_arguments(s))) << "a job that needs no secret";
+  s.send_secret = true;
+  EXPECT_TRUE(names_secret(mpirun_arguments(s))) << "-x BATON_JOB_SECRET: to the other hosts";
   for (const auto& arg : mpirun_arguments(s)) EXPECT_EQ(arg.find(a), std::string::npos) << arg;
+  // A checkpoint's copy (CarryJob::env) goes without it.
+  const std::vector<std::string> env = {"OMPI_MCA_rtc_hwloc_vmhole=none", "BATON_JOB_SECRET=" + a};
+  EXPECT_EQ(without_secret(env), std::vector<std::string>{"OMPI_MCA_rtc_hwloc_vmhole=none"});
 }
 
 TEST(AbsolutizePaths, RelativeDatasetAndCheckpointPathsBecomeAbsolute) {

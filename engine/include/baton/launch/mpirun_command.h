@@ -33,12 +33,18 @@ struct MpirunSpec {
   // --bind-to none: the rank may run on any core (a job of one rank among
   // others on the host, which OpenMPI would bind to core 0 like the rest).
   bool bind_none = false;
+  // -x BATON_JOB_SECRET (with a hostfile): the job's secret goes to its
+  // ranks on other hosts too (over OpenMPI's own out-of-band channel). Only
+  // for a job whose tasks prove it to each other (an asynchronous
+  // parameter-server job over TCP, LaunchSpec::ps_workers).
+  bool send_secret = false;
 };
 
 // mpirun's arguments (without the program itself): -n N [--oversubscribe]
 // (when ranks > slots) [--tag-output]
-// [--hostfile F -x BATON_JOB_SECRET | (no hostfile: one host) --mca
-// oob_tcp_if_include lo --mca btl self,vader] [WRAPPER...] BATON train CONFIG [--events E] [--quiet] [--runs-dir D]
+// [--hostfile F [-x BATON_JOB_SECRET (send_secret)] | (no hostfile: one host) --mca
+// oob_tcp_if_include lo --mca btl self,vader] [WRAPPER...] BATON train CONFIG [--events E]
+// [--quiet] [--runs-dir D]
 // [--db P] [train_args...].
 std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
 
@@ -47,9 +53,18 @@ std::vector<std::string> mpirun_arguments(const MpirunSpec& spec);
 // and its daemons' shared topology mapping is turned off
 // (OMPI_MCA_rtc_hwloc_vmhole=none, unless the caller sets it: it crashed
 // daemons here).
-// Every call also makes a new job secret (BATON_JOB_SECRET, 256 random
-// bits): one call per job.
-std::vector<std::pair<std::string, std::string>> mpirun_environment();
+// With JobSecret::kMade it also makes a new job secret (BATON_JOB_SECRET,
+// 256 random bits): one call per job, for a job whose tasks need it (an
+// asynchronous parameter-server job over TCP); no other job's environment
+// carries one.
+enum class JobSecret {
+  kLeftOut = 1,
+  kMade = 2,
+};
+std::vector<std::pair<std::string, std::string>> mpirun_environment(JobSecret secret);
+// "KEY=value" entries without the job's secret (a job of the launcher's own,
+// such as a checkpoint's copy, that does not need it).
+std::vector<std::string> without_secret(const std::vector<std::string>& env);
 
 // A copy of `config` with its dataset paths (data.train/validation: path,
 // images, labels - each a path, a glob or a list of them) and
