@@ -5,18 +5,40 @@
 #pragma once
 
 #include <baton/core/running_child.h>
+#include <baton/train/checkpoint.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace baton::testing_launch {
+
+// A config of the launch tests' job: an MLP on the digits data set
+// (standardized, shuffled), softmax cross-entropy, Adam at 0.002, one
+// thread; `job` (a JSON object) adds or replaces the rest (name, seed,
+// model, train, strategy, checkpoint).
+inline std::string digits_config(const std::string& job) {
+  nlohmann::json config = {{"threads", 1},
+                           {"data",
+                            {{"train",
+                              {{"type", "csv"},
+                               {"path", BATON_SOURCE_DIR "/resources/datasets/digits.csv.gz"},
+                               {"label", -1}}},
+                             {"standardize", true},
+                             {"shuffle_buffer", 512}}},
+                           {"loss", "softmax_cross_entropy"},
+                           {"optimizer", {{"type", "adam"}, {"lr", 0.002}}}};
+  config.merge_patch(nlohmann::json::parse(job));
+  return config.dump(2);
+}
 
 // The events of one type, in order.
 inline std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& events,
@@ -35,6 +57,35 @@ inline std::filesystem::path fresh_test_dir(const std::string& root) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// The tensors of the newest checkpoint in `dir`, which must be at `step`;
+// none when there is no checkpoint.
+inline NamedTensors final_tensors(const std::string& dir, int64_t step) {
+  auto data = CheckpointManager(dir, 2).load_latest();
+  if (!data) return {};
+  EXPECT_EQ(data->step, step) << dir;
+  return std::move(data->tensors);
+}
+
+// Whether `a` and `b` hold the same tensors, by name and bit for bit;
+// when not, `why` says where they first differ.
+inline bool bit_identical(const NamedTensors& a, const NamedTensors& b, std::string* why) {
+  if (a.size() != b.size()) {
+    *why = std::to_string(a.size()) + " tensors against " + std::to_string(b.size());
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first || a[i].second.numel() != b[i].second.numel() ||
+        std::memcmp(a[i].second.data(), b[i].second.data(),
+                    static_cast<size_t>(a[i].second.numel()) * sizeof(float)) != 0) {
+      *why = "tensor " + a[i].first + " differs";
+      return false;
+    }
+  }
+  return true;
 }
 
 struct LaunchedJob {

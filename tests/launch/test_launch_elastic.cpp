@@ -37,18 +37,13 @@ namespace {
 using testing_launch::of_type;
 
 // 1797 digits, a global batch of 60: 29 batches an epoch (the last of 57).
-const char* kConfig = R"({
-  "name": "elastic-test", "seed": 5, "threads": 1,
+const std::string kConfig = testing_launch::digits_config(R"({
+  "name": "elastic-test", "seed": 5,
   "model": {"type": "mlp", "layers": [64, 64, 10], "activation": "relu"},
-  "data": {"train": {"type": "csv", "path": ")" BATON_SOURCE_DIR
-                      R"(/resources/datasets/digits.csv.gz", "label": -1},
-           "standardize": true, "shuffle_buffer": 512},
-  "loss": "softmax_cross_entropy",
-  "optimizer": {"type": "adam", "lr": 0.002},
   "train": {"steps": 1500, "global_batch_size": 60, "log_every_steps": 10},
   "strategy": {"type": "multi_worker_mirrored"},
   "checkpoint": {"every_steps": 100, "every_epoch": false, "keep": 2}
-})";
+})");
 
 // OpenMPI's rsh agent: "agent HOST COMMAND..." runs COMMAND here.
 const char* kAgent = R"(#!/bin/sh
@@ -186,28 +181,28 @@ class LaunchElastic : public testing::Test {
 TEST_F(LaunchElastic, ParameterServerWorkersLeaveAndJoinWithTheirHosts) {
   set_hosts("127.0.0.2:2\n127.0.0.3:1\n127.0.0.4:1\n");
   int phase = 0;  // 0: 3 workers; 1: .4 removed; 2: its worker left; 3: .4 back; 4: joined
-  const auto events = launch(
-      {"--min-workers", "2", "--max-workers", "4", "--set", "train.steps=40000", "--set",
-       "strategy.type=parameter_server", "--set", "strategy.num_ps=1", "--set",
-       "strategy.mode=async", "--max-restarts", "0"},
-      [&](const nlohmann::json& e) {
-        const std::string type = e.value("type", "");
-        if (phase == 0 && type == "ranks") {
-          for (const auto& r : e.value("ranks", nlohmann::json::array())) {
-            if (r.value("rank", -1) == 2 && r.value("state", "") == "running" &&
-                r.value("step", int64_t{-1}) >= 1000) {
-              set_hosts("127.0.0.2:2\n127.0.0.3:1\n");
-              phase = 1;
-            }
-          }
-        } else if (phase == 1 && type == "scale" && e.value("change", "") == "left") {
-          phase = 2;
-          set_hosts("127.0.0.2:2\n127.0.0.3:1\n127.0.0.4:1\n");
-          phase = 3;
-        } else if (phase == 3 && type == "scale" && e.value("change", "") == "joined") {
-          phase = 4;
-        }
-      });
+  const auto events =
+      launch({"--min-workers", "2", "--max-workers", "4", "--set", "train.steps=40000", "--set",
+              "strategy.type=parameter_server", "--set", "strategy.num_ps=1", "--set",
+              "strategy.mode=async", "--max-restarts", "0"},
+             [&](const nlohmann::json& e) {
+               const std::string type = e.value("type", "");
+               if (phase == 0 && type == "ranks") {
+                 for (const auto& r : e.value("ranks", nlohmann::json::array())) {
+                   if (r.value("rank", -1) == 2 && r.value("state", "") == "running" &&
+                       r.value("step", int64_t{-1}) >= 1000) {
+                     set_hosts("127.0.0.2:2\n127.0.0.3:1\n");
+                     phase = 1;
+                   }
+                 }
+               } else if (phase == 1 && type == "scale" && e.value("change", "") == "left") {
+                 phase = 2;
+                 set_hosts("127.0.0.2:2\n127.0.0.3:1\n127.0.0.4:1\n");
+                 phase = 3;
+               } else if (phase == 3 && type == "scale" && e.value("change", "") == "joined") {
+                 phase = 4;
+               }
+             });
   ASSERT_EQ(exit_code_, 0) << stderr_;
   EXPECT_EQ(phase, 4) << stderr_;
   const auto scale = of_type(events, "scale");
@@ -396,23 +391,43 @@ TEST_F(LaunchElastic, TfConfigParameterServerTasksRunOnTheirHostsAndAWorkerIsRep
   std::ofstream(path("tf_ps.json")) << R"({"cluster": {"chief": ["127.0.0.2:2222"],
       "worker": ["127.0.0.3:2222", "127.0.0.4:2222"], "ps": ["127.0.0.2:2223"]}})";
   long killed = 0;
-  const auto job = testing_launch::run_launcher(
-      BATON_BINARY,
-      {"baton", "launch", config_, "--tf-config", path("tf_ps.json"), "--runs-dir", path("runs"),
-       "--db", path("history.db"), "--set", "train.steps=40000", "--set",
-       "strategy.type=parameter_server", "--set", "strategy.num_ps=1", "--set",
-       "strategy.mode=async", "--host-cooldown", "0.5", "--heartbeat", "0.2", "--events", "-",
-       "-q"},
-      env(), [&](const nlohmann::json& e) {
-        if (killed != 0 || e.value("type", "") != "ranks") return;
-        for (const auto& r : e["ranks"]) {
-          if (r.value("rank", -1) == 2 && r.value("state", "") == "running" &&
-              r.value("step", int64_t{-1}) >= 1000) {
-            killed = r.value("pid", 0L);
-            ::kill(static_cast<pid_t>(killed), SIGKILL);
-          }
-        }
-      });
+  const auto job = testing_launch::run_launcher(BATON_BINARY,
+                                                {"baton",
+                                                 "launch",
+                                                 config_,
+                                                 "--tf-config",
+                                                 path("tf_ps.json"),
+                                                 "--runs-dir",
+                                                 path("runs"),
+                                                 "--db",
+                                                 path("history.db"),
+                                                 "--set",
+                                                 "train.steps=40000",
+                                                 "--set",
+                                                 "strategy.type=parameter_server",
+                                                 "--set",
+                                                 "strategy.num_ps=1",
+                                                 "--set",
+                                                 "strategy.mode=async",
+                                                 "--host-cooldown",
+                                                 "0.5",
+                                                 "--heartbeat",
+                                                 "0.2",
+                                                 "--events",
+                                                 "-",
+                                                 "-q"},
+                                                env(), [&](const nlohmann::json& e) {
+                                                  if (killed != 0 || e.value("type", "") != "ranks")
+                                                    return;
+                                                  for (const auto& r : e["ranks"]) {
+                                                    if (r.value("rank", -1) == 2 &&
+                                                        r.value("state", "") == "running" &&
+                                                        r.value("step", int64_t{-1}) >= 1000) {
+                                                      killed = r.value("pid", 0L);
+                                                      ::kill(static_cast<pid_t>(killed), SIGKILL);
+                                                    }
+                                                  }
+                                                });
   ASSERT_EQ(job.exit_code, 0) << job.err;
   ASSERT_NE(killed, 0) << "worker 2 never seen running past step 1000";
   const auto replaced = of_type(job.events, "replace");

@@ -32,23 +32,20 @@
 #include <thread>
 #include <vector>
 
+#include "launch/launched_job.h"
+
 namespace fs = std::filesystem;
 
 namespace baton {
 namespace {
 
-const char* kConfig = R"({
-  "name": "launch-test", "seed": 3, "threads": 1,
+const std::string kConfig = testing_launch::digits_config(R"({
+  "name": "launch-test", "seed": 3,
   "model": {"type": "mlp", "layers": [64, 256, 256, 10], "activation": "relu"},
-  "data": {"train": {"type": "csv", "path": ")" BATON_SOURCE_DIR
-                      R"(/resources/datasets/digits.csv.gz", "label": -1},
-           "standardize": true, "shuffle_buffer": 512},
-  "loss": "softmax_cross_entropy",
-  "optimizer": {"type": "adam", "lr": 0.002},
   "train": {"steps": 6000, "global_batch_size": 64, "log_every_steps": 500},
   "strategy": {"type": "multi_worker_mirrored"},
   "checkpoint": {"every_steps": 25, "every_epoch": false, "keep": 2}
-})";
+})");
 
 // FAULT_RANK gets FAULT_SIGNAL FAULT_DELAY s after it starts, in the first
 // attempt only (FAULT_MARK is made once, atomically, with mkdir), or in
@@ -85,10 +82,7 @@ class LaunchRestarts : public testing::Test {
  protected:
   void SetUp() override {
     if (find_on_path("mpirun").empty()) GTEST_SKIP() << "mpirun is not on PATH";
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    work_ = fs::path(BATON_TEST_WORK_DIR) / info->name();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
+    work_ = testing_launch::fresh_test_dir(BATON_TEST_WORK_DIR);
     config_ = (work_ / "config.json").string();
     std::ofstream(config_) << kConfig;
     wrapper_ = (work_ / "fault.sh").string();
@@ -101,11 +95,7 @@ class LaunchRestarts : public testing::Test {
     std::vector<nlohmann::json> events;  // the launcher's --events lines
     int exit_code() const { return WIFEXITED(result.status) ? WEXITSTATUS(result.status) : -1; }
     std::vector<nlohmann::json> of_type(const std::string& type) const {
-      std::vector<nlohmann::json> out;
-      for (const auto& e : events) {
-        if (e.value("type", "") == type) out.push_back(e);
-      }
-      return out;
+      return testing_launch::of_type(events, type);
     }
   };
 
@@ -146,12 +136,9 @@ class LaunchRestarts : public testing::Test {
   }
 
   // The newest checkpoint's tensors of a run.
-  std::vector<std::pair<std::string, Tensor>> final_tensors(const std::string& run_id) {
-    CheckpointManager m((fs::path(runs()) / run_id / "checkpoints").string(), 2);
-    auto data = m.load_latest();
-    if (!data) return {};
-    EXPECT_EQ(data->step, 6000) << run_id;
-    return std::move(data->tensors);
+  testing_launch::NamedTensors final_tensors(const std::string& run_id) {
+    return testing_launch::final_tensors((fs::path(runs()) / run_id / "checkpoints").string(),
+                                         6000);
   }
 
   double fault_time(const std::string& run_id) {
@@ -181,22 +168,7 @@ class LaunchRestarts : public testing::Test {
   std::string np_ = "2";
 };
 
-bool bit_identical(const std::vector<std::pair<std::string, Tensor>>& a,
-                   const std::vector<std::pair<std::string, Tensor>>& b, std::string* why) {
-  if (a.size() != b.size()) {
-    *why = std::to_string(a.size()) + " tensors against " + std::to_string(b.size());
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].first != b[i].first || a[i].second.numel() != b[i].second.numel() ||
-        std::memcmp(a[i].second.data(), b[i].second.data(),
-                    static_cast<size_t>(a[i].second.numel()) * sizeof(float)) != 0) {
-      *why = "tensor " + a[i].first + " differs";
-      return false;
-    }
-  }
-  return true;
-}
+using testing_launch::bit_identical;
 
 TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun) {
   const Launched ref = launch("ref", {"FAULT_RANK=-1"});
@@ -263,9 +235,8 @@ TEST_F(LaunchRestarts, ACheckpointCutShortIsSkippedForThePreviousOne) {
   const Launched ref = launch("ref", {"FAULT_RANK=-1"});
   ASSERT_EQ(ref.exit_code(), 0) << ref.result.err;
   const std::string dir = (fs::path(runs()) / "cut" / "checkpoints").string();
-  const Launched l = launch(
-      "cut", {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=1.0", "FAULT_TRUNCATE=" + dir,
-              after_first_checkpoint("cut")});
+  const Launched l = launch("cut", {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=1.0",
+                                    "FAULT_TRUNCATE=" + dir, after_first_checkpoint("cut")});
   ASSERT_EQ(l.exit_code(), 0) << excerpt(l.result.err);
   ASSERT_EQ(l.of_type("restart").size(), 1u);
   std::ifstream in(work_ / "cut.mark.cut" / "name");

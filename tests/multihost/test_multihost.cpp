@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "launch/launched_job.h"
+#include "multihost/testbed_util.h"
 
 namespace fs = std::filesystem;
 
@@ -46,77 +47,37 @@ namespace {
 using testing_launch::of_type;
 
 const char* kPrefix = "bt-t";  // the hosts: bt-t1, bt-t2
-const std::string kTestbed = BATON_SOURCE_DIR "/tests/multihost/testbed.sh";
+const std::string& kTestbed = testbed::kScript;
 
-const char* kConfig = R"({
-  "name": "multihost", "seed": 7, "threads": 1,
+const std::string kConfig = testing_launch::digits_config(R"({
+  "name": "multihost", "seed": 7,
   "model": {"type": "mlp", "layers": [64, 128, 10], "activation": "relu"},
-  "data": {"train": {"type": "csv", "path": ")" BATON_SOURCE_DIR
-                      R"(/resources/datasets/digits.csv.gz", "label": -1},
-           "standardize": true, "shuffle_buffer": 512},
-  "loss": "softmax_cross_entropy",
-  "optimizer": {"type": "adam", "lr": 0.002},
   "train": {"steps": 400, "global_batch_size": 64, "log_every_steps": 50},
   "strategy": {"type": "multi_worker_mirrored", "allreduce": {"algorithm": "ring"}},
   "checkpoint": {"every_steps": 50, "every_epoch": false, "keep": 2}
-})";
+})");
 
 class MultiHost : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    work_ = fs::path(BATON_TEST_WORK_DIR) / "multihost";
-    fs::remove_all(work_);
-    fs::create_directories(work_);
-    if (::geteuid() != 0) {
-      skip_ = "the test bed needs root (ip netns, veth, a bridge)";
-      return;
-    }
-    if (find_on_path("ip").empty()) {
-      skip_ = "ip (iproute2) is not on PATH";
-      return;
-    }
-    if (find_on_path("mpirun").empty()) {
-      skip_ = "mpirun is not on PATH";
-      return;
-    }
-    run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-    const ChildResult up = run_child(kTestbed, {"testbed.sh", "up", "2", kPrefix}, {}, 60);
-    if (!exited_ok(up.status)) {
-      skip_ = "network namespaces cannot be made here: " + excerpt(up.err);
-      run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-      return;
-    }
-    std::ofstream(work_ / "hosts") << up.out;  // "bt-t1 slots=2" ...
-    std::ofstream(work_ / "agent.sh") << "#!/bin/sh\nexec " << kTestbed << " agent \"$@\"\n";
-    fs::permissions(work_ / "agent.sh", fs::perms::owner_all);
-    std::ofstream(work_ / "config.json") << kConfig;
+    bed_ = testbed::TestBed(kPrefix, fs::path(BATON_TEST_WORK_DIR) / "multihost");
+    if (!bed_.up(2, "ip netns, veth, a bridge", {"ip", "mpirun"})) return;
+    std::ofstream(path("hosts")) << bed_.hostfile();  // "bt-t1 slots=2" ...
+    std::ofstream(path("config.json")) << kConfig;
     auto ps = nlohmann::json::parse(kConfig);
     ps["strategy"] = {{"type", "parameter_server"}, {"num_ps", 1}, {"mode", "sync"}};
-    std::ofstream(work_ / "config_ps.json") << ps.dump();
-    std::printf("test bed: %s", up.out.c_str());
+    std::ofstream(path("config_ps.json")) << ps.dump();
+    std::printf("test bed: %s", bed_.hostfile().c_str());
   }
 
-  static void TearDownTestSuite() {
-    if (skip_.empty()) run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-  }
+  static void TearDownTestSuite() { bed_.down(); }
 
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    if (!bed_.skip().empty()) GTEST_SKIP() << bed_.skip();
   }
 
-  static std::string path(const std::string& name) { return (work_ / name).string(); }
-
-  static std::vector<std::string> env() {
-    return {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-            "OMPI_MCA_plm_rsh_agent=" + path("agent.sh"),
-            // Only the test bed's own network, between the hosts and to mpirun.
-            "OMPI_MCA_oob_tcp_if_include=10.77.0.0/24", "OMPI_MCA_btl_tcp_if_include=10.77.0.0/24",
-            // 4 ranks on 2 cores: a rank waiting in MPI lets the others run.
-            "OMPI_MCA_mpi_yield_when_idle=1",
-            // As baton launch sets it (launch/mpirun_command.h): OpenMPI's
-            // shared topology mapping crashed daemons on one machine.
-            "OMPI_MCA_rtc_hwloc_vmhole=none"};
-  }
+  static std::string path(const std::string& name) { return bed_.path(name); }
+  static std::vector<std::string> env() { return bed_.env(); }
 
   // `baton launch` to its end; its events (--events -) as they came.
   std::vector<nlohmann::json> launch(const std::string& run_id, std::vector<std::string> extra,
@@ -146,8 +107,7 @@ class MultiHost : public testing::Test {
     return hosts;
   }
 
-  static inline fs::path work_;
-  static inline std::string skip_;
+  static inline testbed::TestBed bed_;
   std::string err_;
   int exit_code_ = -1;
 };
@@ -206,8 +166,7 @@ TEST_F(MultiHost, AnAsyncServersWorkerKilledOnTheOtherHostIsReplaced) {
   std::ofstream(path("config_ps_async.json")) << ps.dump();
   long killed = 0;
   const auto events = launch(
-      "psasync",
-      {"--np", "4", "--host-cooldown", "0.5", "--heartbeat-timeout", "20"},
+      "psasync", {"--np", "4", "--host-cooldown", "0.5", "--heartbeat-timeout", "20"},
       [&](const nlohmann::json& e) {
         if (killed != 0 || e.value("type", "") != "ranks") return;
         for (const auto& r : e["ranks"]) {
@@ -298,12 +257,12 @@ TEST_F(MultiHost, TheLinkFigureOfAShapedLinkIsWithinAFifthOfItsRate) {
   big["train"]["log_every_steps"] = 10;
   big["checkpoint"]["every_steps"] = 0;
   std::ofstream(path("config_big.json")) << big.dump();
-  const ChildResult run = run_child(
-      find_on_path("mpirun"),
-      {"mpirun", "-n", "2", "--hostfile", path("hosts_1"), BATON_BINARY, "train",
-       path("config_big.json"), "--db", path("links.db"), "--run-id", "shaped", "--runs-dir",
-       path("runs"), "--events", "-", "-q"},
-      env(), 240);
+  const ChildResult run =
+      run_child(find_on_path("mpirun"),
+                {"mpirun", "-n", "2", "--hostfile", path("hosts_1"), BATON_BINARY, "train",
+                 path("config_big.json"), "--db", path("links.db"), "--run-id", "shaped",
+                 "--runs-dir", path("runs"), "--events", "-", "-q"},
+                env(), 240);
   shape_link("-");
   ASSERT_TRUE(exited_ok(run.status)) << run.err;
   std::vector<double> figures;  // GB/s, 1 -> 0, measured, after the first report
@@ -318,8 +277,8 @@ TEST_F(MultiHost, TheLinkFigureOfAShapedLinkIsWithinAFifthOfItsRate) {
   }
   ASSERT_FALSE(figures.empty()) << "no measured figure for the link 1 -> 0\n" << run.out;
   for (const double f : figures) {
-    std::printf("link 1 -> 0 shaped to %.4f GB/s: Baton reports %.4f GB/s (%.0f%%)\n", rate_gbps,
-                f, 100 * f / rate_gbps);
+    std::printf("link 1 -> 0 shaped to %.4f GB/s: Baton reports %.4f GB/s (%.0f%%)\n", rate_gbps, f,
+                100 * f / rate_gbps);
     EXPECT_NEAR(f, rate_gbps, 0.2 * rate_gbps);
   }
 
@@ -332,8 +291,7 @@ TEST_F(MultiHost, TheLinkFigureOfAShapedLinkIsWithinAFifthOfItsRate) {
                 {}, 60);
   ASSERT_TRUE(exited_ok(cal.status)) << cal.out << cal.err;
   std::printf("%s", cal.out.c_str());
-  const auto net =
-      nlohmann::json::parse(std::ifstream(path("cal_runs.json")))["links"]["network"];
+  const auto net = nlohmann::json::parse(std::ifstream(path("cal_runs.json")))["links"]["network"];
   EXPECT_NEAR(net.value("gbps", 0.0), rate_gbps, 0.2 * rate_gbps) << net.dump();
   EXPECT_EQ(net.value("alpha_us", 0.0), 42.0) << "the latency is the calibration's";
   EXPECT_NE(net.value("source", "").find("measured link samples of run"), std::string::npos)
@@ -346,12 +304,12 @@ TEST_F(MultiHost, TheLinkFigureOfAShapedLinkIsWithinAFifthOfItsRate) {
 // measured in one job: `baton bench allreduce --algorithm ring,hierarchical`.
 TEST_F(MultiHost, HierarchicalBeatsRingOverASlowLinkBetweenHosts) {
   shape_link("200mbit");
-  const ChildResult bench = run_child(
-      find_on_path("mpirun"),
-      {"mpirun", "-n", "4", "--hostfile", path("hosts"), BATON_BINARY, "bench", "allreduce",
-       "--algorithm", "ring,hierarchical", "--min-bytes", "4M", "--max-bytes", "4M", "--iters",
-       "4", "--warmup", "1", "--json"},
-      env(), 240);
+  const ChildResult bench =
+      run_child(find_on_path("mpirun"),
+                {"mpirun", "-n", "4", "--hostfile", path("hosts"), BATON_BINARY, "bench",
+                 "allreduce", "--algorithm", "ring,hierarchical", "--min-bytes", "4M",
+                 "--max-bytes", "4M", "--iters", "4", "--warmup", "1", "--json"},
+                env(), 240);
   shape_link("-");
   ASSERT_TRUE(exited_ok(bench.status)) << bench.out << bench.err;
   const auto docs = nlohmann::json::parse(bench.out);
@@ -362,9 +320,10 @@ TEST_F(MultiHost, HierarchicalBeatsRingOverASlowLinkBetweenHosts) {
     ms[k] = docs[k]["rows"][0]["in_place"].value("time_us", 0.0) / 1e3;
   }
   EXPECT_EQ(docs[1].value("communicator", ""), "mpi/hierarchical");
-  std::printf("4 MiB over 2 hosts x 2 ranks, 200 Mbit/s between them: ring %.1f ms, "
-              "hierarchical %.1f ms (%.2fx)\n",
-              ms[0], ms[1], ms[0] / ms[1]);
+  std::printf(
+      "4 MiB over 2 hosts x 2 ranks, 200 Mbit/s between them: ring %.1f ms, "
+      "hierarchical %.1f ms (%.2fx)\n",
+      ms[0], ms[1], ms[0] / ms[1]);
   EXPECT_LT(ms[1], ms[0]) << "hierarchical did not beat ring";
 }
 
@@ -394,8 +353,9 @@ else:
     client = run_child(ip, {"ip", "netns", "exec", "bt-t1", py, "-c", probe, "connect"}, {}, 60);
     if (exited_ok(client.status)) break;
   }
-  run_child(ip, {"ip", "netns", "exec", "bt-t1", py, "-c",
-                 "import socket; socket.create_connection(('10.77.0.12', 5990)).close()"},
+  run_child(ip,
+            {"ip", "netns", "exec", "bt-t1", py, "-c",
+             "import socket; socket.create_connection(('10.77.0.12', 5990)).close()"},
             {}, 10);  // the 21st accept: the server ends
   server.join();
   return exited_ok(client.status) ? std::stod(client.out) : -1;
@@ -415,9 +375,10 @@ TEST_F(MultiHost, TheDelayLineDelaysBothWays) {
   const ChildResult off = run_child(kTestbed, {"testbed.sh", "delay", "bt-t2", "-"}, {}, 30);
   ASSERT_TRUE(exited_ok(off.status)) << off.err;
   const double after = connect_rtt_ms();
-  std::printf("TCP connect round trip bt-t1 -> bt-t2: %.3f ms, with a 5 ms delay line %.3f ms, "
-              "without it again %.3f ms\n",
-              before, delayed, after);
+  std::printf(
+      "TCP connect round trip bt-t1 -> bt-t2: %.3f ms, with a 5 ms delay line %.3f ms, "
+      "without it again %.3f ms\n",
+      before, delayed, after);
   EXPECT_GE(delayed - before, 10.0 * 0.9);
   EXPECT_LE(delayed - before, 10.0 * 1.5);
   EXPECT_GT(after, 0);
@@ -436,8 +397,8 @@ TEST_F(MultiHost, ADelayShowsAsLatencyNotBandwidth) {
   std::ofstream(path("hosts_1")) << "bt-t1 slots=1\nbt-t2 slots=1\n";
   const double rate_gbps = 200e6 / 8 / 1e9;
   auto calibrate = [&](const char* ms, bool eager) {
-    const ChildResult on = run_child(
-        kTestbed, {"testbed.sh", "delay", "bt-t2", ms, BATON_DELAY_LINE, "200"}, {}, 30);
+    const ChildResult on =
+        run_child(kTestbed, {"testbed.sh", "delay", "bt-t2", ms, BATON_DELAY_LINE, "200"}, {}, 30);
     EXPECT_TRUE(exited_ok(on.status)) << on.out << on.err;
     fs::remove(path("cal_delay.json"));
     auto vars = env();
@@ -459,10 +420,11 @@ TEST_F(MultiHost, ADelayShowsAsLatencyNotBandwidth) {
   const auto plain = calibrate("0", true);
   const auto delayed = calibrate("5", true);
   const double added_us = delayed.value("alpha_us", 0.0) - plain.value("alpha_us", 0.0);
-  std::printf("through the delay line at 200 Mbit/s: latency %.1f us, %.4f GB/s; with 5 ms each "
-              "way: %.1f us, %.4f GB/s\n",
-              plain.value("alpha_us", 0.0), plain.value("gbps", 0.0),
-              delayed.value("alpha_us", 0.0), delayed.value("gbps", 0.0));
+  std::printf(
+      "through the delay line at 200 Mbit/s: latency %.1f us, %.4f GB/s; with 5 ms each "
+      "way: %.1f us, %.4f GB/s\n",
+      plain.value("alpha_us", 0.0), plain.value("gbps", 0.0), delayed.value("alpha_us", 0.0),
+      delayed.value("gbps", 0.0));
   EXPECT_NEAR(added_us, 5000, 1000) << "the delay is not the latency's";
   EXPECT_NEAR(plain.value("gbps", 0.0), rate_gbps, 0.2 * rate_gbps);
   EXPECT_NEAR(delayed.value("gbps", 0.0), rate_gbps, 0.2 * rate_gbps)
@@ -496,21 +458,35 @@ TEST_F(MultiHost, PredictedStepIsWithinAQuarterOfTheMeasured) {
     std::printf("%s", cal.out.c_str());
     const auto links = nlohmann::json::parse(std::ifstream(path("cal.json")))["links"];
     ASSERT_TRUE(links.contains("network")) << links.dump();
-    const ChildResult pred =
-        run_child(BATON_BINARY,
-                  {"baton", "predict", path("config.json"), "--topology", path("topology_2.json"),
-                   "--calibration", path("cal.json"), "--devices", "2", "--per-device-batch", "32",
-                   "--json"},
-                  env(), 180);
+    const ChildResult pred = run_child(
+        BATON_BINARY,
+        {"baton", "predict", path("config.json"), "--topology", path("topology_2.json"),
+         "--calibration", path("cal.json"), "--devices", "2", "--per-device-batch", "32", "--json"},
+        env(), 180);
     ASSERT_TRUE(exited_ok(pred.status)) << pred.err;
     const auto p = nlohmann::json::parse(pred.out)["predictions"][0]["configured"];
-    const ChildResult run = run_child(
-        mpirun,
-        {"mpirun", "-n", "2", "--hostfile", path("hosts_1"), BATON_BINARY, "train",
-         path("config.json"), "--no-db", "--runs-dir", path("runs"), "--events", "-", "-q",
-         "--set", "train.steps=200", "--set", "train.log_every_steps=10", "--set",
-         "checkpoint.every_steps=0"},
-        env(), 240);
+    const ChildResult run = run_child(mpirun,
+                                      {"mpirun",
+                                       "-n",
+                                       "2",
+                                       "--hostfile",
+                                       path("hosts_1"),
+                                       BATON_BINARY,
+                                       "train",
+                                       path("config.json"),
+                                       "--no-db",
+                                       "--runs-dir",
+                                       path("runs"),
+                                       "--events",
+                                       "-",
+                                       "-q",
+                                       "--set",
+                                       "train.steps=200",
+                                       "--set",
+                                       "train.log_every_steps=10",
+                                       "--set",
+                                       "checkpoint.every_steps=0"},
+                                      env(), 240);
     ASSERT_TRUE(exited_ok(run.status)) << run.err;
     // The step's period: the chief's wall clock between step events over
     // the steps between them (its step_time_ms leaves out the small

@@ -29,78 +29,48 @@
 #include <vector>
 
 #include "launch/launched_job.h"
+#include "multihost/testbed_util.h"
 
 namespace fs = std::filesystem;
 
 namespace baton {
 namespace {
 
+using testing_launch::bit_identical;
 using testing_launch::of_type;
 
 const char* kPrefix = "bt-c";  // the hosts: bt-c1, bt-c2
-const std::string kTestbed = BATON_SOURCE_DIR "/tests/multihost/testbed.sh";
 
-const char* kConfig = R"({
-  "name": "moved-chief", "seed": 11, "threads": 1,
+const std::string kConfig = testing_launch::digits_config(R"({
+  "name": "moved-chief", "seed": 11,
   "model": {"type": "mlp", "layers": [64, 64, 10], "activation": "relu"},
-  "data": {"train": {"type": "csv", "path": ")" BATON_SOURCE_DIR
-                      R"(/resources/datasets/digits.csv.gz", "label": -1},
-           "standardize": true, "shuffle_buffer": 512},
-  "loss": "softmax_cross_entropy",
-  "optimizer": {"type": "adam", "lr": 0.002},
   "train": {"steps": 3000, "global_batch_size": 64, "log_every_steps": 50},
   "strategy": {"type": "multi_worker_mirrored"},
   "checkpoint": {"every_steps": 50, "every_epoch": false, "keep": 2}
-})";
+})");
 
 class MultiHostCheckpoint : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    work_ = fs::path(BATON_TEST_WORK_DIR) / "multihost_checkpoint";
-    fs::remove_all(work_);
-    fs::create_directories(work_ / "host_dirs" / "local");
-    if (::geteuid() != 0) {
-      skip_ = "the test bed needs root (ip netns, veth, a bridge, mounts)";
-      return;
-    }
-    for (const char* tool : {"ip", "mpirun", "unshare"}) {
-      if (find_on_path(tool).empty()) {
-        skip_ = std::string(tool) + " is not on PATH";
-        return;
-      }
-    }
-    run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-    const ChildResult up = run_child(kTestbed, {"testbed.sh", "up", "2", kPrefix}, {}, 60);
-    if (!exited_ok(up.status)) {
-      skip_ = "network namespaces cannot be made here: " + excerpt(up.err);
-      run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-      return;
-    }
-    std::ofstream(work_ / "agent.sh") << "#!/bin/sh\nexec " << kTestbed << " agent \"$@\"\n";
-    fs::permissions(work_ / "agent.sh", fs::perms::owner_all);
-    std::ofstream(work_ / "config.json") << kConfig;
+    bed_ = testbed::TestBed(kPrefix, fs::path(BATON_TEST_WORK_DIR) / "multihost_checkpoint");
+    const bool up = bed_.up(2, "ip netns, veth, a bridge, mounts", {"ip", "mpirun", "unshare"});
+    fs::create_directories(path("host_dirs/local"));
+    if (up) std::ofstream(path("config.json")) << kConfig;
   }
 
-  static void TearDownTestSuite() {
-    if (skip_.empty()) run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-  }
+  static void TearDownTestSuite() { bed_.down(); }
 
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    if (!bed_.skip().empty()) GTEST_SKIP() << bed_.skip();
   }
 
-  static std::string path(const std::string& name) { return (work_ / name).string(); }
+  static std::string path(const std::string& name) { return bed_.path(name); }
   static std::string host_dir(const std::string& host) { return path("host_dirs/" + host); }
 
   static std::vector<std::string> env() {
-    return {"OMPI_ALLOW_RUN_AS_ROOT=1",
-            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-            "OMPI_MCA_plm_rsh_agent=" + path("agent.sh"),
-            "OMPI_MCA_oob_tcp_if_include=10.77.0.0/24",
-            "OMPI_MCA_btl_tcp_if_include=10.77.0.0/24",
-            "OMPI_MCA_mpi_yield_when_idle=1",
-            "OMPI_MCA_rtc_hwloc_vmhole=none",
-            "BATON_TESTBED_HOST_DIRS=" + path("host_dirs")};
+    auto vars = bed_.env();
+    vars.push_back("BATON_TESTBED_HOST_DIRS=" + path("host_dirs"));
+    return vars;
   }
 
   // An elastic `baton launch` of 2 workers over the hosts `hosts_<id>`
@@ -125,39 +95,14 @@ class MultiHostCheckpoint : public testing::Test {
     fs::rename(tmp, path("hosts_" + id));  // the launcher never reads half a list
   }
 
-  static std::vector<std::pair<std::string, Tensor>> final_tensors(const std::string& dir) {
-    auto data = CheckpointManager(dir, 2).load_latest();
-    if (!data) return {};
-    EXPECT_EQ(data->step, 3000) << dir;
-    return std::move(data->tensors);
-  }
-
-  static inline fs::path work_;
-  static inline std::string skip_;
+  static inline testbed::TestBed bed_;
 };
-
-bool bit_identical(const std::vector<std::pair<std::string, Tensor>>& a,
-                   const std::vector<std::pair<std::string, Tensor>>& b, std::string* why) {
-  if (a.empty() || a.size() != b.size()) {
-    *why = std::to_string(a.size()) + " tensors against " + std::to_string(b.size());
-    return false;
-  }
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].first != b[i].first || a[i].second.numel() != b[i].second.numel() ||
-        std::memcmp(a[i].second.data(), b[i].second.data(),
-                    static_cast<size_t>(a[i].second.numel()) * sizeof(float)) != 0) {
-      *why = "tensor " + a[i].first + " differs";
-      return false;
-    }
-  }
-  return true;
-}
 
 TEST_F(MultiHostCheckpoint, TheChiefsHostLeavesAndTheNextAttemptResumesAtItsCheckpoint) {
   set_hosts("ref", "bt-c1:1\nbt-c2:1\n");
   const auto ref = launch("ref", nullptr);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const auto want = final_tensors(host_dir("bt-c1") + "/ref");
+  const auto want = testing_launch::final_tensors(host_dir("bt-c1") + "/ref", 3000);
   ASSERT_FALSE(want.empty()) << "the reference run's chief (on bt-c1) left no checkpoint";
 
   // bt-c1, the chief's host, leaves the list after the checkpoint at step 50.
@@ -202,7 +147,9 @@ TEST_F(MultiHostCheckpoint, TheChiefsHostLeavesAndTheNextAttemptResumesAtItsChec
   // No shared folder: the checkpoints are in each host's own.
   EXPECT_TRUE(fs::is_empty(path("host_dirs/local")));
   std::string why;
-  EXPECT_TRUE(bit_identical(final_tensors(host_dir("bt-c2") + "/moved"), want, &why)) << why;
+  EXPECT_TRUE(
+      bit_identical(testing_launch::final_tensors(host_dir("bt-c2") + "/moved", 3000), want, &why))
+      << why;
 }
 
 // bt-c1, the chief's host, dies mid-run with its disk: its processes are
@@ -255,7 +202,7 @@ TEST_F(MultiHostCheckpoint, TheChiefsHostDiesWithItsCheckpointsAndTheJobFailsSay
 // empty) fails, exit 1, naming the step and the host; it does not train.
 TEST_F(MultiHostCheckpoint, AResumedChiefWithoutTheCheckpointRefusesToStartFromZero) {
   const ChildResult r = run_child(
-      kTestbed,
+      testbed::kScript,
       {"testbed.sh", "agent", "bt-c2",
        std::string(BATON_BINARY) + " train " + path("config.json") +
            " --set checkpoint.dir=" + path("host_dirs/local/none") + " --runs-dir " + path("runs") +

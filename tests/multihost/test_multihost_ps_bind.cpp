@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "launch/launched_job.h"
+#include "multihost/testbed_util.h"
 
 namespace fs = std::filesystem;
 
@@ -37,21 +38,15 @@ namespace {
 using testing_launch::of_type;
 
 const char* kPrefix = "bt-b";  // the hosts: bt-b1 (10.77.0.11), bt-b2 (10.77.0.12)
-const std::string kTestbed = BATON_SOURCE_DIR "/tests/multihost/testbed.sh";
 constexpr int64_t kSteps = 20000;
 
-const char* kConfig = R"({
-  "name": "ps-bind", "seed": 5, "threads": 1,
+const std::string kConfig = testing_launch::digits_config(R"({
+  "name": "ps-bind", "seed": 5,
   "model": {"type": "mlp", "layers": [64, 32, 10], "activation": "relu"},
-  "data": {"train": {"type": "csv", "path": ")" BATON_SOURCE_DIR
-                      R"(/resources/datasets/digits.csv.gz", "label": -1},
-           "standardize": true, "shuffle_buffer": 512},
-  "loss": "softmax_cross_entropy",
-  "optimizer": {"type": "adam", "lr": 0.002},
   "train": {"steps": 20000, "global_batch_size": 64, "log_every_steps": 5000},
   "strategy": {"type": "parameter_server", "num_ps": 1, "mode": "async"},
   "checkpoint": {"every_steps": 0, "every_epoch": false}
-})";
+})");
 
 fs::path work_dir() { return fs::path(BATON_TEST_WORK_DIR) / "multihost_ps_bind"; }
 
@@ -69,50 +64,20 @@ std::string connect_from(const std::string& ns, const std::string& address, int 
 class MultiHostPsBind : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    work_ = work_dir();
-    fs::remove_all(work_);
-    fs::create_directories(work_);
-    if (::geteuid() != 0) {
-      skip_ = "the test bed needs root (ip netns, veth, a bridge)";
-      return;
+    bed_ = testbed::TestBed(kPrefix, work_dir());
+    if (bed_.up(2, "ip netns, veth, a bridge", {"ip", "mpirun", "bash"})) {
+      std::ofstream(path("config.json")) << kConfig;
     }
-    for (const char* tool : {"ip", "mpirun", "bash"}) {
-      if (find_on_path(tool).empty()) {
-        skip_ = std::string(tool) + " is not on PATH";
-        return;
-      }
-    }
-    run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-    const ChildResult up = run_child(kTestbed, {"testbed.sh", "up", "2", kPrefix}, {}, 60);
-    if (!exited_ok(up.status)) {
-      skip_ = "network namespaces cannot be made here: " + excerpt(up.err);
-      run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-      return;
-    }
-    std::ofstream(work_ / "agent.sh") << "#!/bin/sh\nexec " << kTestbed << " agent \"$@\"\n";
-    fs::permissions(work_ / "agent.sh", fs::perms::owner_all);
-    std::ofstream(work_ / "config.json") << kConfig;
   }
 
-  static void TearDownTestSuite() {
-    if (skip_.empty()) run_child(kTestbed, {"testbed.sh", "down", kPrefix}, {}, 60);
-  }
+  static void TearDownTestSuite() { bed_.down(); }
 
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    if (!bed_.skip().empty()) GTEST_SKIP() << bed_.skip();
   }
 
-  static std::string path(const std::string& name) { return (work_ / name).string(); }
-
-  static std::vector<std::string> env() {
-    return {"OMPI_ALLOW_RUN_AS_ROOT=1",
-            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-            "OMPI_MCA_plm_rsh_agent=" + path("agent.sh"),
-            "OMPI_MCA_oob_tcp_if_include=10.77.0.0/24",
-            "OMPI_MCA_btl_tcp_if_include=10.77.0.0/24",
-            "OMPI_MCA_mpi_yield_when_idle=1",
-            "OMPI_MCA_rtc_hwloc_vmhole=none"};
-  }
+  static std::string path(const std::string& name) { return bed_.path(name); }
+  static std::vector<std::string> env() { return bed_.env(); }
 
   // `ip ARGS...` in host `ns`'s namespace (its second address, added and
   // removed).
@@ -193,8 +158,7 @@ class MultiHostPsBind : public testing::Test {
     }
   }
 
-  static inline fs::path work_;
-  static inline std::string skip_;
+  static inline testbed::TestBed bed_;
 };
 
 // A hostfile of addresses: the chief and the server on bt-b1 (its first
