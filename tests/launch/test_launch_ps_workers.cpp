@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "launch/launched_job.h"
+#include "net_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -277,21 +278,7 @@ TEST_F(LaunchPsWorkers, AKilledServerRestartsTheWholeJobFromItsCheckpoint) {
   }
 }
 
-// This host's first non-loopback IPv4 address ("" when it has none).
-std::string other_address() {
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return "";
-  std::string found;
-  for (ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text,
-                sizeof(text));
-    if (std::string(text).rfind("127.", 0) != 0) found = text;
-  }
-  ::freeifaddrs(all);
-  return found;
-}
+using net_test::other_address;
 
 // Every task on this host: the servers listen on loopback only, and greet
 // a connection there with the challenge that only the job's secret answers.

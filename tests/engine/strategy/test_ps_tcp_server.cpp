@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "net_test_util.h"
 #include "ps_test_server.h"
 #include "strategy/ps_tcp_server.h"
 #include "strategy/ps_wire.h"
@@ -134,21 +135,7 @@ TEST(PsTcpServer, StrangersAndReplaysAreRefusedWhileTrainingGoesOn) {
   for (const auto& line : server.log()) EXPECT_EQ(line.find("server failed"), std::string::npos);
 }
 
-// This host's first non-loopback IPv4 address ("" when it has none).
-std::string other_address() {
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return "";
-  std::string found;
-  for (ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text,
-                sizeof(text));
-    if (std::string(text).rfind("127.", 0) != 0) found = text;
-  }
-  ::freeifaddrs(all);
-  return found;
-}
+using net_test::other_address;
 
 TEST(PsTcpServer, ALoopbackPortIsNotReachableOnOtherAddresses) {
   const std::string other = other_address();
