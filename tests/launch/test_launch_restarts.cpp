@@ -180,7 +180,8 @@ TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun
   std::mt19937_64 rng(s0);
   int restarted = 0;
   std::vector<double> recovery_s;  // a rank's death to the resumed run's start
-  for (int trial = 0; trial < 20; ++trial) {
+  // Ten trials: each is a whole run and its restart (about 7 s here).
+  for (int trial = 0; trial < 10; ++trial) {
     const int rank = static_cast<int>(rng() % 2);
     const double delay = 0.6 + static_cast<double>(rng() % 1000) / 1000.0 * 1.4;
     const std::string id = "kill" + std::to_string(trial);
@@ -206,7 +207,7 @@ TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun
         << "trial " << trial << " (rank " << rank << ", " << d << " s): " << why;
   }
   // Most kills land inside the run (a few may come after its end).
-  EXPECT_GE(restarted, 15) << "only " << restarted << " of 20 trials were interrupted";
+  EXPECT_GE(restarted, 8) << "only " << restarted << " of 10 trials were interrupted";
   // The launcher answered for each run while it lived: a rank's death and
   // the restart left the run `running` (the chief's own death did not make
   // it interrupted, with an error event, when the next attempt opened the
