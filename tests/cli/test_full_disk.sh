@@ -31,7 +31,7 @@ ls "$WORK"/runs/*/summary.json >/dev/null 2>&1 || { echo "FAIL: no summary.json"
 
 code=0
 "$BATON" launch "$SRC/resources/examples/digits.json" --np 1 --max-restarts 2 --runs-dir "$WORK/runs2" \
-  --db "$WORK/full2/runs.db" --set train.epochs=300 --set train.log_every_steps=1 -q \
+  --db "$WORK/full2/runs.db" --set train.epochs=20 --set train.log_every_steps=1 -q \
   >"$WORK/launch.out" 2>"$WORK/launch.err" || code=$?
 [ "$code" = 1 ] || { echo "FAIL: launch: exit $code, expected 1"; fail=1; }
 grep -q "completed after 1 attempt (0 restarts)" "$WORK/launch.out" ||
