@@ -1,0 +1,165 @@
+// The CUDA backend: every op of the Backend interface on one device, queued
+// on this instance's own stream. Compiled twice from the same sources: by
+// nvcc into baton_cuda.so (a real GPU) and by the host compiler against the
+// SIMT emulator into baton_cuda_emu.so (CI). One instance per replica: its
+// stream, its cuBLASLt handle and workspace, its scratch.
+//
+// The ops are split over files by kind (gpu_backend_<kind>.cu), each with
+// its kernels in kernels/<kind>.cuh.
+#pragma once
+
+#include <baton/nn/device_backend.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace baton::gpu {
+
+// How products and attention compute: fp32 (exact float products), tf32
+// (float storage, TF32 tensor-core products), bf16 (bfloat16 operands,
+// float accumulation; weights, optimizer state, loss, norms and softmax
+// statistics stay float).
+enum class Precision { kFp32, kTf32, kBf16 };
+Precision parse_precision(const std::string& name);  // throws InputError
+const char* precision_name(Precision p);
+
+// Throws RuntimeError naming `what` and the CUDA error when st fails.
+void check(cudaError_t st, const char* what);
+void check(cublasStatus_t st, const char* what);
+
+class GpuBackend final : public DeviceBackend {
+ public:
+  GpuBackend(int device, Precision precision);
+  ~GpuBackend() override;
+  GpuBackend(const GpuBackend&) = delete;
+  GpuBackend& operator=(const GpuBackend&) = delete;
+
+  Device device() const override { return Device::kCuda; }
+  std::string describe() const override;
+  int device_index() const { return device_; }
+  Precision precision() const { return precision_; }
+  cudaStream_t stream() const { return stream_; }
+
+  void* allocate(size_t bytes) override;
+  void release(void* p) override;
+  int64_t allocation_count() const override { return allocations_.load(); }
+  void upload(void* device_dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* device_src, size_t bytes) override;
+  void synchronize() override;
+
+  void matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) const override;
+
+  void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols,
+                       Activation act) const override;
+  void activation_backward_bias(const float* y, const float* pre, const float* dy, float* dpre,
+                                float* dbias, int64_t rows, int64_t cols,
+                                Activation act) const override;
+  void activation_forward(const float* x, float* y, int64_t n, Activation act) const override;
+  void activation_backward(const float* x, const float* y, const float* dy, float* dx, int64_t n,
+                           Activation act) const override;
+
+  void copy(const float* x, float* y, int64_t n) const override;
+  void fill(float* y, int64_t n, float value) const override;
+  void add(const float* a, const float* b, float* y, int64_t n) const override;
+  void add_relu(const float* a, const float* b, float* y, int64_t n) const override;
+  void add_inplace(float* y, const float* x, int64_t n) const override;
+  void multiply(const float* a, const float* b, float* y, int64_t n) const override;
+  void scale(float* x, int64_t n, float s) const override;
+  double sum_squares(const float* x, int64_t n) const override;
+  void add_repeated(float* y, const float* x, int64_t repeats, int64_t n) const override;
+  void column_sums(const float* x, int64_t rows, int64_t cols, float* out) const override;
+  void dropout_mask(float* mask, int64_t rows, int64_t cols, float p, uint64_t seed,
+                    int64_t first_row) const override;
+
+  void layer_norm_forward(const float* x, const float* gain, const float* bias, float* y,
+                          float* xhat, float* rstd, int64_t rows, int64_t f,
+                          float eps) const override;
+  void layer_norm_backward(const float* dy, const float* xhat, const float* rstd, const float* gain,
+                           float* dx, float* dgain, float* dbias, int64_t rows,
+                           int64_t f) const override;
+  void rms_norm_forward(const float* x, const float* gain, float* y, float* rstd, int64_t rows,
+                        int64_t f, float eps) const override;
+  void rms_norm_backward(const float* dy, const float* x, const float* rstd, const float* gain,
+                         float* dx, float* dgain, int64_t rows, int64_t f) const override;
+
+  void column_centered_squares(const float* x, const float* mean, int64_t rows, int64_t cols,
+                               float* out) const override;
+  void batch_norm_statistics(const float* sum, const float* m2, float rows, float momentum,
+                             float eps, float* mean, float* rstd, float* running_mean,
+                             float* running_var, int64_t f) const override;
+  void batch_norm_running(const float* running_mean, const float* running_var, float eps,
+                          float* mean, float* rstd, int64_t f) const override;
+  void batch_norm_apply(const float* x, const float* mean, const float* rstd, const float* gain,
+                        const float* bias, float* xhat, float* y, int64_t rows, int64_t f,
+                        bool relu) const override;
+  void batch_norm_param_grads(const float* dy, const float* relu_y, const float* xhat,
+                              float* dgain, float* dbias, int64_t rows, int64_t f) const override;
+  void batch_norm_input_grad(const float* dy, const float* relu_y, const float* xhat,
+                             const float* gain, const float* rstd, const float* sum_dy,
+                             const float* sum_dy_xhat, float inv_rows, float* dx, int64_t rows,
+                             int64_t f) const override;
+
+  double softmax_xent(const float* logits, const int32_t* labels, float* dlogits, int64_t rows,
+                      int64_t classes, float grad_scale, int64_t* correct) const override;
+  double mse(const float* out, const float* target, float* dout, int64_t rows, int64_t k,
+             float grad_scale) const override;
+
+  void token_ids(const float* x, int32_t* ids, int64_t n, int64_t vocab) const override;
+  void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
+                         int64_t dim) const override;
+  void embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n,
+                          int64_t dim) const override;
+
+  void attention_forward(const float* qkv, float* out, float* probs, const float* mask,
+                         float* dropped, const AttentionShape& s) const override;
+  void attention_decode(const float* q, const float* k, const float* v, int64_t len, int64_t heads,
+                        int64_t head_dim, float* scores, float* out) const override;
+  void attention_backward(const float* qkv, const float* probs, const float* mask,
+                          const float* dropped, const float* dout, float* dqkv, float* dprobs,
+                          const AttentionShape& s) const override;
+
+  void chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
+                   int64_t w) const override;
+  std::unique_ptr<ConvKernel> plan_conv(const ConvShape& s) const override;
+  void max_pool_forward(const float* x, float* y, int32_t* argmax,
+                        const PoolShape& s) const override;
+  void max_pool_backward(const float* dy, const int32_t* argmax, float* dx,
+                         const PoolShape& s) const override;
+  void avg_pool_forward(const float* x, float* y, const PoolShape& s) const override;
+  void avg_pool_backward(const float* dy, float* dx, const PoolShape& s) const override;
+
+  void adam_update(float* p, const float* g, float* m, float* v, int64_t n,
+                   const cpu::AdamArgs& a) const override;
+  void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
+                  float weight_decay, bool nesterov) const override;
+
+ private:
+  // Sums n doubles of device scratch (partial sums written by a kernel)
+  // into one host double: the synchronisation point of the ops that
+  // return a value.
+  double sum_partials(const double* partials, int64_t n) const;
+  // Scratch for partial sums: at least `count` doubles (grown outside a
+  // step only: the first call at a size allocates, later ones do not).
+  double* partials(int64_t count) const;
+
+  int device_ = 0;
+  Precision precision_ = Precision::kFp32;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* lt_workspace_ = nullptr;
+  size_t lt_workspace_bytes_ = 0;
+  mutable double* partials_ = nullptr;
+  mutable int64_t partials_count_ = 0;
+  mutable double* host_partials_ = nullptr;  // pinned, partials_count_ doubles
+  mutable std::atomic<int64_t> allocations_{0};
+};
+
+}  // namespace baton::gpu

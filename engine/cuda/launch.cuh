@@ -1,0 +1,39 @@
+// Launching a kernel: one helper for both builds. Under nvcc it is the
+// <<<grid, block, shared, stream>>> launch; under the emulator it queues the
+// kernel on the emulated stream. Returns the launch's error (a launch the
+// GPU would refuse returns the runtime's error in both builds).
+#pragma once
+
+#include "kernel_language.cuh"
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#if !defined(__CUDACC__)
+#include "simt/simt_host.h"
+#endif
+
+namespace baton::gpu {
+
+template <class... P, class... A>
+cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_smem,
+                   cudaStream_t stream, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "a kernel launched with the wrong argument count");
+#if defined(__CUDACC__)
+  kernel<<<grid, block, dynamic_smem, stream>>>(std::forward<A>(args)...);
+  return cudaGetLastError();
+#else
+  return simt::launch(reinterpret_cast<const void*>(kernel), grid, block, dynamic_smem, stream,
+                      [kernel, params = std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)] {
+                        std::apply(kernel, params);
+                      });
+#endif
+}
+
+// Blocks of `threads` covering n items.
+inline unsigned blocks_for(long long n, unsigned threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+}  // namespace baton::gpu

@@ -1,0 +1,200 @@
+// Emulated streams: each an in-order queue run by its own thread, as a GPU
+// runs a stream asynchronously to the host. The legacy default stream
+// (stream 0) orders itself against every blocking stream, as CUDA's does;
+// streams made with cudaStreamNonBlocking do not wait for it. With random
+// delays on, every operation waits 0..max microseconds before it runs, so
+// work that is missing a wait (an event, a stream synchronisation) sees
+// its input unfinished and computes a wrong result.
+#include "simt_internal.h"
+#include "simt_streams.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+#include <random>
+#include <thread>
+
+namespace baton::simt {
+
+struct Delays {
+  std::mutex mu;
+  int max_us = 0;
+  unsigned seed = 1;
+};
+
+Delays& delays() {
+  static Delays d;
+  static const bool from_env = [] {
+    if (const char* env = std::getenv("BATON_SIMT_DELAY_US")) d.max_us = std::atoi(env);
+    return true;
+  }();
+  (void)from_env;
+  return d;
+}
+
+struct Streams {
+  std::mutex mu;
+  std::vector<CUstream_st*> blocking;  // live blocking streams (not the legacy one)
+  std::vector<CUstream_st*> every;     // every live stream made by cudaStreamCreate*
+  CUstream_st* legacy = nullptr;
+  unsigned next_id = 0;
+};
+
+Streams& streams() {
+  static Streams s;
+  return s;
+}
+
+}  // namespace baton::simt
+
+CUstream_st::CUstream_st(unsigned flags_, bool legacy_) : flags(flags_), legacy(legacy_) {
+  baton::simt::Delays& d = baton::simt::delays();
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    std::lock_guard<std::mutex> slock(baton::simt::streams().mu);
+    rng_seed = d.seed + 7919u * ++baton::simt::streams().next_id;
+  }
+  worker = std::thread([this] { run(); });
+}
+
+CUstream_st::~CUstream_st() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  worker.join();
+}
+
+void CUstream_st::push(std::function<void()> op) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    queue.push_back(std::move(op));
+    ++enqueued;
+  }
+  cv.notify_all();
+}
+
+void CUstream_st::wait_until(uint64_t target) {
+  std::unique_lock<std::mutex> lock(mu);
+  done_cv.wait(lock, [&] { return completed >= target; });
+}
+
+bool CUstream_st::reached(uint64_t target) {
+  std::lock_guard<std::mutex> lock(mu);
+  return completed >= target;
+}
+
+uint64_t CUstream_st::last() {
+  std::lock_guard<std::mutex> lock(mu);
+  return enqueued;
+}
+
+void CUstream_st::run() {
+  std::mt19937 rng(rng_seed);
+  for (;;) {
+    std::function<void()> op;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;
+      op = std::move(queue.front());
+      queue.pop_front();
+    }
+    int max_us = 0;
+    {
+      baton::simt::Delays& d = baton::simt::delays();
+      std::lock_guard<std::mutex> lock(d.mu);
+      max_us = d.max_us;
+    }
+    if (max_us > 0) {
+      std::uniform_int_distribution<int> pick(0, max_us);
+      std::this_thread::sleep_for(std::chrono::microseconds(pick(rng)));
+    }
+    op();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++completed;
+    }
+    done_cv.notify_all();
+  }
+}
+
+namespace baton::simt {
+
+cudaStream_t resolve_stream(cudaStream_t s) {
+  if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread) return s;
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  if (!all.legacy) all.legacy = new CUstream_st(0, true);  // lives for the process, as the device
+  return all.legacy;
+}
+
+cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> op) {
+  CUstream_st* st = resolve_stream(s);
+  // The legacy stream's implicit ordering: its work waits for all blocking
+  // streams' earlier work, and a blocking stream's for the legacy stream's.
+  std::vector<std::pair<CUstream_st*, uint64_t>> waits;
+  {
+    Streams& all = streams();
+    std::lock_guard<std::mutex> lock(all.mu);
+    if (st->legacy) {
+      for (CUstream_st* b : all.blocking) waits.emplace_back(b, b->last());
+    } else if (!(st->flags & cudaStreamNonBlocking) && all.legacy) {
+      waits.emplace_back(all.legacy, all.legacy->last());
+    }
+  }
+  for (auto& [other, target] : waits) {
+    if (target == 0 || other->reached(target)) continue;
+    st->push([other = other, target = target] { other->wait_until(target); });
+  }
+  st->push(std::move(op));
+  return cudaSuccess;
+}
+
+cudaError_t stream_synchronize(cudaStream_t s) {
+  CUstream_st* st = resolve_stream(s);
+  st->wait_until(st->last());
+  return sticky_error();
+}
+
+void register_stream(CUstream_st* s) {
+  if (s->flags & cudaStreamNonBlocking) return;
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  all.blocking.push_back(s);
+}
+
+void unregister_stream(CUstream_st* s) {
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  std::erase(all.blocking, s);
+  std::erase(all.every, s);
+}
+
+void track_stream(CUstream_st* s) {
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  all.every.push_back(s);
+}
+
+void synchronize_all() {
+  std::vector<std::pair<CUstream_st*, uint64_t>> targets;
+  {
+    Streams& all = streams();
+    std::lock_guard<std::mutex> lock(all.mu);
+    for (CUstream_st* s : all.every) targets.emplace_back(s, s->last());
+    if (all.legacy) targets.emplace_back(all.legacy, all.legacy->last());
+  }
+  for (auto& [s, t] : targets) s->wait_until(t);
+}
+
+void set_random_delays(int max_us, unsigned seed) {
+  Delays& d = delays();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.max_us = max_us;
+  d.seed = seed;
+}
+
+}  // namespace baton::simt

@@ -1,0 +1,37 @@
+// A Backend on a device whose memory the host cannot read (a GPU, or the
+// GPU emulator): besides the ops, it owns the device's memory and moves
+// bytes between host and device. Pointers given to its ops are device
+// pointers from allocate().
+//
+// Thread rules (differ from Backend's): one instance per replica, called by
+// one thread at a time. Its ops are queued in order on the instance's own
+// stream and may still be running when a call returns; download() and
+// synchronize() wait for them. A value an op returns to the host (a loss,
+// a sum of squares) is a synchronisation point.
+#pragma once
+
+#include <baton/nn/backend.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace baton {
+
+class DeviceBackend : public Backend {
+ public:
+  // Device memory, at least 256-byte aligned. Throws RuntimeError naming the
+  // size when the device has no room. Counted: allocation_count() is how
+  // many allocate() calls this instance has served (a step allocates none).
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual int64_t allocation_count() const = 0;
+  // Host <-> device copies in the stream's order; upload returns when the
+  // host buffer may be reused, download when the bytes are in host memory.
+  virtual void upload(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;
+  // Waits for every op queued so far; throws RuntimeError with the device's
+  // error when one of them failed.
+  virtual void synchronize() = 0;
+};
+
+}  // namespace baton
