@@ -24,9 +24,9 @@ namespace {
 // cuBLASLt's workspace: 32 MiB, what its heuristics ask for at most on
 // Hopper for the shapes here (llm.c and PyTorch use the same).
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
-// Partial sums the scratch holds from the start (32 KiB): enough for the
+// Partial sums the scratch holds from the start (512 KiB): enough for the
 // reductions of the ops at their usual grids, so a step never grows it.
-constexpr int64_t kInitialPartials = 4096;
+constexpr int64_t kInitialPartials = int64_t{1} << 16;
 
 const char* cublas_status_name(cublasStatus_t st) {
   switch (st) {
@@ -124,6 +124,9 @@ GpuBackend::~GpuBackend() {
   // Nothing here throws: errors of queued work are the caller's to collect
   // with synchronize() before closing.
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  // The product plans (gpu_backend_matmul.cu) go while the handle and the
+  // stream they were made with still exist.
+  matmul_plans_.reset();
   if (partials_ != nullptr) (void)cudaFree(partials_);
   if (host_partials_ != nullptr) (void)cudaFreeHost(host_partials_);
   if (lt_workspace_ != nullptr) (void)cudaFree(lt_workspace_);
