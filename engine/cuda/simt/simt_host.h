@@ -53,3 +53,10 @@ __attribute__((visibility("default"))) int baton_simt_last_diagnostic(char* out,
 __attribute__((visibility("default"))) void baton_simt_set_random_delays(int max_us,
                                                                      unsigned seed);
 }
+
+// cuda_runtime.h gives nvcc a template taking the kernel itself; the same
+// for the host compiler.
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
+}

@@ -125,10 +125,15 @@ namespace baton::simt {
 
 cudaStream_t resolve_stream(cudaStream_t s) {
   if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread) return s;
-  Streams& all = streams();
-  std::lock_guard<std::mutex> lock(all.mu);
-  if (!all.legacy) all.legacy = new CUstream_st(0, true);  // lives for the process, as the device
-  return all.legacy;
+  // Made once, outside the registry's lock (a stream's constructor takes
+  // it), and kept for the process, as the device's own stream is.
+  static CUstream_st* const legacy = [] {
+    auto* l = new CUstream_st(0, true);
+    std::lock_guard<std::mutex> lock(streams().mu);
+    streams().legacy = l;
+    return l;
+  }();
+  return legacy;
 }
 
 cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> op) {

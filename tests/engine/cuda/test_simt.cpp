@@ -1,0 +1,306 @@
+// The GPU emulator's own tests: kernels written here in CUDA (through
+// kernel_language.cuh, as the backend's are) run on the SIMT runtime.
+// What a GPU does, the emulator does (barriers, shared memory, warp
+// shuffles, streams and events); what a GPU refuses or a sanitizer
+// reports, the emulator refuses or reports; what faults on a GPU (a host
+// read of device memory, a kernel past its buffer) faults here.
+#include "kernel_language.cuh"
+#include "launch.cuh"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace {
+
+using baton::gpu::launch;
+
+__global__ void block_sum(const float* x, float* out, int n) {
+  __shared__ float partial[256];
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < static_cast<unsigned>(half)) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+}
+
+__global__ void warp_sums(const int* x, int* out, unsigned* ballots) {
+  const int lane = threadIdx.x % 32;
+  int v = x[blockIdx.x * blockDim.x + threadIdx.x];
+  const unsigned odd = __ballot_sync(0xffffffffu, v % 2 != 0);
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if (lane == 0) {
+    out[(blockIdx.x * blockDim.x + threadIdx.x) / 32] = v;
+    ballots[(blockIdx.x * blockDim.x + threadIdx.x) / 32] = odd;
+  }
+}
+
+__global__ void dynamic_reverse(const float* x, float* y, int n) {
+  BATON_DYNAMIC_SHARED(float, tile);
+  const int i = threadIdx.x;
+  if (i < n) tile[i] = x[i];
+  __syncthreads();
+  if (i < n) y[i] = tile[n - 1 - i];
+}
+
+__global__ void barrier_after_exit(float* y) {
+  if (threadIdx.x < 16) return;
+  __syncthreads();
+  y[threadIdx.x] = 1.0f;
+}
+
+__global__ void two_barriers(float* y) {
+  if (threadIdx.x % 2 == 0) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+  y[threadIdx.x] = 1.0f;
+}
+
+__global__ void shuffle_with_exited_lane(float* y) {
+  if (threadIdx.x == 5) return;
+  y[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 1);
+}
+
+__global__ void write_past(float* y, int n) { y[n + threadIdx.x] = 1.0f; }
+
+__global__ void fill_slowly(float* y, int n, float v) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = v;
+}
+
+__global__ void copy_kernel(const float* x, float* y, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = x[i];
+}
+
+std::string diagnostic() {
+  char buf[1024];
+  baton_simt_last_diagnostic(buf, sizeof buf);
+  return buf;
+}
+
+class Simt : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    cudaDeviceReset();
+    baton_simt_set_random_delays(0, 1);
+  }
+  template <class T>
+  T* upload(const std::vector<T>& h) {
+    T* d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, h.size() * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  }
+  template <class T>
+  std::vector<T> download(const T* d, size_t n) {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+TEST_F(Simt, BarriersAndSharedMemoryReduceABlock) {
+  std::vector<float> x(1000);
+  std::iota(x.begin(), x.end(), 1.0f);
+  float* dx = upload(x);
+  float* dout = upload(std::vector<float>(3, 0.0f));
+  ASSERT_EQ(launch(block_sum, dim3(3), dim3(256), 0, nullptr, dx, dout, 1000), cudaSuccess);
+  const auto out = download(dout, 3);
+  for (float v : out) EXPECT_EQ(v, 500500.0f);  // every block sums all of x
+  cudaFree(dx);
+  cudaFree(dout);
+}
+
+TEST_F(Simt, WarpShufflesAndBallotsSeeTheirLanes) {
+  std::vector<int> x(128);
+  std::iota(x.begin(), x.end(), 0);
+  int* dx = upload(x);
+  int* dout = upload(std::vector<int>(4, 0));
+  unsigned* dballots = upload(std::vector<unsigned>(4, 0));
+  ASSERT_EQ(launch(warp_sums, dim3(2), dim3(64), 0, nullptr, dx, dout, dballots), cudaSuccess);
+  const auto out = download(dout, 4);
+  const auto ballots = download(dballots, 4);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(out[w], 32 * 32 * w + 31 * 32 / 2) << "warp " << w;
+    EXPECT_EQ(ballots[w], 0xaaaaaaaau) << "warp " << w;  // the odd lanes
+  }
+}
+
+TEST_F(Simt, DynamicSharedMemoryIsPerLaunchAndBoundedByTheOptIn) {
+  const int n = 200;
+  std::vector<float> x(n);
+  std::iota(x.begin(), x.end(), 0.0f);
+  float* dx = upload(x);
+  float* dy = upload(std::vector<float>(n, 0.0f));
+  ASSERT_EQ(launch(dynamic_reverse, dim3(1), dim3(256), n * sizeof(float), nullptr, dx, dy, n),
+            cudaSuccess);
+  const auto y = download(dy, n);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(y[i], x[n - 1 - i]);
+  // More than 48 KiB needs the kernel's opt-in, as on a GPU.
+  EXPECT_EQ(launch(dynamic_reverse, dim3(1), dim3(32), 64 * 1024, nullptr, dx, dy, 32),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  ASSERT_EQ(cudaFuncSetAttribute(dynamic_reverse, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 64 * 1024),
+            cudaSuccess);
+  EXPECT_EQ(launch(dynamic_reverse, dim3(1), dim3(32), 64 * 1024, nullptr, dx, dy, 32),
+            cudaSuccess);
+  EXPECT_EQ(cudaFuncSetAttribute(dynamic_reverse, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 300 * 1024),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST_F(Simt, LaunchesAGpuRefusesAreRefused) {
+  float* dy = upload(std::vector<float>(32, 0.0f));
+  EXPECT_EQ(launch(fill_slowly, dim3(1), dim3(1025), 0, nullptr, dy, 32, 1.0f),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(launch(fill_slowly, dim3(1), dim3(32, 32, 2), 0, nullptr, dy, 32, 1.0f),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(launch(fill_slowly, dim3(1), dim3(1, 1, 65), 0, nullptr, dy, 32, 1.0f),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(launch(fill_slowly, dim3(1, 65536), dim3(32), 0, nullptr, dy, 32, 1.0f),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(launch(fill_slowly, dim3(0), dim3(32), 0, nullptr, dy, 32, 1.0f),
+            cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // not sticky: the device is fine
+  EXPECT_EQ(launch(fill_slowly, dim3(1), dim3(1024), 0, nullptr, dy, 32, 1.0f), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST_F(Simt, ABarrierThatExitedThreadsNeverReachIsReported) {
+  float* dy = upload(std::vector<float>(64, 0.0f));
+  ASSERT_EQ(launch(barrier_after_exit, dim3(1), dim3(64), 0, nullptr, dy), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  const std::string d = diagnostic();
+  EXPECT_NE(d.find("test_simt.cpp:"), std::string::npos) << d;  // where the barrier is
+  EXPECT_NE(d.find("reached by 48 of 64 threads"), std::string::npos) << d;
+  // Sticky, as on a GPU, until the device is reset.
+  EXPECT_EQ(cudaMemset(dy, 0, 4), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+  EXPECT_EQ(cudaMemset(dy, 0, 4), cudaSuccess);
+}
+
+TEST_F(Simt, ThreadsAtDifferentBarriersAreReported) {
+  float* dy = upload(std::vector<float>(64, 0.0f));
+  ASSERT_EQ(launch(two_barriers, dim3(1), dim3(64), 0, nullptr, dy), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  EXPECT_NE(diagnostic().find("different __syncthreads()"), std::string::npos) << diagnostic();
+}
+
+TEST_F(Simt, AShuffleNamingAnExitedLaneIsReported) {
+  float* dy = upload(std::vector<float>(32, 0.0f));
+  ASSERT_EQ(launch(shuffle_with_exited_lane, dim3(1), dim3(32), 0, nullptr, dy), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  EXPECT_NE(diagnostic().find("lane 5 named in the mask has exited"), std::string::npos)
+      << diagnostic();
+}
+
+using SimtDeathTest = Simt;
+
+TEST_F(SimtDeathTest, TheHostReadingDeviceMemoryFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float* dy = upload(std::vector<float>(64, 2.0f));
+  EXPECT_EQ(download(dy, 1)[0], 2.0f);  // through a copy: fine
+  EXPECT_DEATH(
+      {
+        volatile float v = dy[0];
+        (void)v;
+      },
+      "");
+}
+
+TEST_F(SimtDeathTest, AKernelWritingPastItsBufferFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        float* dy = nullptr;
+        cudaMalloc(&dy, 64 * sizeof(float));  // 256 bytes: the guard page follows
+        launch(write_past, dim3(1), dim3(32), 0, nullptr, dy, 64);
+        cudaDeviceSynchronize();
+      },
+      "");
+}
+
+// Stream B copies what stream A fills. Without an event between them the
+// copy may run first; with random delays it does in some of the trials, and
+// with the event it never does.
+int stale_copies(bool with_event, int trials) {
+  const int n = 4096;
+  cudaStream_t a, b;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  cudaEvent_t filled;
+  cudaEventCreateWithFlags(&filled, cudaEventDisableTiming);
+  float *x = nullptr, *y = nullptr;
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMalloc(&y, n * sizeof(float));
+  int stale = 0;
+  for (int t = 0; t < trials; ++t) {
+    cudaMemsetAsync(x, 0, n * sizeof(float), a);
+    cudaStreamSynchronize(a);
+    launch(fill_slowly, dim3(4), dim3(64), 0, a, x, n, 1.0f + t);
+    if (with_event) {
+      cudaEventRecord(filled, a);
+      cudaStreamWaitEvent(b, filled, 0);
+    }
+    launch(copy_kernel, dim3(4), dim3(64), 0, b, static_cast<const float*>(x), y, n);
+    std::vector<float> h(n);
+    cudaMemcpyAsync(h.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost, b);
+    cudaStreamSynchronize(b);
+    cudaStreamSynchronize(a);
+    stale += h[n - 1] != 1.0f + t;
+  }
+  cudaFree(x);
+  cudaFree(y);
+  cudaEventDestroy(filled);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+  return stale;
+}
+
+TEST_F(Simt, RandomDelaysExposeAMissingStreamWait) {
+  baton_simt_set_random_delays(3000, 7);
+  EXPECT_GT(stale_copies(false, 12), 0) << "no trial ran the copy before the fill";
+  EXPECT_EQ(stale_copies(true, 12), 0) << "the event did not order the streams";
+}
+
+TEST_F(Simt, EventsTimeTheirStream) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaEvent_t start, end;
+  cudaEventCreate(&start);
+  cudaEventCreate(&end);
+  float* dy = upload(std::vector<float>(1 << 12, 0.0f));
+  cudaEventRecord(start, s);
+  launch(fill_slowly, dim3(8), dim3(128), 0, s, dy, 1 << 12, 3.0f);
+  cudaEventRecord(end, s);
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  float ms = -1.0f;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_EQ(download(dy, 1 << 12).back(), 3.0f);
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  cudaStreamDestroy(s);
+}
+
+TEST_F(Simt, CopiesCheckTheirDirection) {
+  float* dy = upload(std::vector<float>(8, 0.0f));
+  std::vector<float> h(8, 1.0f);
+  EXPECT_EQ(cudaMemcpy(h.data(), dy, 32, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(dy, h.data(), 64, cudaMemcpyHostToDevice), cudaErrorInvalidValue)
+      << "a copy past the allocation's end";
+  EXPECT_EQ(cudaMemcpy(dy, h.data(), 32, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaFree(h.data()), cudaErrorInvalidValue);
+}
+
+}  // namespace
