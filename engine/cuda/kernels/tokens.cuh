@@ -8,12 +8,14 @@
 // same id stops at the chunk where it sees the earlier one. The owner
 // collects its id's tokens chunk by chunk (a ballot compacts each chunk's
 // matches in token order into shared memory) and adds their rows of dout
-// into the table row, each column by one thread, in token order: the same
-// sums in the same order as the CPU's loop, bit for bit, whatever the
-// schedule. Cost: n blocks reading n ids each (n^2 int compares: 67M for
-// n = 8192, ids from L1/L2), plus every dout row read once and each used
-// table row read and written once per token that hits it; independent of
-// the vocabulary (a block per table row would scan the ids vocab times).
+// to the table row's old value, each column by one thread, in token order
+// (the first 1,024 columns in registers, the rest in place): the same sums
+// in the same order as the CPU's loop, bit for bit, whatever the schedule.
+// Cost: n blocks reading up to n ids each (n^2 int compares, 67M for
+// n = 8192, the ids from L1/L2; a later token's block stops at the first
+// holder of its id), every dout row read once, and each used table row
+// read and written once; independent of the vocabulary (a block per table
+// row would scan the ids vocab times).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,10 @@
 namespace baton::gpu::tokens {
 
 constexpr unsigned kThreads = 256;
+// The scatter-add keeps each thread's first columns of the owned row in
+// registers (1,024 columns at 256 threads), the rest in global memory:
+// either way the row's old value, then each token's in token order.
+constexpr int kRegisterColumns = 4;
 
 // ids[i] = x[i]; bad_part[block] = how many of the block's values are not
 // integers in [0, vocab) (their ids are left unwritten).
@@ -75,7 +81,8 @@ __global__ void embedding_backward_kernel(const int32_t* ids, const float* dout,
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const int32_t id = ids[i];
     float* row = dtable + static_cast<int64_t>(id) * dim;
-    bool first_seen = false;  // block-uniform: every thread reads the same shared values
+    bool first_seen = false;      // block-uniform: every thread reads the same shared values
+    float acc[kRegisterColumns];  // the owned row's first columns, summed in registers
     for (int64_t j0 = 0; j0 < n; j0 += blockDim.x) {
       const int64_t j = j0 + threadIdx.x;
       const bool hit = j < n && ids[j] == id;
@@ -93,10 +100,32 @@ __global__ void embedding_backward_kernel(const int32_t* ids, const float* dout,
       if (total == 0) continue;
       // An earlier token holds the id: its block owns the row.
       if (!first_seen && match[0] != i) break;
-      first_seen = true;
+      if (!first_seen) {
+#pragma unroll
+        for (int q = 0; q < kRegisterColumns; ++q) {
+          const int64_t c = threadIdx.x + static_cast<int64_t>(q) * blockDim.x;
+          acc[q] = c < dim ? row[c] : 0.0f;
+        }
+        first_seen = true;
+      }
       for (int k = 0; k < total; ++k) {
         const float* src = dout + match[k] * dim;
-        for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) row[c] += src[c];
+#pragma unroll
+        for (int q = 0; q < kRegisterColumns; ++q) {
+          const int64_t c = threadIdx.x + static_cast<int64_t>(q) * blockDim.x;
+          if (c < dim) acc[q] += src[c];
+        }
+        for (int64_t c = threadIdx.x + kRegisterColumns * static_cast<int64_t>(blockDim.x); c < dim;
+             c += blockDim.x) {
+          row[c] += src[c];
+        }
+      }
+    }
+    if (first_seen) {
+#pragma unroll
+      for (int q = 0; q < kRegisterColumns; ++q) {
+        const int64_t c = threadIdx.x + static_cast<int64_t>(q) * blockDim.x;
+        if (c < dim) row[c] = acc[q];
       }
     }
   }

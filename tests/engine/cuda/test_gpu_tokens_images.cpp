@@ -108,9 +108,10 @@ TEST_F(GpuTokensImages, EmbeddingBackwardIsTheCpusSumBitForBitEveryRun) {
     int64_t n, vocab, dim;
   };
   // Ids repeating within a chunk of the scan and across chunks (300 tokens
-  // over 5 ids: 256 a chunk), rows wider than the block (260), one token.
-  for (const Case c :
-       {Case{1, 4, 3}, Case{37, 6, 19}, Case{300, 5, 3}, Case{24, 50, 260}, Case{9, 1, 5}}) {
+  // over 5 ids: 256 a chunk), rows wider than the block (260) and wider
+  // than the columns kept in registers (1030), one id for every token.
+  for (const Case c : {Case{1, 4, 3}, Case{37, 6, 19}, Case{300, 5, 3}, Case{24, 50, 260},
+                       Case{6, 3, 1030}, Case{9, 1, 5}}) {
     SCOPED_TRACE("n " + std::to_string(c.n) + " vocab " + std::to_string(c.vocab) + " dim " +
                  std::to_string(c.dim));
     const auto ids = random_ids(c.n, c.vocab, 4);
