@@ -67,14 +67,39 @@ echo "# GPUs: ${GPUS:-0}"
 
 step configure 300 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBATON_WITH_CUDA=ON \
   -DBATON_BUILD_TESTS=ON -DBATON_BUILD_UI=OFF
-TARGETS=(baton baton_cuda test_cuda test_comm_nccl)
+TARGETS=(baton baton_cuda baton_cuda_emu test_cuda test_comm_nccl)
+for t in test_gpu_elementwise test_gpu_norm_loss test_gpu_tokens_images test_gpu_matmul \
+    test_gpu_attention test_gpu_conv test_gpu_backend; do
+  [[ -f "$SRC/tests/engine/cuda/$t.cpp" ]] && TARGETS+=("$t")
+done
 if grep -q '^BATON_WITH_MPI:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
   TARGETS+=(test_comm_nccl_mpi)
 fi
 step build 420 cmake --build "$BUILD" -j16 --target "${TARGETS[@]}"
 
+# A skipped GPU test is a failure here: this machine has the GPU they need.
+ctest_no_skips() {  # ctest_no_skips ARGS...: ctest, failing when any test skipped
+  local out
+  out=$(mktemp)
+  ctest "$@" 2>&1 | tee "$out"
+  local rc=${PIPESTATUS[0]}
+  if grep -Eq '\*\*\*Skipped|Not Run' "$out"; then
+    echo "skipped tests on a GPU machine:"
+    grep -E '\*\*\*Skipped|Not Run' "$out"
+    rc=1
+  fi
+  rm -f "$out"
+  return "$rc"
+}
+export -f ctest_no_skips
+
 step "ctest cuda|nccl (in-process)" 300 \
-  ctest --test-dir "$BUILD" -R 'cuda|nccl' -E 'nccl_mpi' --output-on-failure --timeout 120
+  bash -c "ctest_no_skips --test-dir '$BUILD' -R 'cuda|nccl' -E 'nccl_mpi' --output-on-failure --timeout 120"
+# The CUDA backend's op tests, which CI runs on the emulator, against this
+# GPU: the same executables with the real library.
+step "GPU op tests on the real GPU" 300 \
+  env BATON_TEST_CUDA_LIBRARY="$BUILD/lib/baton/baton_cuda.so" \
+  bash -c "ctest_no_skips --test-dir '$BUILD' -R '^test_gpu_' --output-on-failure --timeout 120"
 if [[ " ${TARGETS[*]} " == *" test_comm_nccl_mpi "* ]]; then
   step "ctest mpirun -n 2 nccl" 200 \
     ctest --test-dir "$BUILD" -R 'nccl_mpi' --output-on-failure -V --timeout 150
@@ -83,7 +108,7 @@ fi
 BATON=$BUILD/bin/baton
 # baton_cuda.so loads libnccl.so.2 itself: without it, every GPU is still found.
 step "probe without libnccl.so.2" 60 bash -c "test \"\$(BATON_NCCL_LIBRARY=/nonexistent/libnccl.so.2 \
-  '$BATON' probe --json | python3 -c 'import json,sys; print(sum(d[\"kind\"] == \"gpu\" for d in json.load(sys.stdin)[\"devices\"]))')\" = '${GPUS:-0}'"
+  '$BATON' probe --json | python3 -c 'import json,sys; print(sum(d[\"kind\"] == \"cuda\" for d in json.load(sys.stdin)[\"devices\"]))')\" = '${GPUS:-0}'"
 for size in 1M 16M 64M; do
   step "bench nccl/native $size" 120 "$BATON" bench allreduce --backend nccl \
     --min-bytes "$size" --max-bytes "$size" --iters 20 --warmup 5
