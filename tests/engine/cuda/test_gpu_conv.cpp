@@ -1,0 +1,157 @@
+// The CUDA backend's convolutions against the CPU reference (issue 30):
+// plan_conv's forward, backward_data and backward_weights match
+// cpu_backend()->plan_conv(...) with ConvAlgorithm::kDirect at 1x1 (stride
+// 1 and 2), 3x3 with padding (stride 1 and 2), 7x7 stride 2 pad 3, groups
+// (depthwise included), odd sizes, a batch smaller than the planned one
+// and a single image; every call overwrites its output; backward_weights
+// is the same bits run after run; a batch outside 1 .. planned is refused
+// as on the CPU. Through baton_cuda_emu.so in CI, a real GPU in the device
+// check.
+#include <baton/core/error.h>
+#include <baton/nn/backend.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_backend.h"
+
+namespace baton::test {
+namespace {
+
+std::vector<float> random(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+std::string name_of(const ConvShape& s, int64_t n) {
+  return "batch " + std::to_string(n) + " of " + std::to_string(s.n) + ", " + std::to_string(s.h) +
+         "x" + std::to_string(s.w) + ", " + std::to_string(s.c_in) + " -> " +
+         std::to_string(s.c_out) + " channels, kernel " + std::to_string(s.kh) + "x" +
+         std::to_string(s.kw) + ", stride " + std::to_string(s.stride) + ", pad " +
+         std::to_string(s.pad) + ", groups " + std::to_string(s.groups);
+}
+
+ConvShape shape(int64_t n, int64_t h, int64_t w, int64_t c_in, int64_t c_out, int64_t k,
+                int64_t stride, int64_t pad, int64_t groups = 1) {
+  ConvShape s;
+  s.n = n;
+  s.h = h;
+  s.w = w;
+  s.c_in = c_in;
+  s.c_out = c_out;
+  s.kh = k;
+  s.kw = k;
+  s.stride = stride;
+  s.pad = pad;
+  s.groups = groups;
+  s.algorithm = ConvAlgorithm::kDirect;
+  return s;
+}
+
+// Float sums of up to a few hundred products of values in [-1, 1]: the CPU's
+// vectorised order (AVX2 or AVX-512) and the GPU's differ by a few ulps of
+// the terms' magnitude, far below what a wrong tap or index gives (~0.1+).
+constexpr float kAbs = 2e-5f, kRel = 64.0f;
+
+class GpuConv : public GpuBackendTest {
+ protected:
+  // Runs the three passes of `s` at batch n on both backends and compares.
+  void expect_matches_cpu(const ConvShape& s, int64_t n);
+};
+
+void GpuConv::expect_matches_cpu(const ConvShape& s, int64_t n) {
+  SCOPED_TRACE(name_of(s, n));
+  const auto in_size = static_cast<size_t>(n * s.h * s.w * s.c_in);
+  const auto out_size = static_cast<size_t>(n * s.oh() * s.ow() * s.c_out);
+  const auto w_size = static_cast<size_t>(s.c_out * s.kh * s.kw * s.c_in / s.groups);
+  const auto x = random(in_size, 1), w = random(w_size, 2), dy = random(out_size, 3);
+
+  const auto cpu = cpu_backend().plan_conv(s);
+  std::vector<float> y(out_size), dx(in_size), dw(w_size);
+  cpu->forward(x.data(), w.data(), y.data(), n);
+  cpu->backward_data(dy.data(), w.data(), dx.data(), n);
+  cpu->backward_weights(x.data(), dy.data(), dw.data(), n);
+
+  const auto gpu = be_->plan_conv(s);
+  EXPECT_FALSE(gpu->describe().empty());
+  const float* gx = dev(x);
+  const float* gw = dev(w);
+  const float* gdy = dev(dy);
+  // Outputs start as garbage: every call overwrites.
+  float* gy = dev(std::vector<float>(out_size, 7.0f));
+  float* gdx = dev(std::vector<float>(in_size, 7.0f));
+  float* gdw = dev(std::vector<float>(w_size, 7.0f));
+  gpu->forward(gx, gw, gy, n);
+  gpu->backward_data(gdy, gw, gdx, n);
+  gpu->backward_weights(gx, gdy, gdw, n);
+  EXPECT_TRUE(all_close(host(gy, out_size), y, kAbs, kRel)) << "forward";
+  EXPECT_TRUE(all_close(host(gdx, in_size), dx, kAbs, kRel)) << "backward_data";
+  const auto first = host(gdw, w_size);
+  EXPECT_TRUE(all_close(first, dw, kAbs, kRel)) << "backward_weights";
+
+  // The weight gradient again: the same bits.
+  gpu->backward_weights(gx, gdy, gdw, n);
+  const auto again = host(gdw, w_size);
+  EXPECT_EQ(std::memcmp(first.data(), again.data(), w_size * sizeof(float)), 0)
+      << "backward_weights differs run to run";
+}
+
+TEST_F(GpuConv, OneByOneMatchesCpu) {
+  expect_matches_cpu(shape(2, 5, 6, 3, 4, 1, 1, 0), 2);
+  expect_matches_cpu(shape(2, 7, 5, 5, 3, 1, 2, 0), 2);  // stride 2, odd sizes
+}
+
+TEST_F(GpuConv, ThreeByThreeMatchesCpu) {
+  expect_matches_cpu(shape(2, 6, 7, 4, 5, 3, 1, 1), 2);
+  expect_matches_cpu(shape(2, 7, 6, 3, 6, 3, 2, 1), 2);  // stride 2
+  expect_matches_cpu(shape(1, 5, 5, 3, 2, 3, 1, 0), 1);  // no padding, one image
+}
+
+TEST_F(GpuConv, SevenBySevenStrideTwoMatchesCpu) {
+  expect_matches_cpu(shape(2, 9, 11, 3, 4, 7, 2, 3), 2);
+}
+
+TEST_F(GpuConv, GroupsMatchCpu) {
+  expect_matches_cpu(shape(2, 5, 5, 4, 6, 3, 1, 0, 2), 2);
+  expect_matches_cpu(shape(2, 6, 5, 6, 6, 3, 1, 1, 6), 2);   // depthwise
+  expect_matches_cpu(shape(1, 7, 7, 5, 10, 3, 2, 1, 5), 1);  // depthwise, x2
+}
+
+// Channels and pixels beyond one tile of the GPU's kernels, and K = 9 * 20
+// beyond one slice of it.
+TEST_F(GpuConv, ManyChannelsMatchCpu) { expect_matches_cpu(shape(2, 9, 9, 20, 70, 3, 1, 1), 2); }
+
+TEST_F(GpuConv, BatchSmallerThanPlannedMatchesCpu) {
+  const ConvShape s = shape(3, 6, 5, 4, 5, 3, 2, 1);
+  expect_matches_cpu(s, 2);
+  expect_matches_cpu(s, 1);
+}
+
+TEST_F(GpuConv, BatchOutsideThePlanIsRefusedAsOnTheCpu) {
+  const ConvShape s = shape(2, 4, 4, 2, 3, 3, 1, 1);
+  const auto cpu = cpu_backend().plan_conv(s);
+  const auto gpu = be_->plan_conv(s);
+  std::vector<float> x(3 * 4 * 4 * 2), w(3 * 9 * 2), y(3 * 4 * 4 * 3);
+  for (const int64_t n : {int64_t{0}, int64_t{3}}) {
+    SCOPED_TRACE("batch " + std::to_string(n));
+    EXPECT_THROW(cpu->forward(x.data(), w.data(), y.data(), n), RuntimeError);
+    EXPECT_THROW(gpu->forward(dev(x), dev(w), dev(y), n), RuntimeError);
+    EXPECT_THROW(gpu->backward_data(dev(y), dev(w), dev(x), n), RuntimeError);
+    EXPECT_THROW(gpu->backward_weights(dev(x), dev(y), dev(w), n), RuntimeError);
+  }
+}
+
+TEST_F(GpuConv, ShapeWithNoConvolutionIsRefusedAtPlan) {
+  EXPECT_THROW(be_->plan_conv(shape(1, 4, 4, 3, 4, 3, 1, 1, 2)), RuntimeError);  // 3 % 2
+  EXPECT_THROW(be_->plan_conv(shape(1, 2, 2, 3, 4, 5, 1, 0)), RuntimeError);     // 5x5 > 2x2
+}
+
+}  // namespace
+}  // namespace baton::test
