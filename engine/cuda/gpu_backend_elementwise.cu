@@ -48,7 +48,8 @@ RowLaunch row_launch(int64_t units, int64_t rows) {
   return {dim3(gx, static_cast<unsigned>(gy)), dim3(bx, by)};
 }
 
-// y(rows, cols) = act(y + bias) (bias null: none).
+// y(rows, cols) = act(y + bias) (bias null: none): column tiles, or one
+// flattened map when the columns do not fill a warp.
 cudaError_t launch_bias_activation(float* y, const float* bias, int64_t rows, int64_t cols,
                                    Activation act, cudaStream_t stream) {
   const bool vec = cols % 4 == 0 && aligned16(y) && aligned16(bias);
@@ -56,6 +57,9 @@ cudaError_t launch_bias_activation(float* y, const float* bias, int64_t rows, in
   const RowLaunch l = row_launch(units, rows);
   return with_activation(act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
+    if (units < 32) {
+      return launch_map(BiasActivationOp<A>{y, bias, cols}, rows * cols, false, stream);
+    }
     return vec ? launch(bias_activation_kernel<A, true>, l.grid, l.block, 0, stream, y, bias, rows,
                         units)
                : launch(bias_activation_kernel<A, false>, l.grid, l.block, 0, stream, y, bias, rows,

@@ -202,6 +202,21 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The same for narrow matrices (fewer columns than a warp: a column tile
+// would leave most lanes idle), flattened: element i is in column i % cols.
+template <Activation A>
+struct BiasActivationOp {
+  float* y;
+  const float* bias;
+  int64_t cols;
+  __device__ void operator()(int64_t i) const {
+    y[i] = act_forward<A>(y[i] + (bias != nullptr ? bias[i % cols] : 0.0f));
+  }
+  __device__ void vec4(int64_t j) const {
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i) (*this)(i);
+  }
+};
+
 // Column sums of dpre = act_grad(...) (or of dy itself: A = kNone, dpre
 // null), deterministically: block (32, 8) takes 32 columns of one chunk of
 // rows (blockIdx.y: rows [y * rows_per_chunk, ...)); each thread sums its
