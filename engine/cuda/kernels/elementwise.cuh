@@ -355,13 +355,15 @@ struct Xoshiro256 {
   __device__ float uniform() { return static_cast<float>(next() >> 40) * 0x1.0p-24f; }
 };
 
-// One thread per row (the generator is sequential along a row); a block's
-// 128 rows draw 32 columns at a time into shared memory, then each warp
+// One thread per row (the generator is sequential along a row: a row's
+// draws cannot be split without jumping the generator ahead); a block's
+// 64 rows (small blocks: a batch's 8,192 rows still spread over every SM)
+// draw 32 columns at a time into shared memory, then each warp
 // writes whole 32-column runs of rows, so the stores stay coalesced.
-constexpr unsigned kDropoutRows = 128;
+constexpr unsigned kDropoutRows = 64;
 constexpr unsigned kDropoutCols = 32;
 
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(64)
     dropout_mask_kernel(float* mask, int64_t rows, int64_t cols, float p, float keep_scale,
                         uint64_t seed, int64_t first_row) {
   __shared__ float tile[kDropoutRows * (kDropoutCols + 1)];
