@@ -330,5 +330,15 @@ TEST_F(GpuElementwise, OpsAllocateNoDeviceMemoryAfterSetup) {
   EXPECT_EQ(be_->allocation_count(), before_first + 1);
 }
 
+TEST_F(GpuElementwise, AnUnknownPrecisionIsRefusedWithTheChoices) {
+  auto open_fn = reinterpret_cast<OpenBackendFn>(dlsym(lib_, "baton_cuda_open_backend"));
+  ASSERT_NE(open_fn, nullptr);
+  char error[256] = {0};
+  EXPECT_EQ(open_fn(0, "fp16", error, sizeof error), nullptr);
+  EXPECT_NE(std::string(error).find("\"fp16\" is not one of fp32, tf32, bf16"), std::string::npos)
+      << error;
+  EXPECT_NE(be_->describe().find("fp32"), std::string::npos) << be_->describe();
+}
+
 }  // namespace
 }  // namespace baton::test
