@@ -59,33 +59,111 @@ conv::Shape shape_of(const ConvShape& s) {
   return c;
 }
 
+// Which kernels a layer's passes use: the implicit GEMMs where the channel
+// side of their tile holds at least kGemmMinChannels of a group's
+// channels, the direct kernels otherwise (depthwise and such).
+constexpr int64_t kGemmMinChannels = 8;
+// backward_weights splits the sum over the output pixels until its grid
+// has about kTargetBlocks blocks (two waves of an H100/H200's 132 SMs),
+// each split at least kMinSplitPixels pixels.
+constexpr int64_t kTargetBlocks = 264;
+constexpr int64_t kMinSplitPixels = 64;
+constexpr int64_t kMaxGridYZ = 65535;
+
+int64_t tiles(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
+
 class GpuConv final : public ConvKernel {
  public:
-  GpuConv(const GpuBackend& be, const ConvShape& s) : be_(be), s_(shape_of(s)) {}
+  GpuConv(GpuBackend& be, const ConvShape& shape) : be_(be), s_(shape_of(shape)) {
+    gemm_forward_ = s_.cog >= kGemmMinChannels;
+    gemm_backward_data_ = s_.cig >= kGemmMinChannels;
+    gemm_backward_weights_ = s_.cog >= kGemmMinChannels;
+    if (s_.groups > kMaxGridYZ) {
+      throw RuntimeError("convolution: " + std::to_string(s_.groups) +
+                         " groups, more than the GPU kernels' grid holds (" +
+                         std::to_string(kMaxGridYZ) + ")");
+    }
+    if (gemm_backward_weights_) {
+      max_splits_ = splits_for(s_.n);
+      if (max_splits_ > 1) {
+        const auto bytes = static_cast<size_t>(max_splits_ * s_.c_out * s_.k) * sizeof(float);
+        partials_ = static_cast<float*>(be_.allocate(bytes));  // counted; planned once
+      }
+    }
+  }
+  ~GpuConv() override { be_.release(partials_); }
+  GpuConv(const GpuConv&) = delete;
+  GpuConv& operator=(const GpuConv&) = delete;
 
   void forward(const float* x, const float* w, float* y, int64_t n) override {
     const conv::Shape s = at_batch(n);
-    check(launch(conv::direct_forward_kernel, dim3(grid_for(s.n * s.oh * s.ow * s.c_out)),
-                 dim3(conv::kThreads), 0, be_.stream(), x, w, y, s),
-          "convolution forward");
+    const int64_t pixels = s.n * s.oh * s.ow;
+    if (gemm_forward_) {
+      const dim3 grid(static_cast<unsigned>(tiles(pixels, conv::kTileM)),
+                      static_cast<unsigned>(tiles(s.cog, conv::kTileN)),
+                      static_cast<unsigned>(s.groups));
+      check(launch(conv::gemm_forward_kernel, grid, dim3(conv::kThreads), 0, be_.stream(), x, w, y,
+                   s),
+            "convolution forward (implicit GEMM)");
+    } else {
+      check(launch(conv::direct_forward_kernel, dim3(grid_for(pixels * s.c_out)),
+                   dim3(conv::kThreads), 0, be_.stream(), x, w, y, s),
+            "convolution forward (direct)");
+    }
   }
 
   void backward_data(const float* dy, const float* w, float* dx, int64_t n) override {
     const conv::Shape s = at_batch(n);
-    check(launch(conv::direct_backward_data_kernel, dim3(grid_for(s.n * s.h * s.w * s.c_in)),
-                 dim3(conv::kThreads), 0, be_.stream(), dy, w, dx, s),
-          "convolution backward_data");
+    const int64_t pixels = s.n * s.h * s.w;
+    if (gemm_backward_data_) {
+      const dim3 grid(static_cast<unsigned>(tiles(pixels, conv::kTileM)),
+                      static_cast<unsigned>(tiles(s.cig, conv::kTileN)),
+                      static_cast<unsigned>(s.groups));
+      check(launch(conv::gemm_backward_data_kernel, grid, dim3(conv::kThreads), 0, be_.stream(), dy,
+                   w, dx, s),
+            "convolution backward_data (implicit GEMM)");
+    } else {
+      check(launch(conv::direct_backward_data_kernel, dim3(grid_for(pixels * s.c_in)),
+                   dim3(conv::kThreads), 0, be_.stream(), dy, w, dx, s),
+            "convolution backward_data (direct)");
+    }
   }
 
   void backward_weights(const float* x, const float* dy, float* dw, int64_t n) override {
     const conv::Shape s = at_batch(n);
-    check(launch(conv::direct_backward_weights_kernel, dim3(grid_for(s.c_out * s.k)),
-                 dim3(conv::kThreads), 0, be_.stream(), x, dy, dw, s),
-          "convolution backward_weights");
+    if (!gemm_backward_weights_) {
+      check(launch(conv::direct_backward_weights_kernel, dim3(grid_for(s.c_out * s.k)),
+                   dim3(conv::kThreads), 0, be_.stream(), x, dy, dw, s),
+            "convolution backward_weights (direct)");
+      return;
+    }
+    // The splits depend on the shape and n alone: the same bits every run.
+    const int64_t pixels = s.n * s.oh * s.ow;
+    const int64_t splits = splits_for(n);
+    const int64_t chunk = tiles(tiles(pixels, splits), conv::kTileK) * conv::kTileK;
+    const int64_t used = tiles(pixels, chunk);  // splits with pixels
+    const dim3 grid(static_cast<unsigned>(tiles(s.cog, conv::kTileM) * tiles(s.k, conv::kTileN)),
+                    static_cast<unsigned>(used), static_cast<unsigned>(s.groups));
+    float* out = used > 1 ? partials_ : dw;
+    check(launch(conv::gemm_backward_weights_kernel, grid, dim3(conv::kThreads), 0, be_.stream(), x,
+                 dy, out, s, chunk),
+          "convolution backward_weights (implicit GEMM)");
+    if (used > 1) {
+      check(launch(conv::reduce_splits_kernel, dim3(grid_for(s.c_out * s.k)), dim3(conv::kThreads),
+                   0, be_.stream(), static_cast<const float*>(partials_), dw, s.c_out * s.k, used),
+            "convolution backward_weights (ordered sum of the splits)");
+    }
   }
 
   std::string describe() const override {
-    return "direct convolution (a thread per output, input-gradient and weight-gradient value)";
+    const auto name = [](bool gemm) { return gemm ? "implicit GEMM 64x64" : "direct"; };
+    std::string d = std::string("GPU convolution: forward ") + name(gemm_forward_) +
+                    ", backward_data " + name(gemm_backward_data_) + ", backward_weights " +
+                    name(gemm_backward_weights_);
+    if (gemm_backward_weights_ && max_splits_ > 1) {
+      d += " (up to " + std::to_string(max_splits_) + " pixel splits, summed in order)";
+    }
+    return d;
   }
 
  private:
@@ -99,14 +177,31 @@ class GpuConv final : public ConvKernel {
     return s;
   }
 
-  const GpuBackend& be_;
+  // backward_weights' pixel splits at batch n (at most the planned batch's,
+  // which the scratch holds).
+  int64_t splits_for(int64_t n) const {
+    const int64_t blocks = tiles(s_.cog, conv::kTileM) * tiles(s_.k, conv::kTileN) * s_.groups;
+    int64_t splits = tiles(kTargetBlocks, blocks);
+    const int64_t by_pixels = n * s_.oh * s_.ow / kMinSplitPixels;
+    if (splits > by_pixels) splits = by_pixels;
+    if (splits > kMaxGridYZ) splits = kMaxGridYZ;
+    return splits < 1 ? 1 : splits;
+  }
+
+  GpuBackend& be_;
   conv::Shape s_;
+  bool gemm_forward_ = false, gemm_backward_data_ = false, gemm_backward_weights_ = false;
+  int64_t max_splits_ = 1;
+  float* partials_ = nullptr;  // max_splits_ x (c_out, k) when max_splits_ > 1
 };
 
 }  // namespace
 
 std::unique_ptr<ConvKernel> GpuBackend::plan_conv(const ConvShape& s) const {
-  return std::make_unique<GpuConv>(*this, s);
+  // Planning allocates the kernel's scratch through allocate() (counted),
+  // which is not const; a plan is made outside the step, one layer at a
+  // time, and allocate() itself is safe to call from any thread.
+  return std::make_unique<GpuConv>(const_cast<GpuBackend&>(*this), s);
 }
 
 }  // namespace baton::gpu

@@ -103,35 +103,52 @@ void GpuConv::expect_matches_cpu(const ConvShape& s, int64_t n) {
       << "backward_weights differs run to run";
 }
 
+// Shapes with 8 or more channels a group on a pass's channel side run the
+// implicit GEMMs there, fewer the direct kernels: both are covered.
 TEST_F(GpuConv, OneByOneMatchesCpu) {
-  expect_matches_cpu(shape(2, 5, 6, 3, 4, 1, 1, 0), 2);
-  expect_matches_cpu(shape(2, 7, 5, 5, 3, 1, 2, 0), 2);  // stride 2, odd sizes
+  expect_matches_cpu(shape(2, 5, 6, 12, 10, 1, 1, 0), 2);
+  expect_matches_cpu(shape(2, 7, 5, 9, 17, 1, 2, 0), 2);  // stride 2, odd sizes
+  expect_matches_cpu(shape(2, 5, 6, 3, 4, 1, 1, 0), 2);   // few channels: direct
 }
 
 TEST_F(GpuConv, ThreeByThreeMatchesCpu) {
-  expect_matches_cpu(shape(2, 6, 7, 4, 5, 3, 1, 1), 2);
-  expect_matches_cpu(shape(2, 7, 6, 3, 6, 3, 2, 1), 2);  // stride 2
-  expect_matches_cpu(shape(1, 5, 5, 3, 2, 3, 1, 0), 1);  // no padding, one image
+  expect_matches_cpu(shape(2, 6, 7, 10, 12, 3, 1, 1), 2);
+  expect_matches_cpu(shape(2, 7, 6, 9, 11, 3, 2, 1), 2);  // stride 2
+  expect_matches_cpu(shape(1, 5, 5, 3, 2, 3, 1, 0), 1);   // no padding, one image, direct
 }
 
 TEST_F(GpuConv, SevenBySevenStrideTwoMatchesCpu) {
-  expect_matches_cpu(shape(2, 9, 11, 3, 4, 7, 2, 3), 2);
+  expect_matches_cpu(shape(2, 9, 11, 3, 16, 7, 2, 3), 2);  // a stem: 3 channels in
+  expect_matches_cpu(shape(1, 9, 9, 8, 8, 7, 2, 3), 1);
 }
 
 TEST_F(GpuConv, GroupsMatchCpu) {
-  expect_matches_cpu(shape(2, 5, 5, 4, 6, 3, 1, 0, 2), 2);
+  expect_matches_cpu(shape(2, 5, 5, 16, 18, 3, 1, 0, 2), 2);
   expect_matches_cpu(shape(2, 6, 5, 6, 6, 3, 1, 1, 6), 2);   // depthwise
   expect_matches_cpu(shape(1, 7, 7, 5, 10, 3, 2, 1, 5), 1);  // depthwise, x2
+  EXPECT_NE(be_->plan_conv(shape(2, 6, 5, 6, 6, 3, 1, 1, 6))->describe().find("direct"),
+            std::string::npos);
 }
 
-// Channels and pixels beyond one tile of the GPU's kernels, and K = 9 * 20
-// beyond one slice of it.
-TEST_F(GpuConv, ManyChannelsMatchCpu) { expect_matches_cpu(shape(2, 9, 9, 20, 70, 3, 1, 1), 2); }
+// Channels and pixels beyond one 64 x 64 tile, K = 9 * 20 beyond one slice
+// of the sum, and backward_weights' sum over the pixels split in two.
+TEST_F(GpuConv, ManyChannelsMatchCpu) {
+  const ConvShape s = shape(2, 9, 9, 20, 70, 3, 1, 1);
+  expect_matches_cpu(s, 2);
+  const std::string d = be_->plan_conv(s)->describe();
+  EXPECT_NE(d.find("forward implicit GEMM"), std::string::npos) << d;
+  EXPECT_NE(d.find("backward_data implicit GEMM"), std::string::npos) << d;
+  EXPECT_NE(d.find("backward_weights implicit GEMM"), std::string::npos) << d;
+  EXPECT_NE(d.find("splits"), std::string::npos) << d;
+}
 
+// Planned for 3 images (backward_weights in 3 pixel splits), called with 2
+// (2 splits) and 1 (one).
 TEST_F(GpuConv, BatchSmallerThanPlannedMatchesCpu) {
-  const ConvShape s = shape(3, 6, 5, 4, 5, 3, 2, 1);
+  const ConvShape s = shape(3, 8, 8, 8, 8, 3, 1, 1);
   expect_matches_cpu(s, 2);
   expect_matches_cpu(s, 1);
+  expect_matches_cpu(shape(3, 6, 5, 4, 5, 3, 2, 1), 2);
 }
 
 TEST_F(GpuConv, BatchOutsideThePlanIsRefusedAsOnTheCpu) {
