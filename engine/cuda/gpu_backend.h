@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace baton::gpu {
@@ -141,7 +142,42 @@ class GpuBackend final : public DeviceBackend {
   void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) const override;
 
+  // ---- products beyond the Backend interface (gpu_backend_matmul.cu)
+  // Row-major, strided-batched: for i < batch, C_i = act(alpha op(A_i)
+  // op(B_i) + beta C_i + bias) with X_i = x + i * stride_x. bias (n floats,
+  // one per column of C, may be null) and act (kNone, kRelu, kGeluTanh:
+  // cuBLASLt's epilogues, see product_fuses) run in the product's epilogue;
+  // `pre` (same layout as C; ldc a multiple of 8) receives the GELU's input
+  // for the backward pass. `precision` unset: the backend's.
+  struct Product {
+    Trans ta = Trans::kNo, tb = Trans::kNo;
+    int64_t m = 0, n = 0, k = 0;
+    float alpha = 1.0f, beta = 0.0f;
+    const float* a = nullptr;
+    int64_t lda = 0, stride_a = 0;
+    const float* b = nullptr;
+    int64_t ldb = 0, stride_b = 0;
+    float* c = nullptr;
+    int64_t ldc = 0, stride_c = 0;
+    int64_t batch = 1;
+    const float* bias = nullptr;
+    Activation act = Activation::kNone;
+    float* pre = nullptr;
+    std::optional<Precision> precision;
+  };
+  void product(const Product& p) const;
+  static bool product_fuses(Activation act);
+
  private:
+  // Cached cuBLASLt descriptors, layouts and algorithms per product shape,
+  // and the bf16 operand scratch (gpu_backend_matmul.cu).
+  struct MatmulPlans;
+  struct MatmulPlansDeleter {
+    void operator()(MatmulPlans* p) const;
+  };
+  MatmulPlans& matmul_plans() const;
+  mutable std::unique_ptr<MatmulPlans, MatmulPlansDeleter> matmul_plans_;
+
   // Sums n doubles of device scratch (partial sums written by a kernel)
   // into one host double: the synchronisation point of the ops that
   // return a value.
