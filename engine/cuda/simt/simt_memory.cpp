@@ -5,7 +5,7 @@
 // pointer faults as it would on a GPU (where the pointer is not even a
 // host address). Windows nest and overlap across streams: the pages open
 // with the first and close with the last. New memory holds 0xff bytes (NaN
-// floats): a GPU's fresh memory holds whatever was there.
+// floats; up to 4 MiB): a GPU's fresh memory holds whatever was there.
 #include "simt_internal.h"
 
 #include <sys/mman.h>
@@ -64,7 +64,10 @@ void* device_alloc(size_t bytes, int device) {
   a.span = span;
   a.device = device;
   char* user = a.map + data_pages - span;
-  std::memset(user, 0xff, span);
+  // Fresh memory reads as NaN. Past 4 MiB (a library's workspace, which
+  // the stand-ins never read) the pages are left untouched: populated,
+  // they would make every window's mprotect walk them.
+  if (span <= (size_t{4} << 20)) std::memset(user, 0xff, span);
   mprotect(a.map + data_pages, page, PROT_NONE);
   Memory& mem = memory();
   std::lock_guard<std::mutex> lock(mem.mu);

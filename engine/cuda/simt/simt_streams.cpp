@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 #include <random>
 #include <thread>
@@ -93,6 +94,7 @@ uint64_t CUstream_st::last() {
 
 void CUstream_st::run() {
   std::mt19937 rng(rng_seed);
+  std::optional<baton::simt::DeviceWindow> window;
   for (;;) {
     std::function<void()> op;
     {
@@ -112,7 +114,18 @@ void CUstream_st::run() {
       std::uniform_int_distribution<int> pick(0, max_us);
       std::this_thread::sleep_for(std::chrono::microseconds(pick(rng)));
     }
+    // Device memory stays open while the queue has work (one mprotect of
+    // every allocation per burst, not two per operation) and is closed
+    // before the last operation counts as complete: once the host has
+    // synchronised, its read of a device pointer faults.
+    if (!window) window.emplace();
     op();
+    bool idle;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      idle = queue.empty();
+    }
+    if (idle) window.reset();
     {
       std::lock_guard<std::mutex> lock(mu);
       ++completed;
