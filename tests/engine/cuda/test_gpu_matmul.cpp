@@ -376,5 +376,35 @@ TEST_F(CublasLtStandIn, GeluEpiloguesAreTheTanhForm) {
   EXPECT_TRUE(all_close(host(dbias, dsum.size()), dsum, 1e-5f, 64.0f));
 }
 
+// BGRADA / BGRADB: the bias gradient from A (sums over k of op(A)'s rows,
+// m values) or from B (sums over k of op(B)'s columns, n values), with the
+// product computed as usual.
+TEST_F(CublasLtStandIn, BiasGradientEpiloguesSumOverK) {
+  const int64_t m = 3, n = 4, k = 5;
+  const auto a = random_values(static_cast<size_t>(m * k), 31);
+  const auto b = random_values(static_cast<size_t>(k * n), 32);
+  float* da = dev(a);
+  float* db = dev(b);
+  float* dd = dev(std::vector<float>(static_cast<size_t>(m * n), 0.0f));
+  float* dgrad = dev(std::vector<float>(static_cast<size_t>(n), 0.0f));
+  auto al = layout(CUDA_R_32F, m, k, m), bl = layout(CUDA_R_32F, k, n, k),
+       cl = layout(CUDA_R_32F, m, n, m);
+  for (uint32_t epi : {uint32_t{CUBLASLT_EPILOGUE_BGRADA}, uint32_t{CUBLASLT_EPILOGUE_BGRADB}}) {
+    if (desc_) (void)cublasLtMatmulDescDestroy(desc_);
+    desc(CUBLAS_COMPUTE_32F, epi);
+    ASSERT_EQ(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dgrad,
+                                             sizeof dgrad),
+              CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(matmul(da, al, db, bl, dd, cl, nullptr), CUBLAS_STATUS_SUCCESS);
+    const bool from_a = epi == CUBLASLT_EPILOGUE_BGRADA;
+    std::vector<float> want(static_cast<size_t>(from_a ? m : n), 0.0f);
+    for (size_t x = 0; x < want.size(); ++x)
+      for (int64_t kk = 0; kk < k; ++kk)
+        want[x] +=
+            from_a ? a[kk * m + static_cast<int64_t>(x)] : b[static_cast<int64_t>(x) * k + kk];
+    EXPECT_TRUE(all_close(host(dgrad, want.size()), want, 1e-6f, 16.0f)) << epi;
+  }
+}
+
 }  // namespace
 }  // namespace baton::test
