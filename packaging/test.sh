@@ -49,7 +49,7 @@ ctest --test-dir "$root/build-asan" -N -L '^ui$' | grep -q 'Total Tests: [1-9]' 
 # The lower-ISA reruns (isa_avx2, isa_generic) are the Release run's: they
 # check each ISA's kernels and rounding, and run the same tests again.
 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L "^(engine|ui)$" \
+  ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L "^(engine|ui|gpu)$" \
     -E "Gpt2SmallTrainsAStep|^isa_"
 
 stage "Fuzzing: every parser of others' input, 10 s each on its seed corpus"
