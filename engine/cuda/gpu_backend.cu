@@ -127,6 +127,9 @@ GpuBackend::~GpuBackend() {
   // The product plans (gpu_backend_matmul.cu) go while the handle and the
   // stream they were made with still exist.
   matmul_plans_.reset();
+  release_staging();
+  if (arena_ != nullptr) (void)cudaFree(arena_);
+  arena_ = nullptr;
   if (partials_ != nullptr) (void)cudaFree(partials_);
   if (host_partials_ != nullptr) (void)cudaFreeHost(host_partials_);
   if (lt_workspace_ != nullptr) (void)cudaFree(lt_workspace_);
@@ -146,7 +149,30 @@ std::string GpuBackend::describe() const {
   return "cuda:" + std::to_string(device_) + " (" + name + "), " + precision_name(precision_);
 }
 
+void GpuBackend::reserve_arena(size_t bytes) {
+  if (arena_ != nullptr) {
+    throw RuntimeError("cuda:" + std::to_string(device_) + ": the device arena is already " +
+                       std::to_string(arena_bytes_) + " bytes; it is reserved once");
+  }
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  arena_ = static_cast<char*>(allocate(rounded));
+  arena_bytes_ = rounded;
+  arena_used_ = 0;
+}
+
 void* GpuBackend::allocate(size_t bytes) {
+  if (arena_ != nullptr) {
+    const size_t piece = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+    if (piece > arena_bytes_ - arena_used_) {
+      throw RuntimeError("cuda:" + std::to_string(device_) + ": the device arena has " +
+                         std::to_string(arena_bytes_ - arena_used_) + " of its " +
+                         std::to_string(arena_bytes_) + " bytes left, " + std::to_string(bytes) +
+                         " asked for (the memory plan undercounted)");
+    }
+    void* p = arena_ + arena_used_;
+    arena_used_ += piece;
+    return p;
+  }
   void* p = nullptr;
   check(cudaSetDevice(device_), "cudaSetDevice");
   const cudaError_t st = cudaMalloc(&p, std::max<size_t>(bytes, 1));
@@ -164,7 +190,10 @@ void GpuBackend::release(void* p) {
   // cudaFree waits for the device's work first, so a buffer an op queued
   // before still uses is not freed under it. Never throws (callers release
   // in destructors); a failure here would resurface at the next check.
-  if (p != nullptr) (void)cudaFree(p);
+  if (p == nullptr) return;
+  const char* c = static_cast<const char*>(p);
+  if (arena_ != nullptr && c >= arena_ && c < arena_ + arena_bytes_) return;  // the arena's
+  (void)cudaFree(p);
 }
 
 void GpuBackend::upload(void* device_dst, const void* host_src, size_t bytes) {

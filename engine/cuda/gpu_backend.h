@@ -53,6 +53,9 @@ class GpuBackend final : public DeviceBackend {
   void upload(void* device_dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* device_src, size_t bytes) override;
   void synchronize() override;
+  void reserve_arena(size_t bytes) override;
+  size_t arena_used() const override { return arena_used_; }
+  void upload_async(void* device_dst, const void* host_src, size_t bytes) override;
 
   void matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
               int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -196,6 +199,24 @@ class GpuBackend final : public DeviceBackend {
   mutable int64_t partials_count_ = 0;
   mutable double* host_partials_ = nullptr;  // pinned, partials_count_ doubles
   mutable std::atomic<int64_t> allocations_{0};
+
+  // The arena (reserve_arena): [arena_, arena_ + arena_bytes_), the first
+  // arena_used_ bytes handed out.
+  char* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  size_t arena_used_ = 0;
+
+  // upload_async's pinned staging: two slots used in turn, each with the
+  // event that says its last copy is done (gpu_backend_staging.cu).
+  struct StagingSlot {
+    void* pinned = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t copied = nullptr;
+  };
+  void release_staging();
+  cudaStream_t copy_stream_ = nullptr;
+  StagingSlot staging_[2];
+  int next_slot_ = 0;
 };
 
 }  // namespace baton::gpu

@@ -3,6 +3,7 @@
 # Paths relative to engine/cuda. A file that does not exist yet is left out.
 set(_baton_gpu_backend_candidates
   gpu_backend.cu
+  gpu_backend_staging.cu
   gpu_backend_elementwise.cu
   gpu_backend_optim.cu
   gpu_backend_norm.cu

@@ -32,6 +32,21 @@ class DeviceBackend : public Backend {
   // Waits for every op queued so far; throws RuntimeError with the device's
   // error when one of them failed.
   virtual void synchronize() = 0;
+
+  // The device arena: one allocation of `bytes`, made once (at plan time,
+  // when the sizes are known). While it exists allocate() carves 256-byte
+  // aligned pieces out of it without calling the device's allocator (so
+  // allocation_count() does not move), and release() of a piece does
+  // nothing: the arena goes with the backend. A piece that does not fit
+  // throws RuntimeError naming the sizes. At most once per instance.
+  virtual void reserve_arena(size_t bytes) = 0;
+  virtual size_t arena_used() const = 0;
+  // An upload that overlaps compute (the next batch's, during this step):
+  // the bytes are copied into pinned staging, which a copy stream of the
+  // backend's own moves to the device. Returns once `host_src` may be
+  // reused. Ops queued on this backend after the call wait for the copy;
+  // ops queued before it do not.
+  virtual void upload_async(void* device_dst, const void* host_src, size_t bytes) = 0;
 };
 
 }  // namespace baton

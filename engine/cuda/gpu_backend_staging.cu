@@ -1,0 +1,54 @@
+// upload_async: host bytes to the device through pinned staging on a copy
+// stream of the backend's own, so the next batch's upload overlaps the
+// step that is computing. Two staging slots are used in turn; a slot is
+// reused only after its previous copy has run (its event), and the compute
+// stream waits for each copy's event before its next op.
+#include <baton/core/error.h>
+
+#include <cstring>
+#include <string>
+
+#include "gpu_backend.h"
+
+namespace baton::gpu {
+
+void GpuBackend::upload_async(void* device_dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  if (copy_stream_ == nullptr) {
+    check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+          "upload_async (cudaStreamCreate)");
+  }
+  StagingSlot& slot = staging_[next_slot_];
+  next_slot_ = 1 - next_slot_;
+  // The slot's last copy must have left it before the host overwrites it.
+  if (slot.copied != nullptr) check(cudaEventSynchronize(slot.copied), "upload_async (wait)");
+  if (slot.bytes < bytes) {
+    if (slot.pinned != nullptr) check(cudaFreeHost(slot.pinned), "upload_async (cudaFreeHost)");
+    slot.pinned = nullptr;
+    slot.bytes = 0;
+    check(cudaMallocHost(&slot.pinned, bytes), "upload_async (cudaMallocHost)");
+    slot.bytes = bytes;
+  }
+  if (slot.copied == nullptr) {
+    check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming),
+          "upload_async (cudaEventCreate)");
+  }
+  std::memcpy(slot.pinned, host_src, bytes);
+  check(cudaMemcpyAsync(device_dst, slot.pinned, bytes, cudaMemcpyHostToDevice, copy_stream_),
+        "upload_async (cudaMemcpyAsync)");
+  check(cudaEventRecord(slot.copied, copy_stream_), "upload_async (cudaEventRecord)");
+  check(cudaStreamWaitEvent(stream_, slot.copied, 0), "upload_async (cudaStreamWaitEvent)");
+}
+
+void GpuBackend::release_staging() {
+  if (copy_stream_ != nullptr) (void)cudaStreamSynchronize(copy_stream_);
+  for (StagingSlot& slot : staging_) {
+    if (slot.copied != nullptr) (void)cudaEventDestroy(slot.copied);
+    if (slot.pinned != nullptr) (void)cudaFreeHost(slot.pinned);
+    slot = StagingSlot{};
+  }
+  if (copy_stream_ != nullptr) (void)cudaStreamDestroy(copy_stream_);
+  copy_stream_ = nullptr;
+}
+
+}  // namespace baton::gpu
