@@ -122,6 +122,12 @@ class GpuBackend final : public DeviceBackend {
   void embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n,
                           int64_t dim) const override;
 
+  // Attention (gpu_backend_attention.cu). In bf16 precision without a
+  // dropout mask (head_dim <= 128) a fused flash-style path runs and this
+  // backend's use of the buffers differs from the CPU's: `probs` keeps only
+  // each row's logsumexp in its first batch * heads * seq floats (read by
+  // attention_backward), `dprobs` is scratch for as many floats, and no
+  // T x T values are written; otherwise probs holds the softmax weights.
   void attention_forward(const float* qkv, float* out, float* probs, const float* mask,
                          float* dropped, const AttentionShape& s) const override;
   void attention_decode(const float* q, const float* k, const float* v, int64_t len, int64_t heads,

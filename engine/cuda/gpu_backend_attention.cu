@@ -1,18 +1,35 @@
-// GpuBackend's causal self-attention, fp32 and tf32: the products as
-// cuBLASLt strided-batched products over the heads of one sequence (a
-// head's Q, K, V are column views of the fused QKV buffer: ld 3C, next head
-// hd columns on), the causal softmax and its backward as warp-per-row
-// kernels (kernels/attention.cuh). Same contract as the CPU's
-// (engine/src/nn/cpu_attention.cpp): probabilities kept in `probs` (B, H,
-// T, T), the dropout mask applied into `dropped`, which multiplies V.
+// GpuBackend's causal self-attention. Same contract as the CPU's
+// (engine/src/nn/cpu_attention.cpp) except for what `probs` and `dprobs`
+// hold on the fused path below.
 //
-// The score products are full T x T products (the softmax zeros the
-// masked triangle); in bf16 precision the products run in TF32 until the
-// fused flash-style kernel replaces this path for bf16.
+// fp32 and tf32 (and bf16 with a dropout mask, or heads wider than
+// kernels::flash::kMaxHeadDim): the products as cuBLASLt strided-batched
+// products over the heads of one sequence (a head's Q, K, V are column
+// views of the fused QKV buffer: ld 3C, next head hd columns on), the
+// causal softmax and its backward as warp-per-row kernels
+// (kernels/attention.cuh); probabilities kept in `probs` (B, H, T, T), the
+// dropout mask applied into `dropped`, which multiplies V. The score
+// products are full T x T products (the softmax zeros the masked
+// triangle); in bf16 precision these products run in TF32.
+//
+// bf16 without a dropout mask, head_dim <= 128: fused flash-style kernels
+// (kernels/flash_attention.cuh), no T x T matrix in memory. This backend's
+// use of the buffers there: `probs` keeps only each row's logsumexp of its
+// scaled scores in its first batch * heads * seq floats (index (b * H + h)
+// * T + t), which the backward pass reads to recompute the probabilities;
+// `dprobs` is scratch whose first batch * heads * seq floats receive D_t =
+// sum_j P_tj dP_tj. The rest of both buffers is never written, and
+// `dropped` is not touched. The layers never read probs themselves
+// (layers_attention.cpp hands them from forward to backward).
+#include <baton/core/error.h>
+
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "gpu_backend.h"
 #include "kernels/attention.cuh"
+#include "kernels/flash_attention.cuh"
 #include "launch.cuh"
 
 namespace baton::gpu {
@@ -24,6 +41,68 @@ constexpr unsigned kDecodeThreads = 256;
 // Dynamic shared memory a launch may use without opting in.
 constexpr int64_t kDefaultSharedBytes = 48 * 1024;
 
+// The fused bf16 path (see the top of the file)?
+bool fused(Precision precision, const float* mask, const AttentionShape& s) {
+  return precision == Precision::kBf16 && mask == nullptr &&
+         s.head_dim <= kernels::flash::kMaxHeadDim;
+}
+
+// A flash kernel over (batch * heads, tiles) blocks, opting in to more
+// than the default dynamic shared memory where it needs it.
+template <class... P, class... A>
+void launch_flash(void (*kernel)(P...), const char* what, int64_t pairs, int64_t seq, int64_t smem,
+                  cudaStream_t stream, A&&... args) {
+  namespace fl = kernels::flash;
+  const int64_t tiles = (seq + fl::kTile - 1) / fl::kTile;
+  if (tiles > 65535) throw RuntimeError(std::string(what) + ": sequence too long for the grid");
+  if (smem > kDefaultSharedBytes) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem)),
+          what);
+  }
+  check(launch(kernel, dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(tiles)),
+               dim3(fl::kThreads), static_cast<size_t>(smem), stream, std::forward<A>(args)...),
+        what);
+}
+
+void flash_forward(cudaStream_t stream, const float* qkv, float* out, float* lse,
+                   const AttentionShape& s) {
+  namespace fl = kernels::flash;
+  const int hd = static_cast<int>(s.head_dim);
+  const float scale_log2 = fl::kLog2e / std::sqrt(static_cast<float>(hd));
+  const int64_t pairs = s.batch * s.heads, smem = fl::forward_smem(hd);
+  if (hd <= 64) {
+    launch_flash(fl::forward_kernel<1>, "flash forward_kernel", pairs, s.seq, smem, stream, qkv,
+                 out, lse, s.seq, s.heads, hd, scale_log2);
+  } else {
+    launch_flash(fl::forward_kernel<2>, "flash forward_kernel", pairs, s.seq, smem, stream, qkv,
+                 out, lse, s.seq, s.heads, hd, scale_log2);
+  }
+}
+
+void flash_backward(cudaStream_t stream, const float* qkv, const float* lse, const float* dout,
+                    float* dqkv, float* dsum, const AttentionShape& s) {
+  namespace fl = kernels::flash;
+  const int hd = static_cast<int>(s.head_dim);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), scale_log2 = fl::kLog2e * scale;
+  const int64_t pairs = s.batch * s.heads;
+  const int64_t dq_smem = fl::backward_dq_smem(hd), dkv_smem = fl::backward_dkv_smem(hd);
+  // dQ and D first: the dK/dV kernel reads D.
+  if (hd <= 64) {
+    launch_flash(fl::backward_dq_kernel<1>, "flash backward_dq_kernel", pairs, s.seq, dq_smem,
+                 stream, qkv, dout, lse, dqkv, dsum, s.seq, s.heads, hd, scale, scale_log2);
+    launch_flash(fl::backward_dkv_kernel<1>, "flash backward_dkv_kernel", pairs, s.seq, dkv_smem,
+                 stream, qkv, dout, lse, static_cast<const float*>(dsum), dqkv, s.seq, s.heads, hd,
+                 scale, scale_log2);
+  } else {
+    launch_flash(fl::backward_dq_kernel<2>, "flash backward_dq_kernel", pairs, s.seq, dq_smem,
+                 stream, qkv, dout, lse, dqkv, dsum, s.seq, s.heads, hd, scale, scale_log2);
+    launch_flash(fl::backward_dkv_kernel<2>, "flash backward_dkv_kernel", pairs, s.seq, dkv_smem,
+                 stream, qkv, dout, lse, static_cast<const float*>(dsum), dqkv, s.seq, s.heads, hd,
+                 scale, scale_log2);
+  }
+}
+
 }  // namespace
 
 void GpuBackend::attention_forward(const float* qkv, float* out, float* probs, const float* mask,
@@ -31,6 +110,10 @@ void GpuBackend::attention_forward(const float* qkv, float* out, float* probs, c
   const int64_t T = s.seq, hd = s.head_dim, H = s.heads, C = s.width();
   const int64_t rows = s.batch * H * T;
   if (rows == 0 || hd == 0) return;
+  if (fused(precision_, mask, s)) {
+    flash_forward(stream_, qkv, out, probs, s);
+    return;
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const Precision prec = precision_ == Precision::kFp32 ? Precision::kFp32 : Precision::kTf32;
   for (int64_t b = 0; b < s.batch; ++b) {
@@ -88,6 +171,10 @@ void GpuBackend::attention_backward(const float* qkv, const float* probs, const 
   const int64_t T = s.seq, hd = s.head_dim, H = s.heads, C = s.width();
   const int64_t rows = s.batch * H * T;
   if (rows == 0 || hd == 0) return;
+  if (fused(precision_, mask, s)) {
+    flash_backward(stream_, qkv, probs, dout, dqkv, dprobs, s);
+    return;
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const Precision prec = precision_ == Precision::kFp32 ? Precision::kFp32 : Precision::kTf32;
   const float* weights = mask != nullptr ? dropped : probs;
