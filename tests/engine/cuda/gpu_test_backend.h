@@ -14,7 +14,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,21 @@ using CloseBackendFn = void (*)(DeviceBackend*);
 inline std::string gpu_test_library() {
   if (const char* env = std::getenv("BATON_TEST_CUDA_LIBRARY"); env && *env) return env;
   return BATON_CUDA_EMU_LIBRARY;
+}
+
+// n values drawn uniformly from [lo, hi) by a generator seeded with `seed`.
+inline std::vector<float> uniform_values(size_t n, unsigned seed, float lo = -1.0f,
+                                         float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// n NaNs: an output buffer whose every value the op must overwrite.
+inline std::vector<float> nans(size_t n) {
+  return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
 }
 
 // dtype epsilons for tolerances: float32, tf32 (10-bit mantissa), bfloat16.

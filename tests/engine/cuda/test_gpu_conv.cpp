@@ -25,13 +25,7 @@
 namespace baton::test {
 namespace {
 
-std::vector<float> random(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+std::vector<float> random(size_t n, unsigned seed) { return uniform_values(n, seed); }
 
 std::string name_of(const ConvShape& s, int64_t n) {
   return "batch " + std::to_string(n) + " of " + std::to_string(s.n) + ", " + std::to_string(s.h) +

@@ -20,13 +20,7 @@
 namespace baton::test {
 namespace {
 
-std::vector<float> random_values(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+std::vector<float> random_values(size_t n, unsigned seed) { return uniform_values(n, seed); }
 
 // A row-major (rows x cols) matrix with leading dimension ld; the padding
 // is NaN, so a product that reads it shows.

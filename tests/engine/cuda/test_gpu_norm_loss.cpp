@@ -22,11 +22,7 @@ namespace {
 const Backend& cpu() { return cpu_backend(); }
 
 std::vector<float> random(size_t n, float lo, float hi, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
+  return uniform_values(n, seed, lo, hi);
 }
 
 struct Shape {
