@@ -72,6 +72,13 @@ __device__ inline float2 pair(const bf16* row, int d) {
   return __bfloat1622float2(*reinterpret_cast<const bf162*>(row + d));
 }
 
+// The tile's keys [0, end) that a warp's rows can see: its first row is
+// `offset` keys past the tile's first key (negative: none of them).
+__device__ inline int causal_end(int nk, int64_t offset) {
+  const int64_t end = offset + kRowsPerWarp;
+  return end < 0 ? 0 : (end < nk ? static_cast<int>(end) : nk);
+}
+
 // Rows [0, n) of a tile (row r at src + r * ld_src, hd floats) into dst as
 // bf16 rows of `ld`; rows n .. kTile and the padding columns are zeros.
 // Consecutive threads take consecutive pairs of a row (coalesced); float2
@@ -170,8 +177,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       ps[(row0 + i) * kTile + lane + 32] = p1;
     }
     __syncwarp();
-    // O += P V: this lane's dimensions, keys in order.
-    for (int j = 0; j < nk; ++j) {
+    // O += P V: this lane's dimensions, keys in order; keys after the
+    // warp's last query (on the diagonal tile) have p = 0.
+    const int jend = causal_end(nk, q0 + row0 - k0);
+    for (int j = 0; j < jend; ++j) {
 #pragma unroll
       for (int cc = 0; cc < kChunks; ++cc) {
         const int d = 2 * lane + 64 * cc;
@@ -292,7 +301,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       dss[(row0 + i) * kTile + lane + 32] = p1 * (dp1 - dd_s[row0 + i]);
     }
     __syncwarp();
-    for (int j = 0; j < nk; ++j) {
+    const int jend = causal_end(nk, q0 + row0 - k0);
+    for (int j = 0; j < jend; ++j) {
 #pragma unroll
       for (int cc = 0; cc < kChunks; ++cc) {
         const int d = 2 * lane + 64 * cc;
@@ -392,8 +402,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       dss[(row0 + i) * kTile + lane + 32] = g[1];
     }
     __syncwarp();
-    // dV += P^T dO, dK += dS^T Q: this lane's dimensions, queries in order.
-    for (int j = 0; j < nq; ++j) {
+    // dV += P^T dO, dK += dS^T Q: this lane's dimensions, queries in order;
+    // queries before the warp's first key (on the diagonal tile) have p = 0.
+    const int64_t first = k0 + row0 - q0;
+    for (int j = first > 0 ? static_cast<int>(first) : 0; j < nq; ++j) {
 #pragma unroll
       for (int cc = 0; cc < kChunks; ++cc) {
         const int d = 2 * lane + 64 * cc;

@@ -205,12 +205,13 @@ class GpuAttentionBf16 : public GpuBackendTest {
 
 // One position; seq 70 (a full tile of 64 and a tail), head_dim 16; two sequences of 33
 // (one partial tile), head_dim 64 (GPT-2's); head_dim 75 (odd: unaligned
-// rows, two 64-dim chunks per lane) over 66 positions.
+// rows, two 64-dim chunks per lane) over 66 positions; three tiles (150).
 TEST_F(GpuAttentionBf16, FusedForwardAndBackwardMatchCpu) {
   check_fused({1, 1, 1, 1}, 190);
   check_fused({1, 70, 2, 16}, 200);
   check_fused({2, 33, 1, 64}, 210);
   check_fused({1, 66, 1, 75}, 220);
+  check_fused({1, 150, 1, 32}, 230);
 }
 
 // No float atomics: dQ by query tiles, dK and dV by key tiles, every sum
