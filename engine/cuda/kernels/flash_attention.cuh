@@ -36,7 +36,7 @@
 //
 // Products are float FMAs (CUDA cores), not tensor cores: these kernels
 // run on the emulator as written. Shared memory per block, head_dim 64 /
-// 128: forward 41 / 65 KiB, dQ 50 / 82 KiB, dK/dV 66 / 99 KiB (beyond 48
+// 128: forward 41 / 65 KiB, dQ 50 / 82 KiB, dK/dV 66 / 98 KiB (beyond 48
 // KiB by the opt-in attribute, set at launch).
 #pragma once
 
