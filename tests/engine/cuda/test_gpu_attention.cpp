@@ -22,15 +22,7 @@ namespace baton::test {
 namespace {
 
 std::vector<float> random_values(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-std::vector<float> nans(size_t n) {
-  return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
+  return uniform_values(n, seed, -scale, scale);
 }
 
 class GpuAttention : public GpuBackendTest {
