@@ -289,6 +289,21 @@ __attribute__((visibility("default"))) baton::DeviceBackend* baton_cuda_open_bac
   return nullptr;
 }
 
+// Devices the runtime sees into *count (0 on error); returns the CUDA
+// error code (0 on success): no driver is an answer, not a failure.
+__attribute__((visibility("default"))) int baton_cuda_backend_device_count(int* count) {
+  int n = 0;
+  const cudaError_t st = cudaGetDeviceCount(&n);
+  *count = st == cudaSuccess ? n : 0;
+  if (st != cudaSuccess) (void)cudaGetLastError();
+  return static_cast<int>(st);
+}
+
+// The runtime's text for an error code from baton_cuda_backend_device_count.
+__attribute__((visibility("default"))) const char* baton_cuda_backend_error_string(int code) {
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+
 // Closes a backend opened by baton_cuda_open_backend (null is fine).
 __attribute__((visibility("default"))) void baton_cuda_close_backend(
     baton::DeviceBackend* backend) {

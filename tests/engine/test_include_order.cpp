@@ -178,7 +178,7 @@ const fs::path kRoot = BATON_SOURCE_DIR;
 
 bool is_code(const fs::path& p) {
   const std::string e = p.extension().string();
-  return e == ".h" || e == ".cpp" || e == ".cu" || e == ".in" || e == ".hpp";
+  return e == ".h" || e == ".cpp" || e == ".cu" || e == ".cuh" || e == ".in" || e == ".hpp";
 }
 
 std::vector<fs::path> code_under(const std::string& dir) {
@@ -302,15 +302,21 @@ TEST(IncludeOrder, TheEngineKeepsThePartOrder) {
   EXPECT_TRUE(bad.empty()) << join(bad);
 }
 
-TEST(IncludeOrder, TheCudaLibraryIncludesNoEngineHeader) {
+// baton_cuda.so implements the op layer (issue 30: the CUDA backend is a
+// DeviceBackend), so it may include the engine's public core and nn
+// headers, and nothing above them: it knows nothing of training,
+// strategies or the studio.
+TEST(IncludeOrder, TheCudaLibraryIncludesOnlyTheOpLayer) {
   std::vector<std::string> bad;
   for (const fs::path& p : code_under("engine/cuda")) {
     for (const Include& inc : includes_of(read_text(p))) {
-      if (inc.path.rfind("baton/", 0) == 0 || is_qt_header(inc.path))
-        bad.push_back(where(rel_of(p), inc));
+      const bool engine = inc.path.rfind("baton/", 0) == 0;
+      const bool op_layer =
+          inc.path.rfind("baton/core/", 0) == 0 || inc.path.rfind("baton/nn/", 0) == 0;
+      if ((engine && !op_layer) || is_qt_header(inc.path)) bad.push_back(where(rel_of(p), inc));
     }
   }
-  EXPECT_TRUE(bad.empty()) << "baton_cuda.so is built apart from the engine:\n" << join(bad);
+  EXPECT_TRUE(bad.empty()) << "baton_cuda.so may use only the op layer's headers:\n" << join(bad);
 }
 
 TEST(IncludeOrder, NothingOutsideTheEngineIncludesEngineSrc) {
