@@ -16,6 +16,7 @@
 #include <cxxabi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -424,7 +425,6 @@ cudaError_t cudaMemset(void* p, int value, size_t n) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   auto* st = new CUstream_st(flags, false);
   register_stream(st);
-  track_stream(st);
   *s = st;
   return cudaSuccess;
 }
@@ -434,16 +434,25 @@ cudaError_t cudaStreamCreate(cudaStream_t* s) {
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
     return record(cudaErrorInvalidResourceHandle);
-  s->wait_until(s->last());  // its queued work still completes
+  // As CUDA: returns at once; the queued work still runs, and waits on the
+  // stream's progress (events, other streams) stay valid.
   unregister_stream(s);
-  delete s;
+  s->destroy();
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return record(stream_synchronize(s)); }
 cudaError_t cudaStreamQuery(cudaStream_t s) {
+  if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
   CUstream_st* st = resolve_stream(s);
-  return st->reached(st->last()) ? cudaSuccess : cudaErrorNotReady;
+  return st->progress->reached(st->last()) ? cudaSuccess : cudaErrorNotReady;
 }
+
+namespace {
+std::shared_ptr<RecordPoint> record_of(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(e->mu);
+  return e->record;
+}
+}  // namespace
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
   *e = new CUevent_st;
@@ -452,57 +461,50 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
 }
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete e;
+  delete e;  // its records live on in the work and the waits that hold them
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e) return record(cudaErrorInvalidResourceHandle);
+  if (cudaError_t err = sticky_error(); err != cudaSuccess) return record(err);
   CUstream_st* st = resolve_stream(s);
-  cudaError_t r = stream_enqueue(st, [e] {
-    std::lock_guard<std::mutex> lock(e->mu);
-    e->when = std::chrono::steady_clock::now();
+  auto point = std::make_shared<RecordPoint>();
+  const uint64_t position = st->push(implicit_waits(st), [point] {
+    point->when_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count());
   });
+  // The record is the push itself: its position, not a later count.
+  point->point = StreamPoint(st->progress, position);
   std::lock_guard<std::mutex> lock(e->mu);
-  e->stream = st;
-  e->target = st->last();
-  e->timed = !(e->flags & cudaEventDisableTiming);
-  return record(r);
+  e->record = point;
+  return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  CUstream_st* st;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    st = e->stream;
-    target = e->target;
-  }
-  if (st) st->wait_until(target);
+  if (auto r = record_of(e)) r->point.first->wait_until(r->point.second);
   return record(sticky_error());
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-  std::lock_guard<std::mutex> lock(e->mu);
-  if (!e->stream) return cudaSuccess;
-  return e->stream->reached(e->target) ? cudaSuccess : cudaErrorNotReady;
+  if (cudaError_t err = sticky_error(); err != cudaSuccess) return err;
+  auto r = record_of(e);
+  if (!r) return cudaSuccess;
+  return r->point.first->reached(r->point.second) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
-  CUstream_st* other;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    other = e->stream;
-    target = e->target;
-  }
-  if (!other) return cudaSuccess;  // never recorded: nothing to wait for
-  return record(stream_enqueue(s, [other, target] { other->wait_until(target); }));
+  auto r = record_of(e);
+  if (!r) return cudaSuccess;  // never recorded: nothing to wait for
+  return record(stream_enqueue(s, [r] { r->point.first->wait_until(r->point.second); }));
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  std::lock_guard<std::mutex> l1(start->mu);
-  std::lock_guard<std::mutex> l2(end->mu);
-  if (!start->stream || !end->stream || !start->timed || !end->timed)
+  if ((start->flags | end->flags) & cudaEventDisableTiming)
     return record(cudaErrorInvalidResourceHandle);
-  if (!start->stream->reached(start->target) || !end->stream->reached(end->target))
-    return cudaErrorNotReady;
-  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  // Each event's record taken under its own lock, one after the other.
+  auto a = record_of(start);
+  auto b = record_of(end);
+  if (!a || !b) return record(cudaErrorInvalidResourceHandle);
+  const int64_t ta = a->when_ns.load(), tb = b->when_ns.load();
+  if (ta < 0 || tb < 0) return cudaErrorNotReady;
+  *ms = static_cast<float>(static_cast<double>(tb - ta) / 1e6);
   return cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <list>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,14 +50,24 @@ struct Fiber {
   State state = State::kReady;
   const char* bar_file = nullptr;
   int bar_line = 0;
-  uint64_t warp_seq = 0;  // warp intrinsics this lane has entered
   void* fake_stack = nullptr;
 };
 
+// One meeting of a warp intrinsic: the lanes of `mask` that have arrived
+// (with their values) and those that have read the result. A lane joins
+// the open meeting of its mask that it is not yet in; the meeting is
+// complete when every lane of the mask has arrived, and goes when every
+// lane has read. Lanes meet by mask, not by how many intrinsics each has
+// entered before, so divergent code (a half-warp's shuffle, then the
+// whole warp's) meets as a GPU's does.
+struct WarpMeeting {
+  unsigned mask = 0;
+  unsigned arrived = 0;
+  unsigned read = 0;
+  uint64_t value[32] = {};
+};
 struct WarpSlots {
-  uint64_t value[32][2] = {};
-  unsigned mask[32][2] = {};
-  uint64_t arrived[32] = {};  // the last warp intrinsic each lane deposited for
+  std::list<WarpMeeting> meetings;
 };
 
 // The block being run on this OS thread.
@@ -230,9 +242,18 @@ std::string describe_stuck(const BlockRun& run) {
     barrier += f.state == State::kBarrier;
     warp += f.state == State::kWarp;
   }
+  std::string masks;
+  for (const WarpSlots& w : run.warps)
+    for (const WarpMeeting& m : w.meetings)
+      if (m.arrived != m.mask) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " 0x%08x (arrived 0x%08x)", m.mask, m.arrived);
+        masks += buf;
+      }
   return "no thread of the block can move: " + std::to_string(barrier) +
          " wait at a barrier and " + std::to_string(warp) +
-         " at a warp intrinsic whose lanes never arrive";
+         " at a warp intrinsic whose lanes never arrive" +
+         (masks.empty() ? std::string() : "; open warp meetings by mask:" + masks);
 }
 
 cudaError_t run_block(BlockRun& run) {
@@ -245,14 +266,13 @@ cudaError_t run_block(BlockRun& run) {
       return cudaErrorMemoryAllocation;
     }
     f.state = State::kReady;
-    f.warp_seq = 0;
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack;
     f.ctx.uc_stack.ss_size = kStackBytes;
     f.ctx.uc_link = nullptr;
     makecontext(&f.ctx, fiber_main, 0);
   }
-  for (WarpSlots& w : run.warps) w = WarpSlots{};
+  for (WarpSlots& w : run.warps) w.meetings.clear();
   for (;;) {
     run.progress = false;
     bool alive = false;
@@ -334,19 +354,28 @@ void report(const char* what) {
   abandon(run, f);
 }
 
-namespace {
-
-// Waits (yielding) until every lane in `mask` has deposited for intrinsic
-// `seq`; a lane that exited first is reported.
-void wait_lanes(BlockRun& run, Fiber& f, unsigned mask, uint64_t seq, const char* what) {
+void warp_exchange(unsigned mask, uint64_t mine, uint64_t all[32], const char* what) {
+  BlockRun& run = *t_run;
+  Fiber& f = me();
+  const unsigned lane = f.linear % 32;
   const unsigned warp = f.linear / 32;
-  WarpSlots& w = run.warps[warp];
-  for (;;) {
-    bool all = true;
+  const unsigned bit = 1u << lane;
+  if (!(mask & bit)) {
+    fail(run, std::string(what) + ": the mask does not name the calling lane " +
+                  std::to_string(lane) + " (thread " + std::to_string(f.linear) + ")");
+    abandon(run, f);
+  }
+  std::list<WarpMeeting>& meetings = run.warps[warp].meetings;
+  auto m = meetings.begin();
+  while (m != meetings.end() && !(m->mask == mask && m->arrived != mask && !(m->arrived & bit))) ++m;
+  if (m == meetings.end()) m = meetings.insert(meetings.end(), WarpMeeting{mask, 0, 0, {}});
+  m->value[lane] = mine;
+  m->arrived |= bit;
+  run.progress = true;
+  while (m->arrived != mask) {
+    // A lane of the mask that has exited (or does not exist) never comes.
     for (unsigned l = 0; l < 32; ++l) {
-      if (!(mask >> l & 1u)) continue;
-      if (w.arrived[l] >= seq) continue;
-      all = false;
+      if (!(mask >> l & 1u) || (m->arrived >> l & 1u)) continue;
       const size_t idx = warp * 32 + l;
       if (idx >= run.fibers.size() || run.fibers[idx].state == State::kDone) {
         fail(run, std::string(what) + ": lane " + std::to_string(l) +
@@ -355,45 +384,15 @@ void wait_lanes(BlockRun& run, Fiber& f, unsigned mask, uint64_t seq, const char
         abandon(run, f);
       }
     }
-    if (all) return;
     f.state = State::kWarp;
     yield(run, f);
     if (!run.error.empty()) abandon(run, f);
   }
-}
-
-}  // namespace
-
-void warp_exchange(unsigned mask, uint64_t mine, uint64_t all[32], const char* what) {
-  BlockRun& run = *t_run;
-  Fiber& f = me();
-  const unsigned lane = f.linear % 32;
-  if (!(mask >> lane & 1u)) {
-    fail(run, std::string(what) + ": the mask does not name the calling lane " +
-                  std::to_string(lane) + " (thread " + std::to_string(f.linear) + ")");
-    abandon(run, f);
-  }
-  WarpSlots& w = run.warps[f.linear / 32];
-  const uint64_t seq = ++f.warp_seq;
-  // The slot for seq was last used for seq - 2: every lane must be past
-  // seq - 1 (so done reading seq - 2) before it is overwritten.
-  if (seq > 1) wait_lanes(run, f, mask, seq - 1, what);
-  w.value[lane][seq % 2] = mine;
-  w.mask[lane][seq % 2] = mask;
-  w.arrived[lane] = seq;
-  run.progress = true;
-  wait_lanes(run, f, mask, seq, what);
   f.state = State::kReady;
-  for (unsigned l = 0; l < 32; ++l) {
-    if (!(mask >> l & 1u)) continue;
-    if (w.mask[l][seq % 2] != mask) {
-      fail(run, std::string(what) + ": lanes " + std::to_string(lane) + " and " +
-                    std::to_string(l) + " name different masks (thread " +
-                    std::to_string(f.linear) + ")");
-      abandon(run, f);
-    }
-    all[l] = w.value[l][seq % 2];
-  }
+  for (unsigned l = 0; l < 32; ++l)
+    if (mask >> l & 1u) all[l] = m->value[l];
+  m->read |= bit;
+  if (m->read == mask) meetings.erase(m);
 }
 
 void syncwarp(const char* file, int line, unsigned mask) {

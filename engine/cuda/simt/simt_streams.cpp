@@ -47,9 +47,28 @@ Streams& streams() {
   return s;
 }
 
+void StreamProgress::wait_until(uint64_t target) {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return completed >= target; });
+}
+
+bool StreamProgress::reached(uint64_t target) {
+  std::lock_guard<std::mutex> lock(mu);
+  return completed >= target;
+}
+
+void StreamProgress::advance() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++completed;
+  }
+  cv.notify_all();
+}
+
 }  // namespace baton::simt
 
-CUstream_st::CUstream_st(unsigned flags_, bool legacy_) : flags(flags_), legacy(legacy_) {
+CUstream_st::CUstream_st(unsigned flags_, bool legacy_)
+    : progress(std::make_shared<baton::simt::StreamProgress>()), flags(flags_), legacy(legacy_) {
   baton::simt::Delays& d = baton::simt::delays();
   {
     std::lock_guard<std::mutex> lock(d.mu);
@@ -59,37 +78,37 @@ CUstream_st::CUstream_st(unsigned flags_, bool legacy_) : flags(flags_), legacy(
   worker = std::thread([this] { run(); });
 }
 
-CUstream_st::~CUstream_st() {
+uint64_t CUstream_st::push(std::vector<baton::simt::StreamPoint> waits, std::function<void()> op) {
+  uint64_t position;
   {
     std::lock_guard<std::mutex> lock(mu);
-    stop = true;
+    if (waits.empty()) {
+      queue.push_back(std::move(op));
+    } else {
+      queue.push_back([waits = std::move(waits), op = std::move(op)] {
+        for (const auto& [progress, target] : waits) progress->wait_until(target);
+        op();
+      });
+    }
+    position = ++enqueued;
   }
   cv.notify_all();
-  worker.join();
-}
-
-void CUstream_st::push(std::function<void()> op) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    queue.push_back(std::move(op));
-    ++enqueued;
-  }
-  cv.notify_all();
-}
-
-void CUstream_st::wait_until(uint64_t target) {
-  std::unique_lock<std::mutex> lock(mu);
-  done_cv.wait(lock, [&] { return completed >= target; });
-}
-
-bool CUstream_st::reached(uint64_t target) {
-  std::lock_guard<std::mutex> lock(mu);
-  return completed >= target;
+  return position;
 }
 
 uint64_t CUstream_st::last() {
   std::lock_guard<std::mutex> lock(mu);
   return enqueued;
+}
+
+void CUstream_st::destroy() {
+  // Detached first: the worker frees the stream (and its std::thread) as
+  // soon as it sees `stop` with nothing queued. The notification is made
+  // under the lock, so the worker cannot free the stream under this call.
+  worker.detach();
+  std::lock_guard<std::mutex> lock(mu);
+  stop = true;
+  cv.notify_all();
 }
 
 void CUstream_st::run() {
@@ -100,7 +119,7 @@ void CUstream_st::run() {
     {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return stop || !queue.empty(); });
-      if (queue.empty()) return;
+      if (queue.empty()) break;  // destroyed, and its work done
       op = std::move(queue.front());
       queue.pop_front();
     }
@@ -126,12 +145,10 @@ void CUstream_st::run() {
       idle = queue.empty();
     }
     if (idle) window.reset();
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      ++completed;
-    }
-    done_cv.notify_all();
+    progress->advance();
   }
+  window.reset();
+  delete this;  // destroy() detached this thread; nothing else holds the stream
 }
 
 namespace baton::simt {
@@ -140,6 +157,8 @@ cudaStream_t resolve_stream(cudaStream_t s) {
   if (s != nullptr && s != cudaStreamLegacy && s != cudaStreamPerThread) return s;
   // Made once, outside the registry's lock (a stream's constructor takes
   // it), and kept for the process, as the device's own stream is.
+  // (cudaStreamPerThread is taken as the legacy stream: the emulator has
+  // no per-thread default streams.)
   static CUstream_st* const legacy = [] {
     auto* l = new CUstream_st(0, true);
     std::lock_guard<std::mutex> lock(streams().mu);
@@ -149,39 +168,41 @@ cudaStream_t resolve_stream(cudaStream_t s) {
   return legacy;
 }
 
-cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> op) {
-  CUstream_st* st = resolve_stream(s);
+std::vector<StreamPoint> implicit_waits(CUstream_st* st) {
   // The legacy stream's implicit ordering: its work waits for all blocking
   // streams' earlier work, and a blocking stream's for the legacy stream's.
-  std::vector<std::pair<CUstream_st*, uint64_t>> waits;
-  {
-    Streams& all = streams();
-    std::lock_guard<std::mutex> lock(all.mu);
-    if (st->legacy) {
-      for (CUstream_st* b : all.blocking) waits.emplace_back(b, b->last());
-    } else if (!(st->flags & cudaStreamNonBlocking) && all.legacy) {
-      waits.emplace_back(all.legacy, all.legacy->last());
-    }
+  std::vector<StreamPoint> waits;
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  const auto add = [&](CUstream_st* other) {
+    const uint64_t target = other->last();
+    if (target > 0 && !other->progress->reached(target)) waits.emplace_back(other->progress, target);
+  };
+  if (st->legacy) {
+    for (CUstream_st* b : all.blocking) add(b);
+  } else if (!(st->flags & cudaStreamNonBlocking) && all.legacy) {
+    add(all.legacy);
   }
-  for (auto& [other, target] : waits) {
-    if (target == 0 || other->reached(target)) continue;
-    st->push([other = other, target = target] { other->wait_until(target); });
-  }
-  st->push(std::move(op));
+  return waits;
+}
+
+cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> op) {
+  CUstream_st* st = resolve_stream(s);
+  st->push(implicit_waits(st), std::move(op));
   return cudaSuccess;
 }
 
 cudaError_t stream_synchronize(cudaStream_t s) {
   CUstream_st* st = resolve_stream(s);
-  st->wait_until(st->last());
+  st->progress->wait_until(st->last());
   return sticky_error();
 }
 
 void register_stream(CUstream_st* s) {
-  if (s->flags & cudaStreamNonBlocking) return;
   Streams& all = streams();
   std::lock_guard<std::mutex> lock(all.mu);
-  all.blocking.push_back(s);
+  all.every.push_back(s);
+  if (!(s->flags & cudaStreamNonBlocking)) all.blocking.push_back(s);
 }
 
 void unregister_stream(CUstream_st* s) {
@@ -191,21 +212,15 @@ void unregister_stream(CUstream_st* s) {
   std::erase(all.every, s);
 }
 
-void track_stream(CUstream_st* s) {
-  Streams& all = streams();
-  std::lock_guard<std::mutex> lock(all.mu);
-  all.every.push_back(s);
-}
-
 void synchronize_all() {
-  std::vector<std::pair<CUstream_st*, uint64_t>> targets;
+  std::vector<StreamPoint> targets;
   {
     Streams& all = streams();
     std::lock_guard<std::mutex> lock(all.mu);
-    for (CUstream_st* s : all.every) targets.emplace_back(s, s->last());
-    if (all.legacy) targets.emplace_back(all.legacy, all.legacy->last());
+    for (CUstream_st* s : all.every) targets.emplace_back(s->progress, s->last());
+    if (all.legacy) targets.emplace_back(all.legacy->progress, all.legacy->last());
   }
-  for (auto& [s, t] : targets) s->wait_until(t);
+  for (auto& [progress, target] : targets) progress->wait_until(target);
 }
 
 void set_random_delays(int max_us, unsigned seed) {

@@ -69,6 +69,22 @@ __global__ void shuffle_with_exited_lane(float* y) {
   y[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 1);
 }
 
+// A half-warp's shuffle, then the whole warp's: lanes meet by mask.
+__global__ void divergent_then_converged(int* out) {
+  const int lane = threadIdx.x % 32;
+  int v = lane;
+  if (lane < 16) v += __shfl_xor_sync(0x0000ffffu, v, 8);
+  v = __shfl_sync(0xffffffffu, v, 0);
+  out[threadIdx.x] = v;
+}
+
+// Lanes naming masks that never meet.
+__global__ void crossed_masks(int* out) {
+  const int lane = threadIdx.x % 32;
+  const unsigned mask = lane == 0 ? 0x3u : 0xffffffffu;
+  out[threadIdx.x] = __shfl_sync(mask, lane, 0);
+}
+
 __global__ void write_past(float* y, int n) { y[n + threadIdx.x] = 1.0f; }
 
 __global__ void fill_slowly(float* y, int n, float v) {
@@ -202,6 +218,52 @@ TEST_F(Simt, AShuffleNamingAnExitedLaneIsReported) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
   EXPECT_NE(diagnostic().find("lane 5 named in the mask has exited"), std::string::npos)
       << diagnostic();
+}
+
+TEST_F(Simt, LanesMeetByMaskInDivergentCode) {
+  int* out = upload(std::vector<int>(32, -1));
+  ASSERT_EQ(launch(divergent_then_converged, dim3(1), dim3(32), 0, nullptr, out), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << diagnostic();
+  for (int v : download(out, 32)) EXPECT_EQ(v, 8);  // lane 0: 0 + lane 8's 8
+}
+
+TEST_F(Simt, LanesWhoseMasksNeverMeetAreReported) {
+  int* out = upload(std::vector<int>(32, -1));
+  ASSERT_EQ(launch(crossed_masks, dim3(1), dim3(32), 0, nullptr, out), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  EXPECT_NE(diagnostic().find("open warp meetings by mask: 0x00000003"), std::string::npos)
+      << diagnostic();
+}
+
+// A stream and an event destroyed while work that refers to them is still
+// queued: CUDA lets the work finish.
+TEST_F(Simt, StreamsAndEventsMayGoWhileTheirWorkIsQueued) {
+  baton_simt_set_random_delays(2000, 3);
+  const int n = 1024;
+  float* x = upload(std::vector<float>(n, 0.0f));
+  float* y = upload(std::vector<float>(n, 0.0f));
+  cudaStream_t a, c;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t filled;
+  ASSERT_EQ(cudaEventCreate(&filled), cudaSuccess);
+  launch(fill_slowly, dim3(2), dim3(64), 0, a, x, n, 5.0f);
+  ASSERT_EQ(cudaEventRecord(filled, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(c, filled, 0), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(a), cudaSuccess);
+  ASSERT_EQ(cudaEventDestroy(filled), cudaSuccess);
+  launch(copy_kernel, dim3(2), dim3(64), 0, c, static_cast<const float*>(x), y, n);
+  ASSERT_EQ(cudaStreamSynchronize(c), cudaSuccess);
+  EXPECT_EQ(download(y, n)[n - 1], 5.0f);
+  cudaStreamDestroy(c);
+  cudaEvent_t e;
+  cudaEventCreate(&e);
+  cudaEventRecord(e, nullptr);
+  cudaEventSynchronize(e);
+  float ms = -1.0f;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, e, e), cudaSuccess);  // one event twice: no deadlock
+  EXPECT_EQ(ms, 0.0f);
+  cudaEventDestroy(e);
 }
 
 using SimtDeathTest = Simt;
