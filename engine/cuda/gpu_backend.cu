@@ -171,6 +171,9 @@ void* GpuBackend::allocate(size_t bytes) {
     }
     void* p = arena_ + arena_used_;
     arena_used_ += piece;
+    // A piece reads as NaN until written, as fresh device memory does on
+    // the emulator: an op that reads what nobody wrote shows up in tests.
+    check(cudaMemsetAsync(p, 0xff, piece, stream_), "allocate (arena piece)");
     return p;
   }
   void* p = nullptr;

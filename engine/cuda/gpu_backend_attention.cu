@@ -230,7 +230,10 @@ void GpuBackend::attention_decode(const float* q, const float* k, const float* v
   if (heads == 0 || head_dim == 0) return;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int64_t shared = len * static_cast<int64_t>(sizeof(float));
-  if (shared <= kDefaultSharedBytes) {
+  // The kernel's own static shared memory (its 32-float reduction array)
+  // counts against the same 48 KiB as the dynamic scores (the emulator
+  // checks only the dynamic part).
+  if (shared + static_cast<int64_t>(32 * sizeof(float)) <= kDefaultSharedBytes) {
     // Every head at once, each block's scores in its shared memory.
     check(launch(kernels::attention_decode_kernel, dim3(static_cast<unsigned>(heads)),
                  dim3(kDecodeThreads), static_cast<size_t>(shared), stream_, q, k, v, len, heads,

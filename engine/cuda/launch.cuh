@@ -21,6 +21,8 @@ cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_s
                    cudaStream_t stream, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "a kernel launched with the wrong argument count");
 #if defined(__CUDACC__)
+  // An earlier call's error left on this thread is not this launch's.
+  (void)cudaGetLastError();
   kernel<<<grid, block, dynamic_smem, stream>>>(std::forward<A>(args)...);
   return cudaGetLastError();
 #else

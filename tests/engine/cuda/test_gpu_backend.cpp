@@ -33,6 +33,11 @@ TEST_F(GpuBackendMemory, TheArenaIsOneAllocationAndItsPiecesAreCarvedFromIt) {
   std::vector<float*> pieces;
   for (int i = 0; i < 40; ++i) pieces.push_back(static_cast<float*>(be_->allocate(1000 + i % 24)));
   EXPECT_EQ(be_->allocation_count(), before + 1) << "a piece called the device allocator";
+  {
+    std::vector<float> fresh(8, 0.0f);
+    be_->download(fresh.data(), pieces[0], sizeof(float) * 8);
+    for (float v : fresh) EXPECT_TRUE(std::isnan(v)) << "an arena piece reads as " << v;
+  }
   EXPECT_EQ(be_->arena_used(), 40u * 1024u);  // each rounded to 256 bytes
   for (size_t i = 1; i < pieces.size(); ++i)
     EXPECT_GE(reinterpret_cast<char*>(pieces[i]) - reinterpret_cast<char*>(pieces[i - 1]), 1000);
@@ -68,6 +73,26 @@ TEST_F(GpuBackendMemory, AnAsyncUploadIsWaitedForByTheOpsAfterIt) {
     std::fill(host.begin(), host.end(), -1.0f);
     const double sum = be_->sum_squares(x, n);
     ASSERT_EQ(sum, static_cast<double>(n) * trial * trial) << "trial " << trial;
+  }
+}
+
+// The pattern the step uses: the next batch goes into one buffer while the
+// ops queued before read the other.
+TEST_F(GpuBackendMemory, DoubleBufferedUploadsOverlapTheOpsOnTheOtherBuffer) {
+  random_delays(2000);
+  const int64_t n = 2048;
+  float* buffers[2] = {dev_zeros<float>(n), dev_zeros<float>(n)};
+  float* copies[2] = {dev_zeros<float>(n), dev_zeros<float>(n)};
+  std::vector<float> host(n);
+  std::fill(host.begin(), host.end(), 1.0f);
+  be_->upload_async(buffers[0], host.data(), n * sizeof(float));
+  for (int step = 1; step <= 8; ++step) {
+    float* current = buffers[(step - 1) % 2];
+    be_->copy(current, copies[(step - 1) % 2], n);  // queued before the next upload
+    std::fill(host.begin(), host.end(), static_cast<float>(step + 1));
+    be_->upload_async(buffers[step % 2], host.data(), n * sizeof(float));
+    const double sum = be_->sum_squares(copies[(step - 1) % 2], n);
+    ASSERT_EQ(sum, static_cast<double>(n) * step * step) << "step " << step;
   }
 }
 

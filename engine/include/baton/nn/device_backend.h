@@ -45,7 +45,9 @@ class DeviceBackend : public Backend {
   // the bytes are copied into pinned staging, which a copy stream of the
   // backend's own moves to the device. Returns once `host_src` may be
   // reused. Ops queued on this backend after the call wait for the copy;
-  // ops queued before it do not.
+  // ops queued before it run alongside, so they must not use `device_dst`:
+  // the caller double-buffers (the step reads one batch buffer while the
+  // next batch goes into the other).
   virtual void upload_async(void* device_dst, const void* host_src, size_t bytes) = 0;
 };
 
