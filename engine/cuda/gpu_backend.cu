@@ -215,6 +215,17 @@ void GpuBackend::download(void* host_dst, const void* device_src, size_t bytes) 
   check(cudaStreamSynchronize(stream_), "download (cudaStreamSynchronize)");
 }
 
+void GpuBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+        "copy_on_device (cudaMemcpyAsync device to device)");
+}
+
+void GpuBackend::fill_zero_bytes(void* y, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemsetAsync(y, 0, bytes, stream_), "fill_zero_bytes (cudaMemsetAsync)");
+}
+
 void GpuBackend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 double* GpuBackend::partials(int64_t count) const {

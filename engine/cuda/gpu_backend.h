@@ -52,6 +52,9 @@ class GpuBackend final : public DeviceBackend {
   int64_t allocation_count() const override { return allocations_.load(); }
   void upload(void* device_dst, const void* host_src, size_t bytes) override;
   void download(void* host_dst, const void* device_src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void fill_floats(float* y, int64_t n, float value) override { fill(y, n, value); }
+  void fill_zero_bytes(void* y, size_t bytes) override;
   void synchronize() override;
   void reserve_arena(size_t bytes) override;
   size_t arena_used() const override { return arena_used_; }

@@ -8,12 +8,8 @@
 // refuse returns cudaErrorInvalidConfiguration or cudaErrorInvalidValue, a
 // kernel that breaks a barrier or warp rule makes cudaErrorLaunchFailure
 // the sticky error that every later call returns until cudaDeviceReset.
-#include "simt_host.h"
-#include "simt_internal.h"
-#include "simt_streams.h"
-
-#include <dlfcn.h>
 #include <cxxabi.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +17,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+
+#include "simt_host.h"
+#include "simt_internal.h"
+#include "simt_streams.h"
 
 namespace baton::simt {
 namespace {
@@ -213,35 +213,59 @@ cudaError_t cudaPeekAtLastError(void) {
 
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorInvalidMemcpyDirection:
+      return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorIllegalAddress:
+      return "cudaErrorIllegalAddress";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 
 const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    default: return "unknown error";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure";
+    case cudaErrorNotReady:
+      return "device not ready";
+    case cudaErrorInvalidMemcpyDirection:
+      return "invalid copy direction for memcpy";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    default:
+      return "unknown error";
   }
 }
 
@@ -279,19 +303,38 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   if (device < 0 || device >= device_count()) return record(cudaErrorInvalidDevice);
   const cudaDeviceProp& p = device_properties();
   switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(p.sharedMemPerBlock); break;
+    case cudaDevAttrMaxThreadsPerBlock:
+      *value = p.maxThreadsPerBlock;
+      break;
+    case cudaDevAttrMaxSharedMemoryPerBlock:
+      *value = static_cast<int>(p.sharedMemPerBlock);
+      break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
       *value = static_cast<int>(p.sharedMemPerBlockOptin);
       break;
-    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-    case cudaDevAttrWarpSize: *value = p.warpSize; break;
-    case cudaDevAttrMaxGridDimX: *value = p.maxGridSize[0]; break;
-    case cudaDevAttrMaxGridDimY: *value = p.maxGridSize[1]; break;
-    case cudaDevAttrMaxGridDimZ: *value = p.maxGridSize[2]; break;
-    default: return record(cudaErrorInvalidValue);
+    case cudaDevAttrMultiProcessorCount:
+      *value = p.multiProcessorCount;
+      break;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = p.major;
+      break;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = p.minor;
+      break;
+    case cudaDevAttrWarpSize:
+      *value = p.warpSize;
+      break;
+    case cudaDevAttrMaxGridDimX:
+      *value = p.maxGridSize[0];
+      break;
+    case cudaDevAttrMaxGridDimY:
+      *value = p.maxGridSize[1];
+      break;
+    case cudaDevAttrMaxGridDimZ:
+      *value = p.maxGridSize[2];
+      break;
+    default:
+      return record(cudaErrorInvalidValue);
   }
   return cudaSuccess;
 }
@@ -359,11 +402,15 @@ namespace {
 cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   const bool dst_dev = is_device_range(dst, n), src_dev = is_device_range(src, n);
   switch (kind) {
-    case cudaMemcpyHostToDevice: return dst_dev && !is_device_pointer(src) ? cudaSuccess : cudaErrorInvalidValue;
-    case cudaMemcpyDeviceToHost: return src_dev && !is_device_pointer(dst) ? cudaSuccess : cudaErrorInvalidValue;
-    case cudaMemcpyDeviceToDevice: return dst_dev && src_dev ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaMemcpyHostToDevice:
+      return dst_dev && !is_device_pointer(src) ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaMemcpyDeviceToHost:
+      return src_dev && !is_device_pointer(dst) ? cudaSuccess : cudaErrorInvalidValue;
+    case cudaMemcpyDeviceToDevice:
+      return dst_dev && src_dev ? cudaSuccess : cudaErrorInvalidValue;
     case cudaMemcpyHostToHost:
-      return !is_device_pointer(dst) && !is_device_pointer(src) ? cudaSuccess : cudaErrorInvalidValue;
+      return !is_device_pointer(dst) && !is_device_pointer(src) ? cudaSuccess
+                                                                : cudaErrorInvalidValue;
     case cudaMemcpyDefault:
       if (is_device_pointer(dst) && !dst_dev) return cudaErrorInvalidValue;
       if (is_device_pointer(src) && !src_dev) return cudaErrorInvalidValue;

@@ -50,8 +50,7 @@ __attribute__((visibility("default"))) int baton_simt_last_diagnostic(char* out,
 // Every queued operation waits a random 0..max_us microseconds first (0:
 // off), from a generator seeded with `seed`: a missing stream wait then
 // shows up as a wrong result. BATON_SIMT_DELAY_US sets it at load.
-__attribute__((visibility("default"))) void baton_simt_set_random_delays(int max_us,
-                                                                     unsigned seed);
+__attribute__((visibility("default"))) void baton_simt_set_random_delays(int max_us, unsigned seed);
 }
 
 // cuda_runtime.h gives nvcc a template taking the kernel itself; the same

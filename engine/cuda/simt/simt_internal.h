@@ -17,8 +17,8 @@ namespace baton::simt {
 // Runs every block of a grid on the calling thread, each block's threads
 // as fibers. Returns cudaSuccess, or cudaErrorLaunchFailure with the
 // diagnostic in *error (a barrier or warp intrinsic misused, a deadlock).
-cudaError_t run_grid(const std::function<void()>& body, dim3 grid, dim3 block,
-                     size_t dynamic_smem, const char* kernel_name, std::string* error);
+cudaError_t run_grid(const std::function<void()>& body, dim3 grid, dim3 block, size_t dynamic_smem,
+                     const char* kernel_name, std::string* error);
 
 // Device memory. Allocations are page-backed with a guard page after each
 // and are not accessible from the host except inside a DeviceWindow (held

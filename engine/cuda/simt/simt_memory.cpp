@@ -6,8 +6,6 @@
 // host address). Windows nest and overlap across streams: the pages open
 // with the first and close with the last. New memory holds 0xff bytes (NaN
 // floats; up to 4 MiB): a GPU's fresh memory holds whatever was there.
-#include "simt_internal.h"
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,14 +15,16 @@
 #include <map>
 #include <mutex>
 
+#include "simt_internal.h"
+
 namespace baton::simt {
 namespace {
 
 struct Allocation {
   char* map = nullptr;
   size_t map_bytes = 0;
-  size_t bytes = 0;       // asked for
-  size_t span = 0;        // rounded to 256, ends at the guard page
+  size_t bytes = 0;  // asked for
+  size_t span = 0;   // rounded to 256, ends at the guard page
   int device = 0;
 };
 

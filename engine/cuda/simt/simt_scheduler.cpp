@@ -5,9 +5,6 @@
 // what can never happen: a barrier that part of the block does not reach,
 // threads waiting at different barriers, lanes named in a warp mask that
 // have exited or name another mask, and any state where no thread can move.
-#include "simt_internal.h"
-#include "simt_device.h"
-
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -19,6 +16,9 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "simt_device.h"
+#include "simt_internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BATON_SIMT_ASAN 1
@@ -250,9 +250,8 @@ std::string describe_stuck(const BlockRun& run) {
         std::snprintf(buf, sizeof buf, " 0x%08x (arrived 0x%08x)", m.mask, m.arrived);
         masks += buf;
       }
-  return "no thread of the block can move: " + std::to_string(barrier) +
-         " wait at a barrier and " + std::to_string(warp) +
-         " at a warp intrinsic whose lanes never arrive" +
+  return "no thread of the block can move: " + std::to_string(barrier) + " wait at a barrier and " +
+         std::to_string(warp) + " at a warp intrinsic whose lanes never arrive" +
          (masks.empty() ? std::string() : "; open warp meetings by mask:" + masks);
 }
 
@@ -293,8 +292,8 @@ cudaError_t run_block(BlockRun& run) {
 
 }  // namespace
 
-cudaError_t run_grid(const std::function<void()>& body, dim3 grid, dim3 block,
-                     size_t dynamic_smem, const char* kernel_name, std::string* error) {
+cudaError_t run_grid(const std::function<void()>& body, dim3 grid, dim3 block, size_t dynamic_smem,
+                     const char* kernel_name, std::string* error) {
   BlockRun run;
   run.body = &body;
   run.grid = grid;
@@ -367,7 +366,8 @@ void warp_exchange(unsigned mask, uint64_t mine, uint64_t all[32], const char* w
   }
   std::list<WarpMeeting>& meetings = run.warps[warp].meetings;
   auto m = meetings.begin();
-  while (m != meetings.end() && !(m->mask == mask && m->arrived != mask && !(m->arrived & bit))) ++m;
+  while (m != meetings.end() && !(m->mask == mask && m->arrived != mask && !(m->arrived & bit)))
+    ++m;
   if (m == meetings.end()) m = meetings.insert(meetings.end(), WarpMeeting{mask, 0, 0, {}});
   m->value[lane] = mine;
   m->arrived |= bit;

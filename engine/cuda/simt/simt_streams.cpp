@@ -5,16 +5,17 @@
 // delays on, every operation waits 0..max microseconds before it runs, so
 // work that is missing a wait (an event, a stream synchronisation) sees
 // its input unfinished and computes a wrong result.
-#include "simt_internal.h"
 #include "simt_streams.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
-#include <vector>
 #include <random>
 #include <thread>
+#include <vector>
+
+#include "simt_internal.h"
 
 namespace baton::simt {
 
@@ -176,7 +177,8 @@ std::vector<StreamPoint> implicit_waits(CUstream_st* st) {
   std::lock_guard<std::mutex> lock(all.mu);
   const auto add = [&](CUstream_st* other) {
     const uint64_t target = other->last();
-    if (target > 0 && !other->progress->reached(target)) waits.emplace_back(other->progress, target);
+    if (target > 0 && !other->progress->reached(target))
+      waits.emplace_back(other->progress, target);
   };
   if (st->legacy) {
     for (CUstream_st* b : all.blocking) add(b);

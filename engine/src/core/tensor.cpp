@@ -1,6 +1,7 @@
 #include <baton/core/error.h>
 #include <baton/core/tensor.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -19,20 +20,58 @@ float* allocate(int64_t n) {
   return static_cast<float*>(p);
 }
 
+// Float storage of n values on `device` (host memory when null), freed
+// where it was allocated.
+std::shared_ptr<float[]> storage(int64_t n, DeviceMemory* device) {
+  if (device == nullptr) {
+    return std::shared_ptr<float[]>(allocate(n), [](float* p) { std::free(p); });
+  }
+  if (n == 0) return nullptr;
+  auto* p = static_cast<float*>(device->allocate(static_cast<size_t>(n) * sizeof(float)));
+  return std::shared_ptr<float[]>(p, [device](float* q) { device->release(q); });
+}
+
 }  // namespace
 
-void Tensor::FreeDeleter::operator()(float* p) const noexcept { std::free(p); }
+Tensor::Tensor(std::vector<int64_t> shape, float fill_value)
+    : Tensor(std::move(shape), nullptr, fill_value) {}
 
-Tensor::Tensor(std::vector<int64_t> shape, float fill_value) : shape_(std::move(shape)) {
+Tensor::Tensor(std::vector<int64_t> shape, DeviceMemory* device, float fill_value)
+    : shape_(std::move(shape)), device_(device) {
   numel_ = 1;
   for (int64_t d : shape_) {
     if (d < 0) throw RuntimeError("Tensor: negative dimension in shape");
     numel_ *= d;
   }
   capacity_ = numel_;
-  data_.reset(allocate(capacity_), FreeDeleter{});
+  data_ = storage(capacity_, device_);
   recompute_strides();
   fill(fill_value);
+}
+
+Tensor Tensor::to_host() const {
+  if (device_ == nullptr) return Tensor(*this);
+  if (!is_contiguous())
+    throw RuntimeError("Tensor::to_host of a strided device view " + shape_string());
+  Tensor h(shape_);
+  if (numel_ > 0)
+    device_->download(h.data(), data_.get(), sizeof(float) * static_cast<size_t>(numel_));
+  return h;
+}
+
+void Tensor::copy_from_host(const Tensor& host) {
+  if (host.device_ != nullptr || !host.is_contiguous() || host.numel_ != numel_ ||
+      !is_contiguous()) {
+    throw RuntimeError("Tensor::copy_from_host: " + shape_string() + " from " +
+                       host.shape_string() + " (a contiguous host tensor of the same size)");
+  }
+  if (numel_ == 0) return;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(numel_);
+  if (device_ == nullptr) {
+    std::memcpy(data_.get(), host.data_.get(), bytes);
+  } else {
+    device_->upload(data_.get(), host.data_.get(), bytes);
+  }
 }
 
 namespace {
@@ -56,10 +95,17 @@ void gather(const float* src, const std::vector<int64_t>& shape,
 }  // namespace
 
 Tensor::Tensor(const Tensor& other)
-    : shape_(other.shape_), numel_(other.numel_), capacity_(other.numel_) {
-  data_.reset(allocate(capacity_), FreeDeleter{});
+    : shape_(other.shape_), numel_(other.numel_), capacity_(other.numel_), device_(other.device_) {
+  data_ = storage(capacity_, device_);
   recompute_strides();
   if (numel_ == 0) return;
+  if (device_ != nullptr) {
+    if (!other.is_contiguous()) {
+      throw RuntimeError("Tensor: a copy of a strided device view " + other.shape_string());
+    }
+    device_->copy_on_device(data_.get(), other.data_.get(), sizeof(float) * numel_);
+    return;
+  }
   if (other.is_contiguous()) {
     std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
   } else {
@@ -72,7 +118,8 @@ Tensor::Tensor(Tensor&& other) noexcept
       strides_(std::exchange(other.strides_, {})),
       numel_(std::exchange(other.numel_, 0)),
       capacity_(std::exchange(other.capacity_, 0)),
-      data_(std::move(other.data_)) {}
+      data_(std::move(other.data_)),
+      device_(std::exchange(other.device_, nullptr)) {}
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
   if (this == &other) return *this;
@@ -81,20 +128,26 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
   numel_ = std::exchange(other.numel_, 0);
   capacity_ = std::exchange(other.capacity_, 0);
   data_ = std::move(other.data_);
+  device_ = std::exchange(other.device_, nullptr);
   return *this;
 }
 
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
+  if (device_ != other.device_ || !other.is_contiguous()) return *this = Tensor(other);
   if (capacity_ < other.numel_) {
-    data_.reset(allocate(other.numel_), FreeDeleter{});
+    data_ = storage(other.numel_, device_);
     capacity_ = other.numel_;
   }
-  if (!other.is_contiguous()) return *this = Tensor(other);
   shape_ = other.shape_;
   strides_ = other.strides_;
   numel_ = other.numel_;
-  if (numel_ > 0) std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
+  if (numel_ == 0) return *this;
+  if (device_ != nullptr) {
+    device_->copy_on_device(data_.get(), other.data_.get(), sizeof(float) * numel_);
+  } else {
+    std::memcpy(data_.get(), other.data_.get(), sizeof(float) * numel_);
+  }
   return *this;
 }
 
@@ -105,6 +158,7 @@ Tensor Tensor::share(Tensor& t) {
   v.numel_ = t.numel_;
   v.capacity_ = t.capacity_;
   v.data_ = t.data_;
+  v.device_ = t.device_;
   return v;
 }
 
@@ -149,6 +203,7 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   v.numel_ = numel_;
   v.capacity_ = capacity_;
   v.data_ = data_;
+  v.device_ = device_;
   v.recompute_strides();
   return v;
 }
@@ -166,23 +221,83 @@ Tensor Tensor::transposed(size_t a, size_t b) const {
   v.numel_ = numel_;
   v.capacity_ = capacity_;
   v.data_ = data_;
+  v.device_ = device_;
   return v;
 }
 
-IntTensor::IntTensor(std::vector<int64_t> shape) : shape_(std::move(shape)) {
+IntTensor::IntTensor(std::vector<int64_t> shape) : IntTensor(std::move(shape), nullptr) {}
+
+namespace {
+std::shared_ptr<int32_t[]> int_storage(int64_t n, DeviceMemory* device) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(int32_t);
+  if (device == nullptr) {
+    auto* p = static_cast<int32_t*>(std::calloc(1, bytes));
+    if (p == nullptr) throw std::bad_alloc();
+    return std::shared_ptr<int32_t[]>(p, [](int32_t* q) { std::free(q); });
+  }
+  auto* p = static_cast<int32_t*>(device->allocate(bytes));
+  device->fill_zero_bytes(p, bytes);
+  return std::shared_ptr<int32_t[]>(p, [device](int32_t* q) { device->release(q); });
+}
+}  // namespace
+
+IntTensor::IntTensor(std::vector<int64_t> shape, DeviceMemory* device)
+    : shape_(std::move(shape)), device_(device) {
   numel_ = 1;
   for (int64_t d : shape_) {
     if (d < 0) throw RuntimeError("IntTensor: negative dimension in shape");
     numel_ *= d;
   }
-  data_.assign(static_cast<size_t>(numel_), 0);
+  capacity_ = numel_;
+  data_ = int_storage(capacity_, device_);
+}
+
+IntTensor::IntTensor(const IntTensor& other)
+    : shape_(other.shape_),
+      capacity_(other.capacity_),
+      numel_(other.numel_),
+      device_(other.device_) {
+  if (!other.data_) return;
+  data_ = int_storage(capacity_, device_);
+  const size_t bytes = sizeof(int32_t) * static_cast<size_t>(capacity_);
+  if (bytes == 0) return;
+  if (device_ != nullptr) {
+    device_->copy_on_device(data_.get(), other.data_.get(), bytes);
+  } else {
+    std::memcpy(data_.get(), other.data_.get(), bytes);
+  }
+}
+
+IntTensor& IntTensor::operator=(const IntTensor& other) {
+  if (this != &other) *this = IntTensor(other);
+  return *this;
+}
+
+void IntTensor::download(int32_t* host) const {
+  const size_t bytes = sizeof(int32_t) * static_cast<size_t>(numel_);
+  if (bytes == 0) return;
+  if (device_ != nullptr) {
+    device_->download(host, data_.get(), bytes);
+  } else {
+    std::memcpy(host, data_.get(), bytes);
+  }
+}
+
+void IntTensor::upload(const int32_t* host) {
+  const size_t bytes = sizeof(int32_t) * static_cast<size_t>(numel_);
+  if (bytes == 0) return;
+  if (device_ != nullptr) {
+    device_->upload(data_.get(), host, bytes);
+  } else {
+    std::memcpy(data_.get(), host, bytes);
+  }
 }
 
 void IntTensor::set_rows(int64_t rows) {
   if (shape_.empty()) throw RuntimeError("IntTensor::set_rows on a scalar");
   int64_t per_row = 1;
   for (size_t i = 1; i < shape_.size(); ++i) per_row *= shape_[i];
-  if (rows < 0 || rows * per_row > static_cast<int64_t>(data_.size())) {
+  if (rows < 0 || rows * per_row > capacity_) {
     throw RuntimeError("IntTensor::set_rows(" + std::to_string(rows) + ") exceeds its capacity");
   }
   shape_[0] = rows;
@@ -209,6 +324,10 @@ void Tensor::set_rows(int64_t rows) {
 
 void Tensor::fill(float value) {
   if (!is_contiguous()) throw RuntimeError("Tensor::fill on a strided view " + shape_string());
+  if (device_ != nullptr) {
+    if (numel_ > 0) device_->fill_floats(data_.get(), numel_, value);
+    return;
+  }
   float* p = data_.get();
   for (int64_t i = 0; i < numel_; ++i) p[i] = value;
 }

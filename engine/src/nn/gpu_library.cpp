@@ -18,9 +18,10 @@ GpuLibrary::GpuLibrary(const std::string& path) : path_(path) {
   count_ = reinterpret_cast<CountFn>(dlsym(h, "baton_cuda_backend_device_count"));
   error_string_ = reinterpret_cast<ErrorFn>(dlsym(h, "baton_cuda_backend_error_string"));
   if (!open_ || !close_ || !count_ || !error_string_) {
-    throw RuntimeError(path + " is not a Baton CUDA backend of this version (it lacks "
-                              "baton_cuda_open_backend, baton_cuda_backend_device_count or their "
-                              "kin): rebuild it with this engine");
+    throw RuntimeError(path +
+                       " is not a Baton CUDA backend of this version (it lacks "
+                       "baton_cuda_open_backend, baton_cuda_backend_device_count or their "
+                       "kin): rebuild it with this engine");
   }
 }
 
@@ -39,9 +40,8 @@ std::shared_ptr<DeviceBackend> GpuLibrary::open(int device, const std::string& p
                        error);
   }
   // The deleter keeps the library loaded until the backend is gone.
-  return std::shared_ptr<DeviceBackend>(be, [close = close_, handle = handle_](DeviceBackend* b) {
-    close(b);
-  });
+  return std::shared_ptr<DeviceBackend>(
+      be, [close = close_, handle = handle_](DeviceBackend* b) { close(b); });
 }
 
 GpuPick pick_gpu_library(const std::string& lib_dir, bool emulate) {

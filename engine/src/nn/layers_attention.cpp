@@ -33,14 +33,14 @@ int64_t CausalSelfAttention::plan(int64_t max_rows, int64_t in_features) {
                      " features, got " + std::to_string(in_features));
   }
   const int64_t probs = shape(max_rows).prob_count();
-  probs_ = Tensor({probs});
-  dprobs_ = Tensor({probs});
+  probs_ = buffer({probs});
+  dprobs_ = buffer({probs});
   if (dropout_ > 0.0f) {
-    mask_ = Tensor({probs});
-    dropped_ = Tensor({probs});
+    mask_ = buffer({probs});
+    dropped_ = buffer({probs});
   }
-  y_ = Tensor({max_rows, d_});
-  dx_ = Tensor({max_rows, 3 * d_});
+  y_ = buffer({max_rows, d_});
+  dx_ = buffer({max_rows, 3 * d_});
   return d_;
 }
 

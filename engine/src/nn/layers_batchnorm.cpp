@@ -38,16 +38,16 @@ bool BatchNorm::fuse_next(Layer& next) {
 }
 
 int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
-  gain_ = Param{"gain", Tensor({f}, 1.0f), Tensor({f}), false};
-  bias_ = Param{"bias", Tensor({f}), Tensor({f}), false};
-  running_mean_ = Tensor({f});
-  running_var_ = Tensor({f}, 1.0f);
-  mean_ = Tensor({f});
-  rstd_ = Tensor({f});
-  xhat_ = Tensor({max_batch, f});
-  y_ = Tensor({max_batch, f});
-  dx_ = Tensor({max_batch, f});
-  stats_ = Tensor({2 * f + 1});
+  gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
+  bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+  running_mean_ = buffer({f});
+  running_var_ = buffer({f}, 1.0f);
+  mean_ = buffer({f});
+  rstd_ = buffer({f});
+  xhat_ = buffer({max_batch, f});
+  y_ = buffer({max_batch, f});
+  dx_ = buffer({max_batch, f});
+  stats_ = buffer({2 * f + 1});
   features_ = f;
   return f;
 }
@@ -64,7 +64,16 @@ const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
     be().column_sums(x.data(), n, f, sum);
     be().fill(sum + f, 1, static_cast<float>(n));
     if (comm_ != nullptr) comm_->sum_across_replicas(sum, f + 1);
-    const float rows = sum[f];
+    // The global row count, on the host: this replica's own without a link;
+    // the summed one read back from the backend's memory with one.
+    float rows = static_cast<float>(n);
+    if (comm_ != nullptr) {
+      if (DeviceMemory* device = stats_.device_memory()) {
+        device->download(&rows, sum + f, sizeof(float));
+      } else {
+        rows = sum[f];
+      }
+    }
     global_rows_ = rows;
     batch_stats_ = true;
     // No rows anywhere: every replica stops here alike (and, as BatchNorm,
@@ -96,8 +105,8 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   // With a fused ReLU, dy is the gradient of its output: the backend
   // masks it by that output (y_) as it reads it.
   const float* relu_y = relu_ ? y_.data() : nullptr;
-  be().batch_norm_param_grads(dy.data(), relu_y, xhat_.data(), gain_.grad.data(),
-                              bias_.grad.data(), n, f);
+  be().batch_norm_param_grads(dy.data(), relu_y, xhat_.data(), gain_.grad.data(), bias_.grad.data(),
+                              n, f);
   // need_input_grad is the same on every replica, so skipping the
   // collective here keeps them in step.
   if (!need_input_grad) return dx_;
@@ -115,8 +124,8 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   be().copy(gain_.grad.data(), sdg, f);
   if (comm_ != nullptr) comm_->sum_across_replicas(stats_.data(), 2 * f);
   const float inv_n = global_rows_ > 0.0f ? 1.0f / global_rows_ : 0.0f;
-  be().batch_norm_input_grad(dy.data(), relu_y, xhat_.data(), gain_.value.data(), rstd_.data(),
-                             sdb, sdg, inv_n, dx_.data(), n, f);
+  be().batch_norm_input_grad(dy.data(), relu_y, xhat_.data(), gain_.value.data(), rstd_.data(), sdb,
+                             sdg, inv_n, dx_.data(), n, f);
   return dx_;
 }
 

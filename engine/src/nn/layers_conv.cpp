@@ -35,7 +35,7 @@ int64_t ImageRows::plan(int64_t max_batch, int64_t in_features) {
                      std::to_string(in_.c * in_.pixels()) + " values, but the data has " +
                      std::to_string(in_features) + " features");
   }
-  y_ = Tensor({max_batch * in_.pixels(), in_.c});
+  y_ = buffer({max_batch * in_.pixels(), in_.c});
   return in_.c;
 }
 
@@ -73,8 +73,8 @@ Conv2d::Conv2d(const Options& o) : o_(o) {
         std::to_string(o.padding));
   }
   const int64_t k = o.kernel * o.kernel * (o.in.c / o.groups);
-  w_ = Param{"weight", Tensor({o.out_channels, k}), Tensor({o.out_channels, k}), true};
-  if (o.bias) b_ = Param{"bias", Tensor({o.out_channels}), Tensor({o.out_channels}), false};
+  w_ = Param{"weight", buffer({o.out_channels, k}), buffer({o.out_channels, k}), true};
+  if (o.bias) b_ = Param{"bias", buffer({o.out_channels}), buffer({o.out_channels}), false};
 }
 
 ImageSize Conv2d::out() const {
@@ -115,10 +115,10 @@ int64_t Conv2d::plan(int64_t max_rows, int64_t in_features) {
   const ConvShape s = shape(max_rows);
   const int64_t m = s.n * s.oh() * s.ow();
   kernel_ = be().plan_conv(s);
-  y_ = Tensor({m, o_.out_channels});
-  if (has_epilogue()) dpre_ = Tensor({m, o_.out_channels});
-  if (needs_pre_activation(o_.act)) pre_ = Tensor({m, o_.out_channels});
-  dx_ = Tensor({max_rows, o_.in.c});
+  y_ = buffer({m, o_.out_channels});
+  if (has_epilogue()) dpre_ = buffer({m, o_.out_channels});
+  if (needs_pre_activation(o_.act)) pre_ = buffer({m, o_.out_channels});
+  dx_ = buffer({max_rows, o_.in.c});
   return o_.out_channels;
 }
 
@@ -136,7 +136,9 @@ void Conv2d::init(Rng& rng) {
   const float bound = o_.act == Activation::kRelu || needs_pre_activation(o_.act)
                           ? std::sqrt(6.0f / fan_in)
                           : std::sqrt(6.0f / (fan_in + fan_out));
-  for (auto& v : w_.value.span()) v = (2.0f * rng.uniform() - 1.0f) * bound;
+  set_values(w_.value, [&](Tensor& h) {
+    for (auto& v : h.span()) v = (2.0f * rng.uniform() - 1.0f) * bound;
+  });
   if (o_.bias) b_.value.fill(0.0f);
 }
 
@@ -235,8 +237,8 @@ int64_t Pool2d::plan(int64_t max_rows, int64_t in_features) {
   }
   check_rows("Pool2d", max_rows, in_);
   const int64_t out_rows = max_rows / in_.pixels() * out().pixels();
-  y_ = Tensor({out_rows, in_.c});
-  dx_ = Tensor({max_rows, in_.c});
+  y_ = buffer({out_rows, in_.c});
+  dx_ = buffer({max_rows, in_.c});
   if (kind_ == Kind::kMax) argmax_.assign(static_cast<size_t>(out_rows * in_.c), 0);
   return in_.c;
 }
@@ -408,9 +410,9 @@ int64_t ResidualBlock::plan(int64_t max_rows, int64_t in_features) {
     }
   }
   const int64_t out_rows = max_rows / in_.pixels() * out_.pixels();
-  y_ = Tensor({out_rows, out_.c});
-  dsum_ = Tensor({out_rows, out_.c});
-  dx_ = Tensor({max_rows, in_.c});
+  y_ = buffer({out_rows, out_.c});
+  dsum_ = buffer({out_rows, out_.c});
+  dx_ = buffer({max_rows, in_.c});
   return out_.c;
 }
 

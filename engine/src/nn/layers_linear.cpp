@@ -20,8 +20,8 @@ void check_width(const char* what, int64_t expected, int64_t got) {
 Linear::Linear(int64_t in, int64_t out, Activation act, bool bias)
     : in_(in), out_(out), act_(act), has_bias_(bias) {
   if (in <= 0 || out <= 0) throw InputError("Linear: sizes must be positive");
-  w_ = Param{"weight", Tensor({out, in}), Tensor({out, in}), true};
-  if (has_bias_) b_ = Param{"bias", Tensor({out}), Tensor({out}), false};
+  w_ = Param{"weight", buffer({out, in}), buffer({out, in}), true};
+  if (has_bias_) b_ = Param{"bias", buffer({out}), buffer({out}), false};
 }
 
 std::string Linear::describe() const {
@@ -32,16 +32,18 @@ std::string Linear::describe() const {
 
 int64_t Linear::plan(int64_t max_batch, int64_t in_features) {
   check_width("Linear", in_, in_features);
-  y_ = Tensor({max_batch, out_});
-  dpre_ = Tensor({max_batch, out_});
-  dx_ = Tensor({max_batch, in_});
-  if (needs_pre_activation(act_)) pre_ = Tensor({max_batch, out_});
+  y_ = buffer({max_batch, out_});
+  dpre_ = buffer({max_batch, out_});
+  dx_ = buffer({max_batch, in_});
+  if (needs_pre_activation(act_)) pre_ = buffer({max_batch, out_});
   return out_;
 }
 
 void Linear::init(Rng& rng) {
   if (init_std_ > 0.0f) {
-    for (auto& v : w_.value.span()) v = rng.normal() * init_std_;
+    set_values(w_.value, [&](Tensor& h) {
+      for (auto& v : h.span()) v = rng.normal() * init_std_;
+    });
     if (has_bias_) b_.value.fill(0.0f);
     return;
   }
@@ -50,7 +52,9 @@ void Linear::init(Rng& rng) {
   const float bound = act_ == Activation::kRelu || needs_pre_activation(act_)
                           ? std::sqrt(6.0f / fan_in)
                           : std::sqrt(6.0f / (fan_in + fan_out));
-  for (auto& v : w_.value.span()) v = (2.0f * rng.uniform() - 1.0f) * bound;
+  set_values(w_.value, [&](Tensor& h) {
+    for (auto& v : h.span()) v = (2.0f * rng.uniform() - 1.0f) * bound;
+  });
   if (has_bias_) b_.value.fill(0.0f);
 }
 
@@ -110,8 +114,8 @@ std::string ActivationLayer::describe() const {
 
 int64_t ActivationLayer::plan(int64_t max_batch, int64_t in_features) {
   if (fused_) return in_features;
-  y_ = Tensor({max_batch, in_features});
-  dx_ = Tensor({max_batch, in_features});
+  y_ = buffer({max_batch, in_features});
+  dx_ = buffer({max_batch, in_features});
   return in_features;
 }
 
@@ -138,9 +142,9 @@ Dropout::Dropout(float p) : p_(p) {
 std::string Dropout::describe() const { return "Dropout(" + std::to_string(p_).substr(0, 4) + ")"; }
 
 int64_t Dropout::plan(int64_t max_batch, int64_t in_features) {
-  mask_ = Tensor({max_batch, in_features});
-  y_ = Tensor({max_batch, in_features});
-  dx_ = Tensor({max_batch, in_features});
+  mask_ = buffer({max_batch, in_features});
+  y_ = buffer({max_batch, in_features});
+  dx_ = buffer({max_batch, in_features});
   return in_features;
 }
 

@@ -12,12 +12,12 @@ LayerNorm::LayerNorm(float eps) : eps_(eps) {}
 std::string LayerNorm::describe() const { return "LayerNorm"; }
 
 int64_t LayerNorm::plan(int64_t max_batch, int64_t f) {
-  gain_ = Param{"gain", Tensor({f}, 1.0f), Tensor({f}), false};
-  bias_ = Param{"bias", Tensor({f}), Tensor({f}), false};
-  xhat_ = Tensor({max_batch, f});
-  rstd_ = Tensor({max_batch});
-  y_ = Tensor({max_batch, f});
-  dx_ = Tensor({max_batch, f});
+  gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
+  bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+  xhat_ = buffer({max_batch, f});
+  rstd_ = buffer({max_batch});
+  y_ = buffer({max_batch, f});
+  dx_ = buffer({max_batch, f});
   return f;
 }
 
@@ -49,10 +49,10 @@ RMSNorm::RMSNorm(float eps) : eps_(eps) {}
 std::string RMSNorm::describe() const { return "RMSNorm"; }
 
 int64_t RMSNorm::plan(int64_t max_batch, int64_t f) {
-  gain_ = Param{"gain", Tensor({f}, 1.0f), Tensor({f}), false};
-  rstd_ = Tensor({max_batch});
-  y_ = Tensor({max_batch, f});
-  dx_ = Tensor({max_batch, f});
+  gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
+  rstd_ = buffer({max_batch});
+  y_ = buffer({max_batch, f});
+  dx_ = buffer({max_batch, f});
   return f;
 }
 

@@ -13,8 +13,8 @@ TokenEmbedding::TokenEmbedding(int64_t vocab, int64_t context, int64_t d, float 
   if (vocab <= 0 || context <= 0 || d <= 0) {
     throw InputError("TokenEmbedding: sizes must be positive");
   }
-  wte_ = Param{"wte", Tensor({vocab, d}), Tensor({vocab, d}), true};
-  wpe_ = Param{"wpe", Tensor({context, d}), Tensor({context, d}), true};
+  wte_ = Param{"wte", buffer({vocab, d}), buffer({vocab, d}), true};
+  wpe_ = Param{"wpe", buffer({context, d}), buffer({context, d}), true};
 }
 
 std::string TokenEmbedding::describe() const {
@@ -28,14 +28,18 @@ int64_t TokenEmbedding::plan(int64_t max_batch, int64_t in_features) {
                      " tokens, longer than the model's context of " + std::to_string(context_));
   }
   seq_ = in_features;
-  ids_ = IntTensor({max_batch, seq_});
-  y_ = Tensor({max_batch * seq_, d_});
+  ids_ = int_buffer({max_batch, seq_});
+  y_ = buffer({max_batch * seq_, d_});
   return d_;
 }
 
 void TokenEmbedding::init(Rng& rng) {
-  for (auto& v : wte_.value.span()) v = rng.normal() * init_std_;
-  for (auto& v : wpe_.value.span()) v = rng.normal() * init_std_ * 0.5f;
+  set_values(wte_.value, [&](Tensor& h) {
+    for (auto& v : h.span()) v = rng.normal() * init_std_;
+  });
+  set_values(wpe_.value, [&](Tensor& h) {
+    for (auto& v : h.span()) v = rng.normal() * init_std_ * 0.5f;
+  });
 }
 
 const Tensor& TokenEmbedding::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
@@ -124,14 +128,14 @@ int64_t TransformerBlock::plan(int64_t max_rows, int64_t in_features) {
     parts_[i]->set_index((index_ + 1) * 1000 + i);
     width = parts_[i]->plan(max_rows, width);
   }
-  y1_ = Tensor({max_rows, o_.d});
-  y_ = Tensor({max_rows, o_.d});
-  dy1_ = Tensor({max_rows, o_.d});
-  dx_ = Tensor({max_rows, o_.d});
-  dec_attn_ = Tensor({1, o_.d});
-  dec_scores_ = Tensor({o_.seq});
-  dec_y1_ = Tensor({1, o_.d});
-  dec_y_ = Tensor({1, o_.d});
+  y1_ = buffer({max_rows, o_.d});
+  y_ = buffer({max_rows, o_.d});
+  dy1_ = buffer({max_rows, o_.d});
+  dx_ = buffer({max_rows, o_.d});
+  dec_attn_ = buffer({1, o_.d});
+  dec_scores_ = buffer({o_.seq});
+  dec_y1_ = buffer({1, o_.d});
+  dec_y_ = buffer({1, o_.d});
   return o_.d;
 }
 
@@ -233,8 +237,8 @@ int64_t TiedLMHead::plan(int64_t max_rows, int64_t in_features) {
     throw InputError("TiedLMHead expects " + std::to_string(d_) + " features, got " +
                      std::to_string(in_features));
   }
-  y_ = Tensor({max_rows, vocab_});
-  dx_ = Tensor({max_rows, d_});
+  y_ = buffer({max_rows, vocab_});
+  dx_ = buffer({max_rows, d_});
   return vocab_;
 }
 

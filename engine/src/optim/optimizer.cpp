@@ -12,8 +12,8 @@ Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params, const
   const bool adam = opt_.kind == OptimizerKind::kAdam || opt_.kind == OptimizerKind::kAdamW;
   const bool momentum = opt_.kind == OptimizerKind::kSgd && opt_.momentum > 0.0f;
   for (Param* p : params_) {
-    if (adam || momentum) m_.emplace_back(p->value.shape());
-    if (adam) v_.emplace_back(p->value.shape());
+    if (adam || momentum) m_.emplace_back(p->value.shape(), p->value.device_memory());
+    if (adam) v_.emplace_back(p->value.shape(), p->value.device_memory());
   }
 }
 

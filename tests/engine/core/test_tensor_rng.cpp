@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <utility>
@@ -297,4 +299,76 @@ TEST(RngTest, UniformInUnitInterval) {
   }
   EXPECT_NEAR(ns / n, 0.0, 0.02);
   EXPECT_NEAR(nss / n, 1.0, 0.03);
+}
+
+// Device tensors against a stand-in device whose memory is host memory
+// it tracks: every byte moves through DeviceMemory's calls, never by a
+// host pointer.
+namespace {
+
+class FakeDevice : public baton::DeviceMemory {
+ public:
+  void* allocate(size_t bytes) override {
+    ++allocations;
+    live += 1;
+    return std::malloc(std::max<size_t>(bytes, 1));
+  }
+  void release(void* p) override {
+    live -= 1;
+    std::free(p);
+  }
+  void upload(void* d, const void* h, size_t n) override {
+    ++uploads;
+    std::memcpy(d, h, n);
+  }
+  void download(void* h, const void* d, size_t n) override {
+    ++downloads;
+    std::memcpy(h, d, n);
+  }
+  void copy_on_device(void* dst, const void* src, size_t n) override {
+    ++device_copies;
+    std::memcpy(dst, src, n);
+  }
+  void fill_floats(float* y, int64_t n, float v) override {
+    ++fills;
+    std::fill(y, y + n, v);
+  }
+  void fill_zero_bytes(void* y, size_t n) override { std::memset(y, 0, n); }
+  int allocations = 0, live = 0, uploads = 0, downloads = 0, device_copies = 0, fills = 0;
+};
+
+}  // namespace
+
+TEST(DeviceTensor, StorageCopiesAndFillsGoThroughTheDevice) {
+  FakeDevice dev;
+  {
+    baton::Tensor t({2, 3}, &dev, 1.5f);
+    EXPECT_EQ(t.device(), baton::Device::kCuda);
+    EXPECT_EQ(dev.allocations, 1);
+    EXPECT_EQ(dev.fills, 1);
+    baton::Tensor host({2, 3});
+    for (int i = 0; i < 6; ++i) host[i] = static_cast<float>(i);
+    t.copy_from_host(host);
+    EXPECT_EQ(dev.uploads, 1);
+    baton::Tensor copy = t;  // a device copy, on the device
+    EXPECT_EQ(copy.device_memory(), &dev);
+    EXPECT_EQ(dev.device_copies, 1);
+    const baton::Tensor back = copy.to_host();
+    EXPECT_EQ(back.device(), baton::Device::kCpu);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(back[i], static_cast<float>(i));
+    baton::Tensor view = t.reshaped({3, 2});
+    EXPECT_EQ(view.device_memory(), &dev);
+    EXPECT_TRUE(view.shares_storage_with(t));
+    t.fill(0.0f);
+    EXPECT_EQ(copy.to_host()[5], 5.0f) << "a copy shares no storage";
+    EXPECT_THROW(t.copy_from_host(baton::Tensor({4})), baton::RuntimeError);
+    baton::IntTensor ids({4}, &dev);
+    const int32_t h[4] = {3, 1, 4, 1};
+    ids.upload(h);
+    baton::IntTensor ids2 = ids;
+    int32_t out[4] = {};
+    ids2.download(out);
+    EXPECT_EQ(out[2], 4);
+  }
+  EXPECT_EQ(dev.live, 0) << "device storage leaked";
 }

@@ -11,7 +11,15 @@
 // transpose flag. Copying any tensor gives a contiguous one.
 //
 // IntTensor: int32 values (token ids) with a shape, planned the same way.
+//
+// Device tensors: made with a DeviceMemory (a GPU backend's), a tensor's
+// storage is device memory: data() is a device pointer for the device's
+// ops, and the host-side accessors (span, operator[], at) must not be used
+// (on the GPU emulator they fault). fill(), copies between tensors of one
+// device, to_host() and copy_from_host() work on either.
 #pragma once
+
+#include <baton/core/device_memory.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +38,8 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::vector<int64_t> shape, float fill = 0.0f);
   Tensor(std::initializer_list<int64_t> shape) : Tensor(std::vector<int64_t>(shape)) {}
+  // On `device` (host memory when null).
+  Tensor(std::vector<int64_t> shape, DeviceMemory* device, float fill = 0.0f);
 
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);
@@ -43,7 +53,13 @@ class Tensor {
   size_t rank() const { return shape_.size(); }
   int64_t numel() const { return numel_; }
   int64_t capacity() const { return capacity_; }
-  Device device() const { return Device::kCpu; }
+  Device device() const { return device_ ? Device::kCuda : Device::kCpu; }
+  DeviceMemory* device_memory() const { return device_; }
+  // A contiguous host copy of the values (a copy of a host tensor too).
+  Tensor to_host() const;
+  // Overwrites the values with `host`'s (a contiguous host tensor of the
+  // same size); RuntimeError naming both shapes otherwise.
+  void copy_from_host(const Tensor& host);
   bool empty() const { return numel_ == 0; }
   // Row-major with no gaps: what raw-pointer kernels need.
   bool is_contiguous() const;
@@ -88,36 +104,47 @@ class Tensor {
   std::string shape_string() const;
 
  private:
-  struct FreeDeleter {
-    void operator()(float* p) const noexcept;
-  };
   void recompute_strides();
 
   std::vector<int64_t> shape_;
   std::vector<int64_t> strides_;
   int64_t numel_ = 0;
   int64_t capacity_ = 0;
-  std::shared_ptr<float[]> data_;  // with FreeDeleter; shared by share() and views
+  std::shared_ptr<float[]> data_;   // freed where allocated; shared by share() and views
+  DeviceMemory* device_ = nullptr;  // null: host memory
 };
 
 class IntTensor {
  public:
   IntTensor() = default;
   explicit IntTensor(std::vector<int64_t> shape);
+  // On `device` (host memory when null); zeroed.
+  IntTensor(std::vector<int64_t> shape, DeviceMemory* device);
+  // Copies hold their own values (on the same device).
+  IntTensor(const IntTensor& other);
+  IntTensor& operator=(const IntTensor& other);
+  IntTensor(IntTensor&& other) noexcept = default;
+  IntTensor& operator=(IntTensor&& other) noexcept = default;
+  DeviceMemory* device_memory() const { return device_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t numel() const { return numel_; }
   int64_t rows() const { return shape_.empty() ? 0 : shape_[0]; }
-  int32_t* data() { return data_.data(); }
-  const int32_t* data() const { return data_.data(); }
-  int32_t& operator[](int64_t i) { return data_[static_cast<size_t>(i)]; }
-  int32_t operator[](int64_t i) const { return data_[static_cast<size_t>(i)]; }
+  int32_t* data() { return data_.get(); }
+  const int32_t* data() const { return data_.get(); }
+  int32_t& operator[](int64_t i) { return data_.get()[i]; }
+  int32_t operator[](int64_t i) const { return data_.get()[i]; }
+  // The first numel() values into host memory / from host memory.
+  void download(int32_t* host) const;
+  void upload(const int32_t* host);
   // As Tensor::set_rows: within the planned capacity, never allocating.
   void set_rows(int64_t rows);
 
  private:
   std::vector<int64_t> shape_;
-  std::vector<int32_t> data_;  // the capacity
+  std::shared_ptr<int32_t[]> data_;  // the capacity
+  int64_t capacity_ = 0;
   int64_t numel_ = 0;
+  DeviceMemory* device_ = nullptr;
 };
 
 }  // namespace baton

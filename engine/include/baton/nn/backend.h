@@ -77,6 +77,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string describe() const = 0;
+  // Where this backend's tensors live: its device memory, or null for host
+  // memory (the CPU's). Layers allocate their buffers there.
+  virtual DeviceMemory* memory() const { return nullptr; }
 
   // ---- products
   // C(m,n) = alpha * op(A)(m,k) * op(B)(k,n) + beta * C.

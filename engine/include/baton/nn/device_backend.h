@@ -10,6 +10,7 @@
 // a sum of squares) is a synchronisation point.
 #pragma once
 
+#include <baton/core/device_memory.h>
 #include <baton/nn/backend.h>
 
 #include <cstddef>
@@ -17,18 +18,16 @@
 
 namespace baton {
 
-class DeviceBackend : public Backend {
+class DeviceBackend : public Backend, public DeviceMemory {
  public:
-  // Device memory, at least 256-byte aligned. Throws RuntimeError naming the
-  // size when the device has no room. Counted: allocation_count() is how
-  // many allocate() calls this instance has served (a step allocates none).
-  virtual void* allocate(size_t bytes) = 0;
-  virtual void release(void* p) = 0;
+  // Device memory (DeviceMemory's allocate/release/upload/download/...):
+  // at least 256-byte aligned; allocate throws RuntimeError naming the size
+  // when the device has no room. Counted: allocation_count() is how many
+  // times this instance has called the device's allocator (a step calls it
+  // never). Copies are in the stream's order; upload returns when the host
+  // buffer may be reused, download when the bytes are in host memory.
+  DeviceMemory* memory() const override { return const_cast<DeviceBackend*>(this); }
   virtual int64_t allocation_count() const = 0;
-  // Host <-> device copies in the stream's order; upload returns when the
-  // host buffer may be reused, download when the bytes are in host memory.
-  virtual void upload(void* device_dst, const void* host_src, size_t bytes) = 0;
-  virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;
   // Waits for every op queued so far; throws RuntimeError with the device's
   // error when one of them failed.
   virtual void synchronize() = 0;

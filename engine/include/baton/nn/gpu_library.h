@@ -45,7 +45,7 @@ struct GpuPick {
   std::string library;  // empty: no GPU here; the CPU it is
   bool emulated = false;
   int devices = 0;
-  std::string why;      // what was chosen and why, for the run log
+  std::string why;  // what was chosen and why, for the run log
 };
 
 // Which library serves GPU devices: with `emulate` (BATON_CUDA_EMULATE=1 or

@@ -57,7 +57,9 @@ class Layer {
   virtual std::string describe() const = 0;
   // The device this layer computes on (the CPU's unless bound otherwise);
   // bound before plan(). A layer made of layers binds them too.
-  virtual void bind_backend(const Backend& backend) { be_ = &backend; }
+  // Binding moves the layer's parameters, their gradients and its buffers
+  // to the backend's memory (a GPU's, or the host's) with their values.
+  virtual void bind_backend(const Backend& backend);
   const Backend& backend() const { return *be_; }
   // Rows per sample after this layer, given the rows per sample before it
   // (valid after plan()): an embedding of (batch, seq) token ids gives seq;
@@ -126,6 +128,25 @@ class Layer {
     hook_called_ = true;
   }
   const Backend& be() const { return *be_; }
+  // A buffer of `shape` where this layer's backend keeps tensors (host
+  // memory on the CPU, device memory on a GPU), every value `fill`.
+  Tensor buffer(std::vector<int64_t> shape, float fill = 0.0f) const {
+    return Tensor(std::move(shape), be_->memory(), fill);
+  }
+  IntTensor int_buffer(std::vector<int64_t> shape) const {
+    return IntTensor(std::move(shape), be_->memory());
+  }
+  // Sets t's values from the host: `write` fills a host tensor of t's
+  // shape (t itself on the CPU), which then goes to t's device.
+  static void set_values(Tensor& t, const std::function<void(Tensor& host)>& write) {
+    if (t.device_memory() == nullptr) {
+      write(t);
+      return;
+    }
+    Tensor host(t.shape());
+    write(host);
+    t.copy_from_host(host);
+  }
   size_t index_ = 0;
   const Backend* be_ = &cpu_backend();
 
