@@ -69,7 +69,7 @@ step configure 300 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBATO
   -DBATON_BUILD_TESTS=ON -DBATON_BUILD_UI=OFF
 TARGETS=(baton baton_cuda baton_cuda_emu test_cuda test_comm_nccl)
 for t in test_gpu_elementwise test_gpu_norm_loss test_gpu_tokens_images test_gpu_matmul \
-    test_gpu_attention test_gpu_conv test_gpu_backend; do
+    test_gpu_attention test_gpu_conv test_gpu_backend test_gpu_training; do
   [[ -f "$SRC/tests/engine/cuda/$t.cpp" ]] && TARGETS+=("$t")
 done
 if grep -q '^BATON_WITH_MPI:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
