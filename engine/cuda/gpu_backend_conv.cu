@@ -17,12 +17,7 @@ namespace baton::gpu {
 
 namespace {
 
-constexpr unsigned kMaxBlocks = 4096;
-
-unsigned grid_for(int64_t n) {
-  const unsigned b = blocks_for(n, conv::kThreads);
-  return b < kMaxBlocks ? b : kMaxBlocks;
-}
+unsigned grid_for(int64_t n) { return grid_stride_blocks(n, conv::kThreads); }
 
 std::string shape_text(const ConvShape& s) {
   return "n " + std::to_string(s.n) + ", " + std::to_string(s.h) + "x" + std::to_string(s.w) +

@@ -10,12 +10,7 @@ namespace baton::gpu {
 
 namespace {
 
-constexpr unsigned kMaxBlocks = 4096;
-
-unsigned grid_for(int64_t n) {
-  const unsigned b = blocks_for(n, images::kThreads);
-  return b < kMaxBlocks ? b : kMaxBlocks;
-}
+unsigned grid_for(int64_t n) { return grid_stride_blocks(n, images::kThreads); }
 
 images::Pool pool_of(const PoolShape& s) {
   return {s.n, s.h, s.w, s.c, s.k, s.stride, s.pad, s.oh(), s.ow()};

@@ -38,4 +38,11 @@ inline unsigned blocks_for(long long n, unsigned threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
 
+// The grid of a grid-stride kernel over n items: blocks of `threads`
+// covering them, at most `max_blocks` (each thread then takes several).
+inline unsigned grid_stride_blocks(long long n, unsigned threads, unsigned max_blocks = 4096) {
+  const unsigned b = blocks_for(n, threads);
+  return b < max_blocks ? b : max_blocks;
+}
+
 }  // namespace baton::gpu
