@@ -41,11 +41,6 @@ DeviceState& state() {
 thread_local cudaError_t t_last_error = cudaSuccess;
 thread_local int t_device = 0;
 
-cudaError_t record(cudaError_t e) {
-  if (e != cudaSuccess) t_last_error = e;
-  return e;
-}
-
 size_t capacity_bytes() {
   size_t mib = 16384;
   if (const char* env = std::getenv("BATON_SIMT_MEMORY_MIB"); env && std::atoi(env) > 0)
@@ -69,6 +64,11 @@ constexpr int kDefaultDynamicSmem = 48 * 1024;
 constexpr int kOptInDynamicSmem = 232448;  // an H100's sharedMemPerBlockOptin
 
 }  // namespace
+
+cudaError_t record(cudaError_t e) {
+  if (e != cudaSuccess) t_last_error = e;
+  return e;
+}
 
 cudaError_t sticky_error() {
   std::lock_guard<std::mutex> lock(state().mu);
@@ -362,200 +362,6 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   if (value < 0 || value > kOptInDynamicSmem) return record(cudaErrorInvalidValue);
   set_kernel_max_dynamic_smem(func, value);
   return cudaSuccess;
-}
-
-// ---- memory
-
-cudaError_t cudaMalloc(void** p, size_t bytes) {
-  *p = nullptr;
-  if (cudaError_t s = sticky_error(); s != cudaSuccess) return record(s);
-  const int dev = current_device();
-  if (device_bytes_in_use(dev) + bytes > device_properties().totalGlobalMem)
-    return record(cudaErrorMemoryAllocation);
-  *p = device_alloc(bytes, dev);
-  return *p ? cudaSuccess : record(cudaErrorMemoryAllocation);
-}
-cudaError_t cudaFree(void* p) {
-  if (!p) return cudaSuccess;
-  synchronize_all();  // cudaFree synchronises the device
-  return device_free(p) ? cudaSuccess : record(cudaErrorInvalidValue);
-}
-cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  *p = pinned_alloc(bytes);
-  return *p ? cudaSuccess : record(cudaErrorMemoryAllocation);
-}
-cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return cudaMallocHost(p, bytes); }
-cudaError_t cudaFreeHost(void* p) {
-  if (!p) return cudaSuccess;
-  return pinned_free(p) ? cudaSuccess : record(cudaErrorInvalidValue);
-}
-cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
-  *total = device_properties().totalGlobalMem;
-  const size_t used = device_bytes_in_use(current_device());
-  *free_bytes = used < *total ? *total - used : 0;
-  return cudaSuccess;
-}
-
-namespace {
-
-// Checks a copy's pointers against its direction, as the runtime does.
-cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  const bool dst_dev = is_device_range(dst, n), src_dev = is_device_range(src, n);
-  switch (kind) {
-    case cudaMemcpyHostToDevice:
-      return dst_dev && !is_device_pointer(src) ? cudaSuccess : cudaErrorInvalidValue;
-    case cudaMemcpyDeviceToHost:
-      return src_dev && !is_device_pointer(dst) ? cudaSuccess : cudaErrorInvalidValue;
-    case cudaMemcpyDeviceToDevice:
-      return dst_dev && src_dev ? cudaSuccess : cudaErrorInvalidValue;
-    case cudaMemcpyHostToHost:
-      return !is_device_pointer(dst) && !is_device_pointer(src) ? cudaSuccess
-                                                                : cudaErrorInvalidValue;
-    case cudaMemcpyDefault:
-      if (is_device_pointer(dst) && !dst_dev) return cudaErrorInvalidValue;
-      if (is_device_pointer(src) && !src_dev) return cudaErrorInvalidValue;
-      return cudaSuccess;
-  }
-  return cudaErrorInvalidMemcpyDirection;
-}
-
-}  // namespace
-
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
-                            cudaStream_t stream) {
-  if (cudaError_t s = sticky_error(); s != cudaSuccess) return record(s);
-  if (n == 0) return cudaSuccess;
-  if (cudaError_t e = check_copy(dst, src, n, kind); e != cudaSuccess) return record(e);
-  const bool to_host = !is_device_pointer(dst), from_host = !is_device_pointer(src);
-  if (from_host && !is_pinned(src, n)) {
-    // Pageable source: staged at the call, as the runtime does, so the
-    // caller may reuse it at once.
-    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
-                                                      static_cast<const char*>(src) + n);
-    return record(stream_enqueue(stream, [dst, staged] {
-      DeviceWindow open;
-      std::memcpy(dst, staged->data(), staged->size());
-    }));
-  }
-  cudaError_t st = stream_enqueue(stream, [dst, src, n] {
-    DeviceWindow open;
-    std::memcpy(dst, src, n);
-  });
-  // Pageable destination: the call returns when the bytes are there.
-  if (st == cudaSuccess && to_host && !is_pinned(dst, n)) st = stream_synchronize(stream);
-  return record(st);
-}
-
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  cudaError_t st = cudaMemcpyAsync(dst, src, n, kind, nullptr);
-  if (st == cudaSuccess) st = stream_synchronize(nullptr);
-  return record(st);
-}
-
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream) {
-  if (cudaError_t s = sticky_error(); s != cudaSuccess) return record(s);
-  if (n == 0) return cudaSuccess;
-  if (!is_device_range(p, n)) return record(cudaErrorInvalidValue);
-  return record(stream_enqueue(stream, [p, value, n] {
-    DeviceWindow open;
-    std::memset(p, value, n);
-  }));
-}
-cudaError_t cudaMemset(void* p, int value, size_t n) {
-  cudaError_t st = cudaMemsetAsync(p, value, n, nullptr);
-  if (st == cudaSuccess) st = stream_synchronize(nullptr);
-  return record(st);
-}
-
-// ---- streams and events
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
-  auto* st = new CUstream_st(flags, false);
-  register_stream(st);
-  *s = st;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamCreate(cudaStream_t* s) {
-  return cudaStreamCreateWithFlags(s, cudaStreamDefault);
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
-    return record(cudaErrorInvalidResourceHandle);
-  // As CUDA: returns at once; the queued work still runs, and waits on the
-  // stream's progress (events, other streams) stay valid.
-  unregister_stream(s);
-  s->destroy();
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return record(stream_synchronize(s)); }
-cudaError_t cudaStreamQuery(cudaStream_t s) {
-  if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
-  CUstream_st* st = resolve_stream(s);
-  return st->progress->reached(st->last()) ? cudaSuccess : cudaErrorNotReady;
-}
-
-namespace {
-std::shared_ptr<RecordPoint> record_of(cudaEvent_t e) {
-  std::lock_guard<std::mutex> lock(e->mu);
-  return e->record;
-}
-}  // namespace
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
-  *e = new CUevent_st;
-  (*e)->flags = flags;
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete e;  // its records live on in the work and the waits that hold them
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  if (!e) return record(cudaErrorInvalidResourceHandle);
-  if (cudaError_t err = sticky_error(); err != cudaSuccess) return record(err);
-  CUstream_st* st = resolve_stream(s);
-  auto point = std::make_shared<RecordPoint>();
-  const uint64_t position = st->push(implicit_waits(st), [point] {
-    point->when_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count());
-  });
-  // The record is the push itself: its position, not a later count.
-  point->point = StreamPoint(st->progress, position);
-  std::lock_guard<std::mutex> lock(e->mu);
-  e->record = point;
-  return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  if (auto r = record_of(e)) r->point.first->wait_until(r->point.second);
-  return record(sticky_error());
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) {
-  if (cudaError_t err = sticky_error(); err != cudaSuccess) return err;
-  auto r = record_of(e);
-  if (!r) return cudaSuccess;
-  return r->point.first->reached(r->point.second) ? cudaSuccess : cudaErrorNotReady;
-}
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
-  auto r = record_of(e);
-  if (!r) return cudaSuccess;  // never recorded: nothing to wait for
-  return record(stream_enqueue(s, [r] { r->point.first->wait_until(r->point.second); }));
-}
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if ((start->flags | end->flags) & cudaEventDisableTiming)
-    return record(cudaErrorInvalidResourceHandle);
-  // Each event's record taken under its own lock, one after the other.
-  auto a = record_of(start);
-  auto b = record_of(end);
-  if (!a || !b) return record(cudaErrorInvalidResourceHandle);
-  const int64_t ta = a->when_ns.load(), tb = b->when_ns.load();
-  if (ta < 0 || tb < 0) return cudaErrorNotReady;
-  *ms = static_cast<float>(static_cast<double>(tb - ta) / 1e6);
-  return cudaSuccess;
-}
-cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
-  return record(stream_enqueue(s, [fn, data] { fn(data); }));
 }
 
 }  // extern "C"

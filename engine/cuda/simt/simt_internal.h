@@ -41,6 +41,10 @@ void* pinned_alloc(size_t bytes);
 bool pinned_free(void* p);
 bool is_pinned(const void* p, size_t bytes);
 
+// Records e as this host thread's last error (cudaGetLastError) unless it
+// is cudaSuccess; returns e.
+cudaError_t record(cudaError_t e);
+
 // The device-wide sticky error (after a failed kernel every call returns
 // it until cudaDeviceReset) and the last diagnostic.
 cudaError_t sticky_error();
