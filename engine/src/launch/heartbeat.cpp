@@ -50,7 +50,7 @@ std::string Heartbeat::failure() const {
 void Heartbeat::beat_until_stopped() {
   const auto interval = std::chrono::duration<double>(interval_s_);
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
+  for (;;) {
     const std::string text = line();
     errno = 0;
     if (std::fwrite(text.data(), 1, text.size(), out_) != text.size() || std::fflush(out_) != 0) {
@@ -63,6 +63,10 @@ void Heartbeat::beat_until_stopped() {
       std::fflush(stderr);
       return;
     }
+    // The beat written after the stop is the last: it carries the final
+    // progress, which the supervisor's "done" state then shows (a beat
+    // interval earlier it could be behind by up to an interval's steps).
+    if (stopping_) return;
     cv_.wait_for(lock, interval, [this] { return stopping_; });
   }
 }

@@ -108,6 +108,31 @@ TEST(Heartbeat, BeatsWholeLinesWithTheProgress) {
   std::fclose(in);
 }
 
+// The beat at the stop carries the final progress: with an interval far
+// longer than the test, the only beats are the first (progress 0) and the
+// last, which must say 41 - so a supervisor's "done" shows the rank's last
+// step, not one a beat interval behind.
+TEST(Heartbeat, TheLastBeatCarriesTheFinalProgress) {
+  const baton::TempFile file("baton-heartbeat-last", "");
+  const char* path = file.path().c_str();
+  std::FILE* out = std::fopen(path, "w");
+  ASSERT_NE(out, nullptr) << path;
+  std::atomic<int64_t> progress{0};
+  {
+    baton::Heartbeat beat(3600.0, 1, progress, out);
+    progress.store(41, std::memory_order_relaxed);
+  }
+  std::fclose(out);
+  std::FILE* in = std::fopen(path, "r");
+  ASSERT_NE(in, nullptr);
+  char buf[512];
+  int64_t last = -1;
+  while (std::fgets(buf, sizeof(buf), in) != nullptr)
+    last = nlohmann::json::parse(buf).at("step").get<int64_t>();
+  std::fclose(in);
+  EXPECT_EQ(last, 41);
+}
+
 // A heartbeat that cannot be written (a full device) is said once, naming
 // the stream and the reason, and the thread stops beating; the failure is
 // kept for the command's exit status.
