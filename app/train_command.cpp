@@ -4,6 +4,7 @@
 #include <baton/comm/tcp.h>
 #include <baton/core/atomic_file.h>
 #include <baton/core/error.h>
+#include <baton/discovery/discovery.h>
 #include <baton/launch/heartbeat.h>
 #include <baton/launch/job_place.h>
 #include <baton/launch/run_session.h>
@@ -145,6 +146,7 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
     std::fprintf(out, "staleness       mean %.2f, max %lld (chief's updates)\n", s.staleness_mean,
                  static_cast<long long>(s.staleness_max));
   }
+  if (!s.device_note.empty()) std::fprintf(out, "device          %s\n", s.device_note.c_str());
   if (!s.communication.empty()) {
     std::fprintf(out, "communication   %s\n", s.communication.c_str());
     if (!s.communication_note.empty()) {
@@ -252,6 +254,9 @@ int train_in_process(const TrainArgs& a, const std::string& exe_path,
   req.config = load_run_config_text(read_on_chief(a.config),
                                     a.config == "-" ? "(standard input)" : a.config, overrides);
   req.plugin_dir = a.plugin_dir.empty() ? default_plugin_dir(exe_path) : a.plugin_dir;
+  // The CUDA backends beside this executable (strategy.devices).
+  req.gpu_library_dir =
+      std::filesystem::path(default_cuda_library(exe_path)).parent_path().string();
   req.runs_root = a.runs_dir;
   req.checkpoint_dir = a.checkpoint_dir;
   req.resume = a.resume;

@@ -226,6 +226,13 @@ void GpuBackend::fill_zero_bytes(void* y, size_t bytes) {
   check(cudaMemsetAsync(y, 0, bytes, stream_), "fill_zero_bytes (cudaMemsetAsync)");
 }
 
+size_t GpuBackend::free_memory_bytes() const {
+  size_t free_bytes = 0, total = 0;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+  return free_bytes;
+}
+
 void GpuBackend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 double* GpuBackend::partials(int64_t count) const {

@@ -55,6 +55,7 @@ class GpuBackend final : public DeviceBackend {
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void fill_floats(float* y, int64_t n, float value) override { fill(y, n, value); }
   void fill_zero_bytes(void* y, size_t bytes) override;
+  size_t free_memory_bytes() const override;
   void synchronize() override;
   void reserve_arena(size_t bytes) override;
   size_t arena_used() const override { return arena_used_; }

@@ -50,6 +50,8 @@ RunStartEvent start_event(const RunRecord& r, const nlohmann::json& info) {
   e.dataset = get<std::string>(info, "dataset", "");
   e.kernel_path = get<std::string>(info, "kernel_path", "");
   e.communication = get<std::string>(info, "communication", "");
+  e.device = get<std::string>(info, "device", "");
+  e.device_note = get<std::string>(info, "device_note", "");
   e.replicas = get<int>(info, "replicas", r.replicas);
   e.total_steps = get<int64_t>(info, "total_steps", 0);
   e.steps_per_epoch = get<int64_t>(info, "steps_per_epoch", 0);

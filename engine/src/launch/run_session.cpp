@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 
 namespace baton {
 
@@ -49,6 +50,10 @@ RunSession::RunSession(RunSpec request, Telemetry& telemetry)
   opt.timeline = req_.timeline;
   opt.ps_join = req_.ps_join;
   opt.checkpoint_dir = checkpoint_dir_;
+  opt.gpu_library_dir =
+      !req_.gpu_library_dir.empty()
+          ? req_.gpu_library_dir
+          : std::filesystem::path(req_.plugin_dir).lexically_normal().parent_path().string();
   // Building the trainer validates the model and data against the plugins.
   trainer_ = std::make_unique<Trainer>(cfg, registry_, telemetry_, opt);
   rank_hosts_ = job_rank_hosts(place_);
@@ -160,6 +165,8 @@ nlohmann::json summary_json(const std::string& run_id, const TrainSummary& s) {
   }
   if (!s.communication.empty()) js["communication"] = s.communication;
   if (!s.communication_note.empty()) js["communication_note"] = s.communication_note;
+  if (!s.device.empty()) js["device"] = s.device;
+  if (!s.device_note.empty()) js["device_note"] = s.device_note;
   return js;
 }
 

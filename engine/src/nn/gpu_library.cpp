@@ -55,6 +55,18 @@ GpuPick pick_gpu_library(const std::string& lib_dir, bool emulate) {
                        : "this build has no CUDA backend (" + path + " not found)";
     return pick;
   }
+  if (!emulate) {
+    // Without the driver (libcuda.so.1) no CUDA device can exist: said at
+    // once, without loading the backend and its cuBLASLt (hundreds of MB).
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) {
+      const char* e = dlerror();
+      pick.why = std::string("no NVIDIA driver here (libcuda.so.1: ") + (e ? e : "not found") +
+                 "); BATON_CUDA_EMULATE=1 runs the GPU code on the emulator instead";
+      return pick;
+    }
+    dlclose(driver);
+  }
   try {
     GpuLibrary lib(path);
     std::string reason;

@@ -25,6 +25,9 @@ LossResult MeanSquaredError::compute(const Tensor& output, const int32_t* /*labe
   LossResult r;
   r.count = output.rows();
   doutput.set_rows(output.rows());
+  // A replica past the end of a short last batch has no rows (and no
+  // width to average over): nothing to add.
+  if (output.rows() == 0) return r;
   r.loss_sum = be.mse(output.data(), targets->data(), doutput.data(), output.rows(), output.cols(),
                       grad_scale);
   return r;

@@ -60,6 +60,8 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("dataset", e.dataset);
     r("kernel_path", e.kernel_path);
     r("communication", e.communication);
+    r("device", e.device);
+    r("device_note", e.device_note);
     r("replicas", e.replicas);
     r("total_steps", e.total_steps);
     r("steps_per_epoch", e.steps_per_epoch);

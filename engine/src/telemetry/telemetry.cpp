@@ -25,6 +25,8 @@ struct ToJson {
               {"dataset", e.dataset},
               {"kernel_path", e.kernel_path},
               {"communication", e.communication},
+              {"device", e.device},
+              {"device_note", e.device_note},
               {"replicas", e.replicas},
               {"total_steps", e.total_steps},
               {"steps_per_epoch", e.steps_per_epoch},

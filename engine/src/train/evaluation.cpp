@@ -44,10 +44,9 @@ void Trainer::evaluate_share(int r) {
   p.start_epoch(0);
   while (const Batch* b = p.next()) {
     if (b->rows == 0) continue;
-    const Tensor& out = rep.model->forward(b->x, ctx);
-    const LossResult res =
-        loss_->compute(out, b->labels.data(), b->targets.empty() ? nullptr : &b->targets,
-                       rep.doutput, 1.0f, *backend_);
+    const DeviceInputs d = on_device(rep, *b);
+    const Tensor& out = rep.model->forward(*d.x, ctx);
+    const LossResult res = loss_->compute(out, d.labels, d.targets, rep.doutput, 1.0f, *backend_);
     rep.eval_loss += res.loss_sum;
     rep.eval_correct += static_cast<double>(res.correct);
     rep.eval_count += static_cast<double>(res.count);

@@ -26,13 +26,13 @@ std::string gib(int64_t bytes) {
 }  // namespace
 
 void check_memory_plan(const MemoryPlan& plan, int64_t global_batch, int64_t available,
-                       const std::string& file) {
+                       const std::string& file, const std::string& holder) {
   if (available <= 0 || plan.bytes() <= available) return;
   throw InputError(file + ": train.global_batch_size: " + std::to_string(global_batch) +
                    " needs about " + gib(plan.bytes()) + " of buffers in this process (" +
                    std::to_string(plan.rows) + " rows x " + std::to_string(plan.floats_per_row) +
                    " floats, an estimate from the model's layer widths and the data's), and " +
-                   "the machine has " + gib(available) +
+                   (holder.empty() ? "the machine" : holder) + " has " + gib(available) +
                    " available; use a smaller global batch, or more processes");
 }
 

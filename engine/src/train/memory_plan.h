@@ -19,9 +19,10 @@ struct MemoryPlan {
 int64_t available_memory_bytes();
 
 // Throws InputError naming train.global_batch_size (in `file`) when the
-// plan needs more than `available` bytes (0: not known, not checked), with
-// both figures; the plan is an estimate, and the message says so.
+// plan needs more than `available` bytes (0: not known, not checked) of
+// `holder`'s memory ("" : the machine's; "gpu:0": that device's), with both
+// figures; the plan is an estimate, and the message says so.
 void check_memory_plan(const MemoryPlan& plan, int64_t global_batch, int64_t available,
-                       const std::string& file);
+                       const std::string& file, const std::string& holder = "");
 
 }  // namespace baton

@@ -40,12 +40,66 @@ DataConfig parse_data(const ConfigNode& node) {
   return d;
 }
 
+// A device name as the config may give it, in its one spelling ("cpu" and
+// "cpu:0" are the CPU, "cuda:N" is "gpu:N"); "" when it names none.
+std::string normal_device(const std::string& name) {
+  if (name == "auto") return name;
+  if (name == "cpu" || name == "cpu:0") return "cpu:0";
+  for (const char* kind : {"gpu:", "cuda:", "gpu_emulated:"}) {
+    const std::string k(kind);
+    if (name.rfind(k, 0) != 0 || name.size() == k.size() || name.size() > k.size() + 4) continue;
+    const std::string index = name.substr(k.size());
+    if (index.find_first_not_of("0123456789") != std::string::npos) return "";
+    const std::string n = std::to_string(std::stoi(index));
+    return (k == "gpu_emulated:" ? k : std::string("gpu:")) + n;
+  }
+  return "";
+}
+
+// strategy.devices: "auto", "cpu", or a list of device names; one_device
+// takes tf's strategy.device (one name) too, and one device only. GPUs
+// serve one_device: the other strategies on GPUs (NCCL between them) are
+// not built yet, and asking for them is an error rather than a silent CPU.
+std::string parse_devices(const ConfigNode& node, const std::string& type) {
+  const bool one = type == "one_device";
+  if (one && node.has("device") && node.has("devices")) {
+    node.fail("device", "give strategy.devices or strategy.device, not both");
+  }
+  const char* key = one && node.has("device") ? "device" : "devices";
+  if (!node.has(key)) return "auto";
+  node.accept(key);
+  const nlohmann::json& j = node.json().at(key);
+  std::string given;
+  if (j.is_string()) {
+    given = j.get<std::string>();
+  } else if (j.is_array() && j.size() == 1 && j[0].is_string() && std::string(key) == "devices") {
+    given = j[0].get<std::string>();
+  } else if (j.is_array() && one) {
+    node.fail(key, "one_device trains on one device: expected a list of one name such as "
+                   "[\"gpu:0\"], got " + std::to_string(j.size()));
+  } else {
+    node.fail(key, "expected \"auto\", \"cpu\" or a device name such as \"gpu:0\"");
+  }
+  const std::string name = normal_device(given);
+  if (name.empty()) {
+    node.fail(key, "expected \"auto\", \"cpu\", \"gpu:N\" or \"gpu_emulated:N\", got \"" + given +
+                       "\"");
+  }
+  if (!one && name != "auto" && name != "cpu:0") {
+    node.fail(key, type + " trains its replicas on the CPU in this version (GPUs serve one_device; "
+                   "the other strategies over GPUs come with NCCL in every strategy): use \"auto\" "
+                   "or \"cpu\", or strategy.type one_device with \"" + name + "\"");
+  }
+  return name;
+}
+
 StrategyConfig parse_strategy(const ConfigNode& node) {
   StrategyConfig s;
   s.type = node.choice_or("type", "one_device",
                           {"one_device", "mirrored", "central_storage", "multi_worker_mirrored",
                            "parameter_server", "tpu"});
   if (s.type == "tpu") node.fail("type", "tpu is not available: Baton has no TPU backend");
+  s.devices = parse_devices(node, s.type);
   if (s.type == "parameter_server") {
     // The allreduce block does not apply: finish() refuses it as unknown.
     // Absent (or null): 0, resolved by the trainer (TF_CONFIG's ps count, else 1).
@@ -70,8 +124,7 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     }
     s.backend = "mpi";
   } else if (s.type == "one_device") {
-    s.device = node.string_or("device", "cpu:0");
-    if (s.device != "cpu:0") node.fail("device", "expected \"cpu:0\", got \"" + s.device + "\"");
+    // Checked below with strategy.devices.
   } else if (s.type == "central_storage") {
     const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
     s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
@@ -168,6 +221,7 @@ RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file) {
   rc.max_steps = train.integer_or("steps", 0, 0);
   rc.global_batch = train.integer_or("global_batch_size", 32, 1, 1 << 24);
   rc.log_every_steps = train.integer_or("log_every_steps", 10, 1);
+  rc.precision = train.choice_or("precision", "fp32", {"fp32", "tf32", "bf16"});
   rc.sample_every_steps = train.integer_or("sample_every_steps", 0, 0);
   rc.sample_tokens = train.integer_or("sample_tokens", 128, 1, 1 << 20);
   rc.sample_prompt = train.string_or("sample_prompt", "\n");

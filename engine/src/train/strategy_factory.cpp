@@ -10,12 +10,12 @@
 namespace baton {
 
 std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file,
-                                        const PsJoin& ps_join) {
+                                        const PsJoin& ps_join, const std::string& device) {
   if (ps_join.workers > 0 && s.type != "parameter_server") {
     throw InputError(file + ": strategy.type: " + s.type +
                      "; --ps-workers is for a parameter_server job (mode async)");
   }
-  if (s.type == "one_device") return std::make_unique<OneDeviceStrategy>(s.device);
+  if (s.type == "one_device") return std::make_unique<OneDeviceStrategy>(device);
   CommOptions comm;
   comm.algorithm = parse_comm_algorithm(s.algorithm);
   comm.timeout_ms = s.timeout_ms;

@@ -13,8 +13,10 @@ namespace baton {
 // `file` names the config in messages. Throws InputError for a strategy this
 // process cannot run (multi_worker_mirrored outside mpirun, no MPI, ...).
 // `ps_join`: a parameter_server's workers over TCP (PsJoin); InputError
-// when it is set for another strategy.
+// when it is set for another strategy. `device`: where one_device's replica
+// computes (the placement's: "cpu:0", "gpu:0", ...).
 std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file,
-                                        const PsJoin& ps_join = {});
+                                        const PsJoin& ps_join = {},
+                                        const std::string& device = "cpu:0");
 
 }  // namespace baton

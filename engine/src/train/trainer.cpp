@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "device_placement.h"
 #include "memory_plan.h"
 #include "strategy_factory.h"
 #include "trainer_internal.h"
@@ -72,7 +73,14 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     throw InputError(cfg_.file + ": loss: mse needs a regression dataset (task: regression)");
   }
 
-  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join);
+  // Where the replicas compute (strategy.devices), before anything is
+  // built on it.
+  Placement place = place_replicas(cfg_, opt_.gpu_library_dir);
+  device_ = std::move(place.backend);
+  if (device_) backend_ = device_.get();
+  device_name_ = place.device;
+  device_note_ = place.why;
+  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_);
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;
@@ -135,7 +143,8 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
                        " outputs per sample, but the data has " +
                        std::to_string(labels_per_sample_) + " labels per sample");
     }
-    rep->doutput = Tensor({max_rows * rep->model->out_rows_per_sample(), out});
+    rep->doutput = Tensor({max_rows * rep->model->out_rows_per_sample(), out}, backend_->memory());
+    if (device_) plan_device_inputs(*rep, max_rows);
     rep->drift.assign(static_cast<size_t>(2 * strategy_->num_replicas()), 0.0f);
     replicas_.push_back(std::move(rep));
   }
@@ -145,9 +154,25 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   bind_gradients();
 
   plan_validation(max_rows);
+  // The input slots' first fills are queued on the compute stream and
+  // upload_async copies on a stream of its own: they must be done before
+  // the first upload (upload_async's contract: ops queued before it must
+  // not use its destination).
+  if (device_) device_->synchronize();
   if (cfg_.sample_every_steps > 0 && strategy_->is_chief()) {
     try {
-      sampler_ = std::make_unique<GptDecoder>(*replicas_[0]->model);
+      Sequential* sampled = replicas_[0]->model.get();
+      if (device_) {
+        // Decoding runs on the CPU: a CPU copy of the model, planned for
+        // one row, takes the trained values before each sample.
+        ConfigNode node(cfg_.model, cfg_.file, "model");
+        sample_model_ = factory(node, shape);
+        sample_model_->plan(1, shape.in_features);
+        Rng init(Rng::derive(cfg_.seed, kInitSeed));
+        sample_model_->init(init);
+        sampled = sample_model_.get();
+      }
+      sampler_ = std::make_unique<GptDecoder>(*sampled);
     } catch (const InputError& e) {
       throw InputError(cfg_.file + ": train.sample_every_steps: " + e.what());
     }
@@ -187,7 +212,25 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   // Parameters, their gradients and up to two optimizer states, per
   // replica; and the data cache.
   plan.fixed_bytes = cache_bytes_ + probe->num_parameters() * 4 * 4 * strategy_->local_replicas();
-  check_memory_plan(plan, cfg_.global_batch, available_memory_bytes(), cfg_.file);
+  if (!device_) {
+    check_memory_plan(plan, cfg_.global_batch, available_memory_bytes(), cfg_.file);
+    return probe;
+  }
+  // On a GPU the model's buffers, its parameters, gradients and optimizer
+  // state and two slots of input are the device's; the data and its
+  // cache stay in the machine's memory.
+  MemoryPlan on_device;
+  on_device.rows = plan.rows;
+  on_device.floats_per_row =
+      probe->saved_floats_per_sample() + 2 * (shape.in_features + train_->target_width() + 1);
+  on_device.fixed_bytes = probe->num_parameters() * 4 * 4;
+  check_memory_plan(on_device, cfg_.global_batch,
+                    static_cast<int64_t>(device_->free_memory_bytes()), cfg_.file, device_name_);
+  MemoryPlan on_host;
+  on_host.rows = plan.rows;
+  on_host.floats_per_row = data;
+  on_host.fixed_bytes = cache_bytes_;
+  check_memory_plan(on_host, cfg_.global_batch, available_memory_bytes(), cfg_.file);
   return probe;
 }
 
@@ -258,10 +301,12 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   d.step = step;
   for (size_t i = 0; i < rep.params.size(); ++i) {
     d.tensors.emplace_back("param." + std::to_string(i) + "." + rep.params[i]->name,
-                           rep.params[i]->value);
+                           rep.params[i]->value.to_host());
   }
-  for (auto& [name, t] : rep.model->buffers()) d.tensors.emplace_back("buffer." + name, *t);
-  for (auto& [name, t] : rep.optimizer->state()) d.tensors.emplace_back("optim." + name, *t);
+  // A GPU's tensors come to the host: a checkpoint is the same file
+  // whichever device wrote it.
+  for (auto& [name, t] : rep.model->buffers()) d.tensors.emplace_back("buffer." + name, t->to_host());
+  for (auto& [name, t] : rep.optimizer->state()) d.tensors.emplace_back("optim." + name, t->to_host());
   d.meta = {{"step", step},
             {"epoch", epoch},
             {"batch_in_epoch", batch_in_epoch},
@@ -316,7 +361,13 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
                          " does not match " + targets[i].first + " " +
                          targets[i].second->shape_string());
       }
-      *targets[i].second = src;
+      // Into the tensor's own memory (a GPU's too): assigning a host tensor
+      // to a device one would move it to the host.
+      if (targets[i].second->device_memory() != nullptr) {
+        targets[i].second->copy_from_host(src);
+      } else {
+        *targets[i].second = src;
+      }
     }
     if (rep->optimizer)
       rep->optimizer->set_steps_taken(d.meta.at("optimizer_steps").get<int64_t>());
@@ -372,14 +423,14 @@ void Trainer::bind_gradients() {
 void Trainer::replica_step(int r, const StepInputs& in) {
   Replica& rep = *replicas_[r];
   const Batch& b = *(*in.batches)[r];
+  const DeviceInputs d = on_device(rep, b);
   ForwardContext ctx = in.ctx;
   ctx.first_row = b.first_row;  // this replica's rows' place in the global batch
   Timeline* tl = timeline_.get();
   const int32_t lane = timeline_lane(TimelineLane::kReplica, r);
   const int64_t t0 = tl != nullptr ? tl->now_ns() : 0;
-  const Tensor& out = rep.model->forward(b.x, ctx);
-  rep.last = loss_->compute(out, b.labels.data(), b.targets.empty() ? nullptr : &b.targets,
-                            rep.doutput, in.grad_scale, *backend_);
+  const Tensor& out = rep.model->forward(*d.x, ctx);
+  rep.last = loss_->compute(out, d.labels, d.targets, rep.doutput, in.grad_scale, *backend_);
   const int64_t t1 = tl != nullptr ? tl->now_ns() : 0;
   if (tl != nullptr) tl->record("forward", "compute", lane, -1, t0, t1);
   rep.model->backward(rep.doutput, rep.on_layer_done);
@@ -397,6 +448,44 @@ void Trainer::replica_update(int r, const UpdateInputs& in) {
   }
   // Under a parameter server the servers own the optimizer.
   if (!strategy_->remote_updates()) rep.optimizer->step(in.lr);
+}
+
+void Trainer::plan_device_inputs(Replica& rep, int64_t max_rows) {
+  DeviceMemory* mem = device_.get();
+  for (Replica::InputSlot& slot : rep.inputs) {
+    slot.x = Tensor({max_rows, train_->features()}, mem);
+    slot.labels = IntTensor({std::max<int64_t>(1, max_rows * labels_per_sample_)}, mem);
+    if (train_->target_width() > 0) {
+      slot.targets = Tensor({max_rows, train_->target_width()}, mem);
+    }
+  }
+}
+
+Trainer::DeviceInputs Trainer::on_device(Replica& rep, const Batch& b) {
+  // Regression data's targets go with every batch, one of no rows too (a
+  // replica past the end of a short last batch).
+  const bool targets = train_->target_width() > 0;
+  if (!device_) return {&b.x, b.labels.data(), targets ? &b.targets : nullptr};
+  // The slot the step before last read: that step's ops are done (a later
+  // loss was read back since), so it may be written while the last step's
+  // backward and update still run on the other.
+  Replica::InputSlot& slot = rep.inputs[static_cast<size_t>(rep.next_slot)];
+  rep.next_slot ^= 1;
+  slot.x.set_rows(b.rows);
+  if (b.x.numel() > 0) {
+    device_->upload_async(slot.x.data(), b.x.data(), sizeof(float) * static_cast<size_t>(b.x.numel()));
+  }
+  if (!b.labels.empty()) {
+    slot.labels.set_rows(static_cast<int64_t>(b.labels.size()));
+    device_->upload_async(slot.labels.data(), b.labels.data(), sizeof(int32_t) * b.labels.size());
+  }
+  if (!targets) return {&slot.x, slot.labels.data(), nullptr};
+  slot.targets.set_rows(b.rows);
+  if (b.targets.numel() > 0) {
+    device_->upload_async(slot.targets.data(), b.targets.data(),
+                          sizeof(float) * static_cast<size_t>(b.targets.numel()));
+  }
+  return {&slot.x, slot.labels.data(), &slot.targets};
 }
 
 }  // namespace baton

@@ -4,6 +4,7 @@
 
 #include <baton/train/trainer.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -31,7 +32,16 @@ struct Trainer::Replica {
   // through on_layer_done (built once: the step does not allocate).
   std::vector<size_t> layer_first_param;
   std::function<void(size_t)> on_layer_done;
-  Tensor doutput;            // (shard batch, outputs)
+  Tensor doutput;            // (shard batch, outputs), on the replica's device
+  // On a GPU: two slots of the batch's features, labels and targets, used
+  // in turn, so a batch uploads while the last step's backward and update
+  // may still read the other (Trainer::on_device).
+  struct InputSlot {
+    Tensor x, targets;
+    IntTensor labels;
+  };
+  std::array<InputSlot, 2> inputs;
+  int next_slot = 0;
   std::vector<float> drift;  // 2 x replicas: every replica's checksum (replica_sync.cpp)
   double eval_loss = 0, eval_correct = 0, eval_count = 0;  // its validation share
   LossResult last;

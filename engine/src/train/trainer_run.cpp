@@ -95,6 +95,8 @@ TrainSummary Trainer::run() {
       s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step - s.epoch * steps_per_epoch_);
     }
     strategy_->finish();
+    // A GPU's last update is still queued: its failure is this run's.
+    if (device_) device_->synchronize();
     emit_timeline();
   } catch (const std::exception& e) {
     emit_run_failed(s, e);
@@ -270,6 +272,17 @@ void Trainer::emit_sample(int64_t step) {
   o.vocab_limit = train_->classes();
   std::vector<int32_t> prompt;
   for (unsigned char c : cfg_.sample_prompt) prompt.push_back(c);
+  if (sample_model_) {
+    // The GPU's trained values into the CPU copy the sampler decodes with.
+    const std::vector<Param*> from = replicas_[0]->model->params();
+    const std::vector<Param*> to = sample_model_->params();
+    for (size_t i = 0; i < from.size(); ++i) to[i]->value = from[i]->value.to_host();
+    auto from_buffers = replicas_[0]->model->buffers();
+    auto to_buffers = sample_model_->buffers();
+    for (size_t i = 0; i < from_buffers.size(); ++i) {
+      *to_buffers[i].second = from_buffers[i].second->to_host();
+    }
+  }
   SampleEvent e;
   e.run = opt_.run_id;
   e.step = step;
@@ -295,7 +308,9 @@ void Trainer::emit_run_start(const RunState& s) {
   start.strategy = strategy_->name();
   start.model = model_description_;
   start.dataset = train_->describe();
-  start.kernel_path = cpu::kernel_path();
+  start.kernel_path = device_ ? device_->describe() : cpu::kernel_path();
+  start.device = device_name_;
+  start.device_note = device_note_;
   start.replicas = strategy_->num_replicas();
   start.communication = strategy_->communication();
   start.total_steps = total_steps_;
@@ -308,6 +323,7 @@ void Trainer::emit_run_start(const RunState& s) {
   start.ps_servers = strategy_->server_addresses();
   start.config = cfg_.raw;
   emit(start);
+  log(LogLevel::kInfo, "device " + device_note_);
   if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);
   if (const std::string note = strategy_->communication_note(); !note.empty()) {
     log(LogLevel::kWarning, note);
@@ -534,6 +550,8 @@ TrainSummary Trainer::finish_run(RunState& s) {
   TrainSummary& sum = s.sum;
   sum.communication = strategy_->communication();
   sum.communication_note = strategy_->communication_note();
+  sum.device = device_name_;
+  sum.device_note = device_note_;
   sum.steps = s.step;
   sum.status = s.stopped ? "interrupted" : "completed";
   sum.wall_time_s = seconds_since(s.run_t0);

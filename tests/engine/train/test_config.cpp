@@ -343,7 +343,8 @@ TEST(RunConfig, MinimalConfigTakesDefaults) {
   EXPECT_EQ(rc.global_batch, 32);
   EXPECT_EQ(rc.log_every_steps, 10);
   EXPECT_EQ(rc.strategy.type, "one_device");
-  EXPECT_EQ(rc.strategy.device, "cpu:0");
+  EXPECT_EQ(rc.strategy.devices, "auto");
+  EXPECT_EQ(rc.precision, "fp32");
   EXPECT_EQ(rc.checkpoint.dir, "");
   EXPECT_EQ(rc.checkpoint.every_steps, 0);
   EXPECT_TRUE(rc.checkpoint.every_epoch);

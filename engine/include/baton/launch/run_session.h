@@ -39,6 +39,9 @@ class HistorySink;
 struct RunSpec {
   RunConfig config;            // parsed: load_run_config / parse_run_config
   std::string plugin_dir;      // model and dataset plugins
+  // The CUDA backends (TrainOptions::gpu_library_dir); "" : the folder
+  // above plugin_dir (<exe>/../lib/baton, in the build and installed).
+  std::string gpu_library_dir;
   std::string runs_root;       // "" = default_runs_root()
   std::string checkpoint_dir;  // "" = the config's checkpoint.dir, else <run dir>/checkpoints
   std::string run_id;          // "" = a new id from the config's name (or the resumed run's)

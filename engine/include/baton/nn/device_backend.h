@@ -28,6 +28,10 @@ class DeviceBackend : public Backend, public DeviceMemory {
   // buffer may be reused, download when the bytes are in host memory.
   DeviceMemory* memory() const override { return const_cast<DeviceBackend*>(this); }
   virtual int64_t allocation_count() const = 0;
+  // Bytes the device can still give (its free memory: on the emulator,
+  // BATON_SIMT_MEMORY_MIB less what it holds): what a run's memory plan is
+  // checked against before its buffers are made.
+  virtual size_t free_memory_bytes() const = 0;
   // Waits for every op queued so far; throws RuntimeError with the device's
   // error when one of them failed.
   virtual void synchronize() = 0;

@@ -32,6 +32,9 @@ inline constexpr int kTelemetrySchemaVersion = 1;
 struct RunStartEvent {
   std::string run, name, strategy, model, dataset, kernel_path;
   std::string communication;  // "local/native", ... ("" without communication)
+  // The device the replicas compute on ("cpu:0", "gpu:0", "gpu_emulated:0")
+  // and what was chosen and why (strategy.devices).
+  std::string device, device_note;
   int replicas = 1;
   int64_t total_steps = 0, steps_per_epoch = 0, global_batch = 0, parameters = 0;
   int64_t start_step = 0;  // > 0 when resumed

@@ -31,7 +31,11 @@ struct DataConfig {
 
 struct StrategyConfig {
   std::string type = "one_device";
-  std::string device = "cpu:0";  // one_device
+  // Where the replicas compute (strategy.devices; one_device also reads
+  // tf's strategy.device): "auto" (a GPU when there is one, else the CPU),
+  // "cpu:0", or one_device's "gpu:N" / "gpu_emulated:N" (the CUDA backend
+  // on the GPU emulator). Resolved by the trainer (device_placement.h).
+  std::string devices = "auto";
   // mirrored, central_storage: replicas in this process;
   // multi_worker_mirrored: replicas per worker process (replicas_per_worker)
   int replicas = 1;
@@ -77,6 +81,9 @@ struct RunConfig {
   int64_t max_steps = 0;  // > 0: stop after this many steps
   int64_t global_batch = 32;
   int64_t log_every_steps = 10;
+  // train.precision: "fp32" | "tf32" | "bf16" (a GPU's: the CPU computes
+  // in fp32, and the trainer refuses the others there).
+  std::string precision = "fp32";
   // Language models: every N steps (0: never) the chief generates
   // sample_tokens tokens after sample_prompt at sample_temperature and
   // emits them as a sample event.

@@ -11,6 +11,7 @@
 
 #include <baton/data/pipeline.h>
 #include <baton/nn/decoder.h>
+#include <baton/nn/device_backend.h>
 #include <baton/nn/loss.h>
 #include <baton/nn/model.h>
 #include <baton/optim/optimizer.h>
@@ -65,6 +66,10 @@ struct TrainOptions {
   // parameter_server (async): workers that reach their servers over TCP
   // (`baton launch`; see PsJoin). workers == 0: one MPI job.
   PsJoin ps_join;
+  // Where the CUDA backends are (baton_cuda.so, baton_cuda_emu.so: the
+  // build's or the install's lib/baton): strategy.devices "auto" and
+  // "gpu:N" look there. "": none looked for, the CPU.
+  std::string gpu_library_dir;
 };
 
 struct TrainSummary {
@@ -93,6 +98,9 @@ struct TrainSummary {
   // The collectives that ran ("local/ring", ...), and why they are not the
   // ones the config asked for ("" when they are).
   std::string communication, communication_note;
+  // The device the replicas computed on ("cpu:0", "gpu:0", ...) and what
+  // was chosen and why (strategy.devices).
+  std::string device, device_note;
 };
 
 class Trainer {
@@ -152,6 +160,16 @@ class Trainer {
   void end_epoch(RunState& s);                // epoch event, validation, checkpoint
   void emit_run_failed(const RunState& s, const std::exception& e);
   TrainSummary finish_run(RunState& s);  // summary and run_end
+  // The batch as replica r's device reads it: the host batch itself on the
+  // CPU; on a GPU, uploaded (asynchronously) into the replica's next slot.
+  struct DeviceInputs {
+    const Tensor* x;
+    const int32_t* labels;
+    const Tensor* targets;  // null: no regression targets
+  };
+  DeviceInputs on_device(Replica& rep, const Batch& b);
+  // A GPU's replicas: the input slots, made with the model's buffers.
+  void plan_device_inputs(Replica& rep, int64_t max_rows);
   struct StepInputs {
     const std::vector<const Batch*>* batches;
     PerReplica<double>* loss_parts;
@@ -204,9 +222,12 @@ class Trainer {
   std::shared_ptr<const Dataset> train_, val_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Loss> loss_;
-  // The device every replica computes on (the CPU's: the CUDA issue adds
-  // more), and the labels per sample (a language model's tokens).
+  // The device every replica computes on (strategy.devices): the CPU's
+  // backend, or a GPU's (device_, one replica: one_device); what was
+  // chosen and why. And the labels per sample (a language model's tokens).
+  std::shared_ptr<DeviceBackend> device_;
   const Backend* backend_ = &cpu_backend();
+  std::string device_name_ = "cpu:0", device_note_;
   int64_t labels_per_sample_ = 1;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
@@ -217,6 +238,9 @@ class Trainer {
   std::unique_ptr<CheckpointManager> checkpoints_;
   // train.sample_every_steps: generation from replica 0's model (chief).
   std::unique_ptr<GptDecoder> sampler_;
+  // On a GPU the sampler decodes on the CPU, from a copy of the model that
+  // takes the trained values before each sample.
+  std::unique_ptr<Sequential> sample_model_;
   std::unique_ptr<SampleLog> sample_log_;  // TrainOptions::sample_log_dir
   bool restored_remote_ = false;           // resumed: the servers start from the checkpoint
   void emit_sample(int64_t step);
