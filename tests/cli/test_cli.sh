@@ -101,6 +101,17 @@ check negative-seed 2 "--seed: expected an integer from 0 to 9223372036854775807
   "$BATON" train "$EX" --runs-dir "$RUNS" --seed -5
 check huge-seed 2 "--seed: expected an integer from 0 to 9223372036854775807, got 99999999999999999999999" -- \
   "$BATON" train "$EX" --runs-dir "$RUNS" --seed 99999999999999999999999
+# Placement (strategy.devices): what was chosen and why; the emulated GPU
+# (runs of their own folder: this part counts the bad inputs' runs); a GPU
+# or a precision this machine cannot give is exit 2 naming the key.
+check device-auto 0 "device +cpu:0: auto: " -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/device_runs" --set train.steps=2
+check device-emulated 0 "device +gpu_emulated:0 in fp32: strategy.devices: " -- \
+  "$BATON" train "$EX" --runs-dir "$WORK/device_runs" --set train.steps=2 --set strategy.devices=gpu_emulated:0
+check device-missing-gpu 2 'strategy.devices: "gpu:0" was asked for, but ' -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --set strategy.devices=gpu:0
+check precision-on-cpu 2 'train.precision: "bf16" is a GPU' -- \
+  "$BATON" train "$EX" --runs-dir "$RUNS" --set train.precision=bf16 --set strategy.devices=cpu
 check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, launch, probe, bench, history, sample, calibrate, predict\)' -- "$BATON" nosuch
 check config-folder 2 "$WORK: is a folder; expected a JSON file" -- "$BATON" train "$WORK"
 # The flags' paths: exit 2 naming the flag, nothing trained.

@@ -72,6 +72,7 @@ for t in test_gpu_elementwise test_gpu_norm_loss test_gpu_tokens_images test_gpu
     test_gpu_attention test_gpu_conv test_gpu_backend test_gpu_training; do
   [[ -f "$SRC/tests/engine/cuda/$t.cpp" ]] && TARGETS+=("$t")
 done
+TARGETS+=(test_trainer_gpu baton_mlp baton_datasets baton_gpt baton_cnn)
 if grep -q '^BATON_WITH_MPI:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
   TARGETS+=(test_comm_nccl_mpi)
 fi
@@ -100,6 +101,12 @@ step "ctest cuda|nccl (in-process)" 300 \
 step "GPU op tests on the real GPU" 300 \
   env BATON_TEST_CUDA_LIBRARY="$BUILD/lib/baton/baton_cuda.so" \
   bash -c "ctest_no_skips --test-dir '$BUILD' -R '^test_gpu_' --output-on-failure --timeout 120"
+# The trainer on gpu:0 (strategy.devices): the tiny GPT's and the MLP's
+# losses within 1e-3 of the CPU's, checkpoints between GPU and CPU, bf16
+# (less the case of a machine without a GPU, which skips here).
+step "trainer on gpu:0" 300 \
+  env BATON_TEST_GPU_DEVICE=gpu:0 \
+  bash -c "ctest_no_skips --test-dir '$BUILD' -R '^test_trainer_gpu' -E WithoutAGpu --output-on-failure --timeout 120"
 if [[ " ${TARGETS[*]} " == *" test_comm_nccl_mpi "* ]]; then
   step "ctest mpirun -n 2 nccl" 200 \
     ctest --test-dir "$BUILD" -R 'nccl_mpi' --output-on-failure -V --timeout 150

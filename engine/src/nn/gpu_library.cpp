@@ -61,7 +61,8 @@ GpuPick pick_gpu_library(const std::string& lib_dir, bool emulate) {
     void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (driver == nullptr) {
       const char* e = dlerror();
-      pick.why = std::string("no NVIDIA driver here (libcuda.so.1: ") + (e ? e : "not found") +
+      // (dlerror names the library.)
+      pick.why = std::string("no NVIDIA driver here (") + (e ? e : "libcuda.so.1: not found") +
                  "); BATON_CUDA_EMULATE=1 runs the GPU code on the emulator instead";
       return pick;
     }
