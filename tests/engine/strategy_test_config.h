@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace baton {
@@ -89,6 +91,24 @@ inline nlohmann::json cnn_equivalence_config(const nlohmann::json& strategy,
           {"train", {{"steps", 8}, {"global_batch_size", global_batch}, {"log_every_steps", 4}}},
           {"strategy", strategy},
           {"checkpoint", {{"every_epoch", false}}}};
+}
+
+// A regression CSV for the mse tests: `rows` rows of `features` values
+// (sines) and, last, a smooth function of them. False when it could not be
+// written.
+inline bool write_regression_csv(const std::string& path, int rows, int features) {
+  std::ofstream out(path);
+  for (int i = 0; i < rows; ++i) {
+    double sum = 0;
+    for (int f = 0; f < features; ++f) {
+      const double v = std::sin(0.37 * i + 1.3 * f);
+      sum += v * (f + 1);
+      out << v << ",";
+    }
+    out << std::tanh(0.3 * sum) << "\n";
+  }
+  out.close();
+  return out.good();
 }
 
 }  // namespace baton

@@ -13,7 +13,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "strategy_test_config.h"
 
@@ -557,19 +556,7 @@ TEST_F(Strategies, CentralStorageReportsTheSumItRuns) {
 // width of 0: NaN), and the run ends where one device does.
 TEST_F(Strategies, RegressionWithAnEmptyReplicaMatchesOneDevice) {
   const std::string csv = ::testing::TempDir() + "baton_strategies_regression.csv";
-  {
-    std::ofstream out(csv);
-    for (int i = 0; i < 100; ++i) {
-      double sum = 0;
-      for (int f = 0; f < 4; ++f) {
-        const double v = std::sin(0.37 * i + 1.3 * f);
-        sum += v * (f + 1);
-        out << v << ",";
-      }
-      out << std::tanh(0.3 * sum) << "\n";
-    }
-    ASSERT_TRUE(out.good());
-  }
+  ASSERT_TRUE(write_regression_csv(csv, 100, 4));
   const auto regression = [&](const nlohmann::json& strategy) {
     nlohmann::json d = {
         {"seed", 3},

@@ -14,12 +14,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
+
+#include "strategy_test_config.h"
 
 namespace baton {
 namespace {
@@ -88,19 +88,13 @@ class TrainerGpu : public ::testing::Test {
 // and AdamW on the device. (The emulator takes about 0.3 s a step: the
 // tests keep to a few steps, and only the first evaluates.)
 nlohmann::json tiny_gpt(int64_t steps) {
-  return {{"seed", 4},
-          {"model",
-           {{"type", "gpt"}, {"n_layer", 2}, {"n_head", 2}, {"d_model", 16}, {"dropout", 0.1}}},
-          {"data",
-           {{"train",
-             {{"type", "text"},
-              {"path", BATON_SOURCE_DIR "/resources/datasets/kjv.txt.gz"},
-              {"context", 8}}},
-            {"shuffle_buffer", 4096}}},
-          {"optimizer", {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1},
-                         {"clip_global_norm", 1.0}}},
-          {"train", {{"steps", steps}, {"global_batch_size", 8}, {"log_every_steps", 2}}},
-          {"checkpoint", {{"every_epoch", false}}}};
+  nlohmann::json doc = gpt_equivalence_config(
+      {{"type", "one_device"}},
+      {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}, {"clip_global_norm", 1.0}}, 8, 0.1);
+  doc["seed"] = 4;
+  doc["train"]["steps"] = steps;
+  doc["train"]["log_every_steps"] = 2;
+  return doc;
 }
 
 // An MLP on a regression target (mse: the targets go to the device too),
@@ -109,16 +103,7 @@ nlohmann::json tiny_gpt(int64_t steps) {
 nlohmann::json tiny_regression(const fs::path& dir) {
   const fs::path csv = dir / "regression.csv";
   if (!fs::exists(csv)) {
-    std::ofstream out(csv);
-    for (int i = 0; i < 100; ++i) {
-      double sum = 0;
-      for (int f = 0; f < 6; ++f) {
-        const double v = std::sin(0.37 * i + 1.3 * f);
-        sum += v * (f + 1);
-        out << v << ",";
-      }
-      out << std::tanh(0.3 * sum) << "\n";
-    }
+    EXPECT_TRUE(write_regression_csv(csv.string(), 100, 6));
   }
   return {{"seed", 3},
           {"model", {{"type", "mlp"}, {"layers", {6, 12, 1}}, {"activation", "tanh"}}},
