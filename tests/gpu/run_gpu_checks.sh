@@ -13,6 +13,11 @@
 #      needs 2 GPUs: NCCL refuses two ranks of one communicator on one GPU, so
 #      on a one-GPU machine it prints BATON_TEST_SKIP and ctest reports it
 #      skipped;
+#   2b. the CUDA backend's op tests and the trainer's (test_trainer_gpu on
+#      gpu:0) against the real library; then GPT-2 124M trained 30 steps on
+#      gpu:0 in bf16 at the largest batch that fits, and the same model in
+#      PyTorch (tests/gpu/gpt2_benchmark.py): tokens/s, TFLOP/s, MFU and the
+#      ratio in $OUT/gpt2_benchmark.{txt,json};
 #   3. baton bench allreduce --backend nccl at 1, 16 and 64 MiB (native and
 #      ring; every GPU of this process - with one GPU that is one rank, so
 #      busbw is 0 and algbw is the GPU's copy speed), under mpirun -n 2 when
@@ -107,6 +112,46 @@ step "GPU op tests on the real GPU" 300 \
 step "trainer on gpu:0" 300 \
   env BATON_TEST_GPU_DEVICE=gpu:0 \
   bash -c "ctest_no_skips --test-dir '$BUILD' -R '^test_trainer_gpu' -E WithoutAGpu --output-on-failure --timeout 120"
+# GPT-2 124M on gpu:0 (bf16, context 1024, the largest micro-batch of 32,
+# 16, 8, 4 whose memory plan fits), then the same model in PyTorch at the
+# same batch, side by side: tokens/s, TFLOP/s, MFU and the ratio, printed
+# and written to gpt2_benchmark.{json,txt} (never judged on a time).
+BENCH="$SRC/tests/gpu/gpt2_benchmark.py"
+GPT2=${OUT:-$BUILD}/gpt2
+gpt2_baton() {
+  rm -rf "$GPT2" && mkdir -p "$GPT2"
+  local b
+  for b in 32 16 8 4; do
+    python3 "$BENCH" config --source "$SRC" --batch "$b" --steps 30 --out "$GPT2/gpt2.json" || return 1
+    rm -rf "$GPT2/runs" "$GPT2/ckpt"
+    "$BATON" train "$GPT2/gpt2.json" --runs-dir "$GPT2/runs" --checkpoint-dir "$GPT2/ckpt" --no-db \
+      --quiet > "$GPT2/baton_b$b.log" 2>&1
+    local rc=$?
+    cat "$GPT2/baton_b$b.log"
+    if [[ $rc -eq 0 ]]; then
+      echo "$b" > "$GPT2/batch"
+      rm -rf "$GPT2/ckpt"  # 1.5 GB of checkpoint, not needed
+      return 0
+    fi
+    # The memory plan's refusal, or a device allocation that found no room.
+    grep -Eqi "train.global_batch_size: $b needs about|out of memory|no room|MemoryAllocation" \
+      "$GPT2/baton_b$b.log" || return 1
+    echo "batch $b does not fit: trying $((b / 2))"
+  done
+  return 1
+}
+step "GPT-2 124M on gpu:0 (baton)" 240 bash -c "$(declare -f gpt2_baton); BENCH='$BENCH' GPT2='$GPT2' \
+  SRC='$SRC' BATON='$BATON' gpt2_baton"
+if [[ -s "$GPT2/batch" ]]; then
+  B=$(cat "$GPT2/batch")
+  step "GPT-2 124M in PyTorch (batch $B)" 240 python3 "$BENCH" torch --batch "$B" --steps 20 --warmup 10 \
+    --out "$GPT2/pytorch.json"
+  RUN_DIR=$(ls -d "$GPT2"/runs/*/ | head -1)
+  step "GPT-2 124M report" 30 bash -c "python3 '$BENCH' report --events '$RUN_DIR/events.jsonl' \
+    --summary '$RUN_DIR/summary.json' --warmup 5 --batch '$B' --torch '$GPT2/pytorch.json' \
+    --device-name \"\$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)\" \
+    --out-json '${OUT:-$BUILD}/gpt2_benchmark.json' | tee '${OUT:-$BUILD}/gpt2_benchmark.txt'"
+fi
 if [[ " ${TARGETS[*]} " == *" test_comm_nccl_mpi "* ]]; then
   step "ctest mpirun -n 2 nccl" 200 \
     ctest --test-dir "$BUILD" -R 'nccl_mpi' --output-on-failure -V --timeout 150
