@@ -44,6 +44,19 @@ if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The GPU machine has no Debian -dev packages: tests/gpu/bundle_deps.sh
+# (run where they can be fetched) unpacks what the build needs into
+# .gpu-deps, which travels with the tree (device run's carry).
+DEPS=$SRC/.gpu-deps
+if [[ -d "$DEPS/usr" ]]; then
+  ARCH_LIB=$DEPS/usr/lib/x86_64-linux-gnu
+  export CMAKE_PREFIX_PATH="$DEPS/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export PKG_CONFIG_PATH="$ARCH_LIB/pkgconfig:$DEPS/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  # The multiarch header folder (openssl/opensslconf.h) is a default only
+  # under /usr.
+  export CPATH="$DEPS/usr/include/x86_64-linux-gnu:$DEPS/usr/include${CPATH:+:$CPATH}"
+  export LD_LIBRARY_PATH="$ARCH_LIB:$DEPS/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 declare -a SUMMARY=()
 FAILED=0
@@ -64,6 +77,7 @@ step() {  # step NAME TIMEOUT_S COMMAND...: runs it, records pass/fail
 }
 
 echo "# baton GPU checks, $(date -u +%Y-%m-%dT%H:%M:%SZ), source $SRC, build $BUILD"
+echo "# bundled packages: $([[ -d "$DEPS/usr" ]] && echo "$DEPS" || echo 'none (the system is used)')"
 echo "# commit: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')"
 nvidia-smi -L 2>&1 || echo "# nvidia-smi not available"
 nvcc --version 2>&1 | tail -1 || echo "# nvcc not found"
