@@ -54,7 +54,7 @@ ctest --test-dir "$root/build-asan" -N -L '^ui$' | grep -q 'Total Tests: [1-9]' 
 # through the same device-tensor code, runs here) and in the trainer (2 to
 # 4 s each in Release; the trainer's MLP runs on the emulated GPU here);
 # the rest of label gpu (the emulator and every op) runs here.
-UBSAN_OPTIONS=print_stacktrace=1 \
+UBSAN_OPTIONS=print_stacktrace=1 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
   ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j 2 -L "^(engine|ui|gpu)$" \
     -E "Gpt2SmallTrainsAStep|^isa_|DecodeWithALongCache|GpuTraining.*/Gpt |TrainerGpu\.(AGpt|OneSeed|Checkpoints|Samples|Bf16)"
 
