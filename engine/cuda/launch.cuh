@@ -9,6 +9,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if !defined(__CUDACC__)
 #include "simt/simt_host.h"
@@ -26,10 +27,25 @@ cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t dynamic_s
   kernel<<<grid, block, dynamic_smem, stream>>>(std::forward<A>(args)...);
   return cudaGetLastError();
 #else
-  return simt::launch(reinterpret_cast<const void*>(kernel), grid, block, dynamic_smem, stream,
-                      [kernel, params = std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)] {
-                        std::apply(kernel, params);
-                      });
+  std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  // The pointer arguments, for the emulator's check that each is device
+  // (or pinned) memory, as a GPU requires.
+  std::vector<std::pair<int, const void*>> pointers;
+  std::apply(
+      [&pointers](const auto&... p) {
+        int index = 0;
+        (
+            [&] {
+              if constexpr (std::is_pointer_v<std::decay_t<decltype(p)>>)
+                pointers.emplace_back(index, static_cast<const void*>(p));
+              ++index;
+            }(),
+            ...);
+      },
+      params);
+  return simt::launch(
+      reinterpret_cast<const void*>(kernel), grid, block, dynamic_smem, stream,
+      [kernel, params = std::move(params)] { std::apply(kernel, params); }, pointers);
 #endif
 }
 

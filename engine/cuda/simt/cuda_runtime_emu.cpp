@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -142,7 +143,8 @@ void set_kernel_max_dynamic_smem(const void* kernel, int bytes) {
 }
 
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
-                   cudaStream_t stream, std::function<void()> body) {
+                   cudaStream_t stream, std::function<void()> body,
+                   const std::vector<std::pair<int, const void*>>& pointer_args) {
   if (cudaError_t s = sticky_error(); s != cudaSuccess) return record(s);
   const cudaDeviceProp& p = device_properties();
   const unsigned long long threads = 1ull * block.x * block.y * block.z;
@@ -158,6 +160,17 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t dynamic_sme
   if (dynamic_smem > static_cast<size_t>(kernel_max_dynamic_smem(kernel)))
     return record(cudaErrorInvalidValue);
   const std::string name = kernel_name(kernel);
+  for (const auto& [index, ptr] : pointer_args) {
+    if (ptr == nullptr || is_device_range(ptr, 1) || is_pinned(ptr, 1)) continue;
+    char where[32];
+    std::snprintf(where, sizeof where, "%p", ptr);
+    std::string error = name + ": argument " + std::to_string(index) + " (" + where +
+                        ") is neither device memory nor pinned host memory: a GPU faults on it "
+                        "(a host buffer passed where device memory belongs)";
+    return record(stream_enqueue(stream, [error = std::move(error)] {
+      if (sticky_error() == cudaSuccess) set_sticky(cudaErrorIllegalAddress, error);
+    }));
+  }
   return record(stream_enqueue(stream, [body = std::move(body), grid, block, dynamic_smem, name] {
     if (sticky_error() != cudaSuccess) return;
     std::string error;

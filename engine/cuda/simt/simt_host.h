@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace baton::simt {
 
@@ -21,8 +23,16 @@ namespace baton::simt {
 // and runs `body` later, on the stream's thread, once per thread of the
 // grid, with device memory open. `kernel` identifies the function (its
 // address: for attributes and the name in diagnostics).
+//
+// `pointer_args` are the kernel's pointer arguments: one that is not null
+// and lies in neither a live device allocation nor pinned host memory (a
+// host vector's data, say) is what a GPU faults on when the kernel runs, so
+// the launch succeeds and the device's sticky error becomes
+// cudaErrorIllegalAddress, the diagnostic naming the kernel and the
+// argument.
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t dynamic_smem,
-                   cudaStream_t stream, std::function<void()> body);
+                   cudaStream_t stream, std::function<void()> body,
+                   const std::vector<std::pair<int, const void*>>& pointer_args = {});
 
 // Queues host work that stands in for a device library call (a cuBLASLt
 // product, a cuDNN convolution, an NCCL collective) on `stream`. It runs on

@@ -239,7 +239,7 @@ int64_t Pool2d::plan(int64_t max_rows, int64_t in_features) {
   const int64_t out_rows = max_rows / in_.pixels() * out().pixels();
   y_ = buffer({out_rows, in_.c});
   dx_ = buffer({max_rows, in_.c});
-  if (kind_ == Kind::kMax) argmax_.assign(static_cast<size_t>(out_rows * in_.c), 0);
+  if (kind_ == Kind::kMax) argmax_ = int_buffer({out_rows, in_.c});
   return in_.c;
 }
 

@@ -235,6 +235,34 @@ TEST_F(Simt, LanesWhoseMasksNeverMeetAreReported) {
       << diagnostic();
 }
 
+// A host buffer handed to a kernel (a layer's std::vector where a device
+// tensor belongs: the max pool's argmax was one, found on an H200): the
+// GPU faults when the kernel runs, so the launch succeeds and the error is
+// sticky; pinned host memory is fine.
+TEST_F(Simt, AKernelGivenAHostBufferFaults) {
+  const int n = 64;
+  float* y = upload(std::vector<float>(n, 0.0f));
+  std::vector<float> host(n, 1.0f);
+  ASSERT_EQ(launch(copy_kernel, dim3(1), dim3(n), 0, nullptr, static_cast<const float*>(host.data()),
+                   y, n),
+            cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  const std::string d = diagnostic();
+  EXPECT_NE(d.find("argument 0"), std::string::npos) << d;
+  EXPECT_NE(d.find("neither device memory nor pinned host memory"), std::string::npos) << d;
+  EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), n * sizeof(float)), cudaSuccess);
+  for (int i = 0; i < n; ++i) pinned[i] = 3.0f;
+  y = upload(std::vector<float>(n, 0.0f));
+  ASSERT_EQ(launch(copy_kernel, dim3(1), dim3(n), 0, nullptr, static_cast<const float*>(pinned), y, n),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << diagnostic();
+  EXPECT_EQ(download(y, n)[n - 1], 3.0f);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+}
+
 // A stream and an event destroyed while work that refers to them is still
 // queued: CUDA lets the work finish.
 TEST_F(Simt, StreamsAndEventsMayGoWhileTheirWorkIsQueued) {

@@ -95,7 +95,7 @@ class Pool2d final : public Layer {
   Kind kind_;
   ImageSize in_;
   int64_t k_, stride_, pad_;
-  std::vector<int32_t> argmax_;  // planned
+  IntTensor argmax_;  // planned, where the backend's memory is (device memory on a GPU)
   Tensor y_, dx_;
 };
 
