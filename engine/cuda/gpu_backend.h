@@ -154,6 +154,11 @@ class GpuBackend final : public DeviceBackend {
                    const cpu::AdamArgs& a) const override;
   void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) const override;
+  double clip_grad_norm(const std::vector<ParamSlot>& slots, float max_norm) const override;
+  void adam_update_many(const std::vector<ParamSlot>& slots, const cpu::AdamArgs& a,
+                        bool decoupled) const override;
+  void sgd_update_many(const std::vector<ParamSlot>& slots, float lr, float momentum,
+                       bool nesterov) const override;
 
   // ---- products beyond the Backend interface (gpu_backend_matmul.cu)
   // Row-major, strided-batched: for i < batch, C_i = act(alpha op(A_i)

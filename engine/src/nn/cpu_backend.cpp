@@ -169,7 +169,10 @@ void CpuBackend::adam_update(float* p, const float* g, float* m, float* v, int64
 
 void CpuBackend::sgd_update(float* p, const float* g, float* buf, int64_t n, float lr,
                             float momentum, float weight_decay, bool nesterov) const {
-  cpu::sgd_update(p, g, buf, n, lr, momentum, weight_decay, nesterov);
+  cpu::parallel_range(n, kGrain, [&](int64_t i0, int64_t i1) {
+    cpu::sgd_update(p + i0, g + i0, buf == nullptr ? nullptr : buf + i0, i1 - i0, lr, momentum,
+                    weight_decay, nesterov);
+  });
 }
 
 }  // namespace baton

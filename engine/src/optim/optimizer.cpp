@@ -15,46 +15,41 @@ Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params, const
     if (adam || momentum) m_.emplace_back(p->value.shape(), p->value.device_memory());
     if (adam) v_.emplace_back(p->value.shape(), p->value.device_memory());
   }
+  slots_.resize(params_.size());
 }
 
 void Optimizer::step(float lr) {
   ++t_;
-  const bool adamw = opt_.kind == OptimizerKind::kAdamW;
+  refresh_slots();
+  if (opt_.kind == OptimizerKind::kSgd) {
+    be_->sgd_update_many(slots_, lr, opt_.momentum, opt_.nesterov);
+    return;
+  }
   cpu::AdamArgs a{};
   a.lr = lr;
   a.beta1 = opt_.beta1;
   a.beta2 = opt_.beta2;
   a.eps = opt_.eps;
-  a.l2_wd = adamw ? 0.0f : opt_.weight_decay;
-  a.decoupled_wd = adamw ? opt_.weight_decay : 0.0f;
   a.bias_correction1 = 1.0f - std::pow(opt_.beta1, static_cast<float>(t_));
   a.bias_correction2 = 1.0f - std::pow(opt_.beta2, static_cast<float>(t_));
-  // The update is elementwise, so blocks of a tensor may go to different
-  // threads with bit-identical results for any thread count. Blocks are
-  // large enough that a thread's share streams through memory.
-  constexpr int64_t kBlock = 1 << 16;
+  be_->adam_update_many(slots_, a, opt_.kind == OptimizerKind::kAdamW);
+}
+
+void Optimizer::refresh_slots() {
+  // The parameters' buffers as they are now: a strategy may have made them
+  // views (shared values, gradient buckets) after construction.
+  slots_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     Param* p = params_[i];
+    Backend::ParamSlot& s = slots_[i];
+    s.value = p->value.data();
+    s.grad = p->grad.data();
+    s.m = m_.empty() ? nullptr : m_[i].data();
+    s.v = v_.empty() ? nullptr : v_[i].data();
+    s.n = p->value.numel();
     // Biases, norm gains and shifts are not decayed (Param::weight_decay;
     // as nanoGPT's and most training code's parameter groups).
-    const float wd = p->weight_decay ? opt_.weight_decay : 0.0f;
-    a.l2_wd = adamw ? 0.0f : wd;
-    a.decoupled_wd = adamw ? wd : 0.0f;
-    const int64_t n = p->value.numel();
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (blocks > 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t off = blk * kBlock;
-      const int64_t len = std::min(kBlock, n - off);
-      if (opt_.kind == OptimizerKind::kSgd) {
-        be_->sgd_update(p->value.data() + off, p->grad.data() + off,
-                        m_.empty() ? nullptr : m_[i].data() + off, len, lr, opt_.momentum, wd,
-                        opt_.nesterov);
-      } else {
-        be_->adam_update(p->value.data() + off, p->grad.data() + off, m_[i].data() + off,
-                         v_[i].data() + off, len, a);
-      }
-    }
+    s.weight_decay = p->weight_decay ? opt_.weight_decay : 0.0f;
   }
 }
 
@@ -65,15 +60,16 @@ std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {
   return out;
 }
 
-double clip_global_norm(const std::vector<Param*>& params, float max_norm, const Backend& be) {
-  double sq = 0.0;
-  for (Param* p : params) sq += be.sum_squares(p->grad.data(), p->grad.numel());
-  const double norm = std::sqrt(sq);
-  if (max_norm > 0.0f && norm > max_norm) {
-    const float s = static_cast<float>(max_norm / (norm + 1e-6));
-    for (Param* p : params) be.scale(p->grad.data(), p->grad.numel(), s);
+double clip_global_norm(const std::vector<Param*>& params, float max_norm, const Backend& be,
+                        std::vector<Backend::ParamSlot>* slots) {
+  std::vector<Backend::ParamSlot> own;
+  std::vector<Backend::ParamSlot>& grads = slots != nullptr ? *slots : own;
+  grads.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    grads[i].grad = params[i]->grad.data();
+    grads[i].n = params[i]->grad.numel();
   }
-  return norm;
+  return be.clip_grad_norm(grads, max_norm);
 }
 
 float scheduled_lr(const ScheduleOptions& s, float base_lr, int64_t step, int64_t total_steps) {

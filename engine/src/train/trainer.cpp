@@ -443,7 +443,8 @@ void Trainer::replica_update(int r, const UpdateInputs& in) {
   Replica& rep = *replicas_[r];
   // Where the gradients are summed remotely the clipping happens there.
   if (in.need_norm && !strategy_->clips_remotely()) {
-    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm, *backend_);
+    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm, *backend_,
+                                         &rep.clip_slots);
     if (r == 0) *in.grad_norm = norm;
   }
   // Under a parameter server the servers own the optimizer.

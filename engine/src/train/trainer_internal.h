@@ -27,6 +27,7 @@ struct Trainer::Replica {
   std::unique_ptr<Sequential> model;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<Param*> params;
+  std::vector<Backend::ParamSlot> clip_slots;  // clip_global_norm's list, reused every step
   // layer_first_param[i]: the index in `params` of layer i's first
   // parameter; with gradient overlap, backward reports each finished layer
   // through on_layer_done (built once: the step does not allocate).

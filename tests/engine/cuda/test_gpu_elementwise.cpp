@@ -6,6 +6,7 @@
 #include <baton/core/rng.h>
 #include <baton/nn/backend.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -286,6 +287,88 @@ TEST_F(GpuElementwise, AdamAndSgdMatchTheCpuOverSteps) {
       owned_.clear();
     }
   }
+}
+
+// The optimizer's multi-tensor ops (lists of up to 24 tensors and 320
+// chunks of 65,536 a launch) against the CPU's loop over the same tensors:
+// more tensors than one list holds, tensors of no elements, one that spans
+// chunks, per-tensor weight decay, and a gradient of more chunks than a list
+// holds (so the sums cross lists).
+TEST_F(GpuElementwise, ManyTensorOpsMatchTheCpusLoop) {
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 57; ++i) sizes.push_back(i % 9 == 4 ? 0 : 1 + (i * 37) % 700);
+  sizes.push_back(3 * 65536 + 11);
+  struct Host {
+    std::vector<float> p, g, m, v;
+  };
+  std::vector<Host> hosts;
+  std::vector<Backend::ParamSlot> cpu_slots, gpu_slots;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const size_t n = static_cast<size_t>(sizes[i]);
+    hosts.push_back({random_values(n, 100 + i, -1, 1), random_values(n, 200 + i, -1, 1),
+                     random_values(n, 300 + i, -0.1f, 0.1f), random_values(n, 400 + i, 0, 0.01f)});
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Host& h = hosts[i];
+    const float wd = i % 3 == 0 ? 0.0f : 0.05f;
+    cpu_slots.push_back({h.p.data(), h.g.data(), h.m.data(), h.v.data(), sizes[i], wd});
+    gpu_slots.push_back({dev(h.p), dev(h.g), dev(h.m), dev(h.v), sizes[i], wd});
+  }
+  const auto expect_equal = [&](const char* what) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(std::string(what) + ": tensor " + std::to_string(i) + " of " +
+                   std::to_string(sizes[i]));
+      const size_t n = static_cast<size_t>(sizes[i]);
+      if (n == 0) continue;
+      EXPECT_TRUE(all_close(host(gpu_slots[i].value, n), hosts[i].p, 1e-6f, 64)) << "p";
+      EXPECT_TRUE(all_close(host(gpu_slots[i].grad, n), hosts[i].g, 1e-7f, 4)) << "g";
+      EXPECT_TRUE(all_close(host(gpu_slots[i].m, n), hosts[i].m, 1e-7f, 64)) << "m";
+      EXPECT_TRUE(all_close(host(gpu_slots[i].v, n), hosts[i].v, 1e-9f, 64)) << "v";
+    }
+  };
+  for (int step = 1; step <= 3; ++step) {
+    // Clipping: step 1's bound is above the norm (no scaling), the others'
+    // below it.
+    const float bound = step == 1 ? 1e6f : 5.0f;
+    const double want = cpu().clip_grad_norm(cpu_slots, bound);
+    const double got = be_->clip_grad_norm(gpu_slots, bound);
+    // (The CPU sums each block's squares in float lanes, the GPU in double:
+    // they agree to float's precision.)
+    EXPECT_NEAR(got, want, 1e-6 * want) << "step " << step;
+    cpu::AdamArgs a{1e-2f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.0f, 0, 0};
+    a.bias_correction1 = 1.0f - std::pow(a.beta1, static_cast<float>(step));
+    a.bias_correction2 = 1.0f - std::pow(a.beta2, static_cast<float>(step));
+    cpu().adam_update_many(cpu_slots, a, step != 2);  // AdamW, then Adam's L2, then AdamW
+    be_->adam_update_many(gpu_slots, a, step != 2);
+    expect_equal("adam");
+  }
+  EXPECT_EQ(cpu().clip_grad_norm({}, 1.0f), 0.0);
+  EXPECT_EQ(be_->clip_grad_norm({}, 1.0f), 0.0);
+  for (const int kind : {0, 1, 2}) {  // plain, momentum, Nesterov (momentum in m)
+    const float momentum = kind == 0 ? 0.0f : 0.9f;
+    cpu().sgd_update_many(cpu_slots, 0.05f, momentum, kind == 2);
+    be_->sgd_update_many(gpu_slots, 0.05f, momentum, kind == 2);
+    expect_equal(kind == 0 ? "sgd" : kind == 1 ? "sgd momentum" : "sgd nesterov");
+  }
+}
+
+// One gradient of more chunks than one list holds (320 x 65,536 + 5
+// elements): its sum of squares spans two launches' partial sums.
+TEST_F(GpuElementwise, ClippingSpansLists) {
+  const size_t n = 320 * 65536 + 5;
+  std::vector<float> g(n, 0.5f);
+  g[n - 1] = 3.0f;
+  g[65536 * 320] = -2.0f;  // in the second list
+  std::vector<Backend::ParamSlot> cpu_slots{{nullptr, g.data(), nullptr, nullptr,
+                                             static_cast<int64_t>(n), 0.0f}};
+  std::vector<Backend::ParamSlot> gpu_slots{{nullptr, dev(g), nullptr, nullptr,
+                                             static_cast<int64_t>(n), 0.0f}};
+  const double want = cpu().clip_grad_norm(cpu_slots, 100.0f);
+  EXPECT_NEAR(be_->clip_grad_norm(gpu_slots, 100.0f), want, 1e-6 * want);
+  const auto got = host(gpu_slots[0].grad, n);
+  EXPECT_EQ(got[n - 1], g[n - 1]);
+  EXPECT_EQ(got[65536 * 320], g[65536 * 320]);
+  EXPECT_EQ(got[7], g[7]);
 }
 
 TEST_F(GpuElementwise, OpsAllocateNoDeviceMemoryAfterSetup) {

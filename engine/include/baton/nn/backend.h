@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace baton {
 
@@ -225,6 +226,34 @@ class Backend {
                            const cpu::AdamArgs& a) const = 0;
   virtual void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
                           float weight_decay, bool nesterov) const = 0;
+
+  // ---- the optimizer's work over many tensors at once: a device runs
+  // each as a few multi-tensor kernels a step (lists of tensors and chunks
+  // passed by value, as apex's multi_tensor_apply does) instead of a few
+  // launches and a host read per parameter. The defaults (the CPU's) loop
+  // the single-tensor ops above in the list's order, so their results are
+  // those of the loop they replace.
+  struct ParamSlot {
+    float* value = nullptr;
+    float* grad = nullptr;
+    float* m = nullptr;  // momentum / Adam's first moment; null where none is kept
+    float* v = nullptr;  // Adam's second moment; null where none is kept
+    int64_t n = 0;
+    float weight_decay = 0.0f;  // this tensor's (0 where it is not decayed)
+  };
+  // The L2 norm of all the gradients together (squares summed in double);
+  // when max_norm > 0 and the norm exceeds it, every gradient is scaled by
+  // max_norm / (norm + 1e-6). Returns the norm before clipping. A device
+  // keeps the sums and the scale on the device and reads back one value.
+  virtual double clip_grad_norm(const std::vector<ParamSlot>& slots, float max_norm) const;
+  // adam_update on every slot, each with its own weight decay: L2 (added to
+  // the gradient) or, with `decoupled`, AdamW's (a's l2_wd and
+  // decoupled_wd are ignored).
+  virtual void adam_update_many(const std::vector<ParamSlot>& slots, const cpu::AdamArgs& a,
+                                bool decoupled) const;
+  // sgd_update on every slot (momentum buffer m where momentum > 0).
+  virtual void sgd_update_many(const std::vector<ParamSlot>& slots, float lr, float momentum,
+                               bool nesterov) const;
 };
 
 // The CPU reference backend (stateless; one immutable instance).

@@ -43,17 +43,22 @@ class Optimizer {
   void set_steps_taken(int64_t t) { t_ = t; }
 
  private:
+  void refresh_slots();
   OptimizerOptions opt_;
   std::vector<Param*> params_;
   const Backend* be_;
   std::vector<Tensor> m_, v_;
+  std::vector<Backend::ParamSlot> slots_;  // the update's list (backend.h), sized once
   int64_t t_ = 0;
 };
 
 // Scales all gradients so their global L2 norm is at most max_norm (if
 // max_norm > 0). Returns the norm before clipping.
+// `slots`, when given, holds the list of gradients between calls (so a
+// step's call allocates nothing once it has its size).
 double clip_global_norm(const std::vector<Param*>& params, float max_norm,
-                        const Backend& be = cpu_backend());
+                        const Backend& be = cpu_backend(),
+                        std::vector<Backend::ParamSlot>* slots = nullptr);
 
 enum class ScheduleKind : int { kUnset = 0, kConstant = 1, kStep = 2, kCosine = 3 };
 
