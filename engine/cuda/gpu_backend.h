@@ -154,6 +154,8 @@ class GpuBackend final : public DeviceBackend {
                    const cpu::AdamArgs& a) const override;
   void sgd_update(float* p, const float* g, float* buf, int64_t n, float lr, float momentum,
                   float weight_decay, bool nesterov) const override;
+  void linear_forward(const float* x, const float* w, const float* bias, float* y, float* pre,
+                      int64_t n, int64_t in, int64_t out, Activation act) const override;
   double clip_grad_norm(const std::vector<ParamSlot>& slots, float max_norm) const override;
   void adam_update_many(const std::vector<ParamSlot>& slots, const cpu::AdamArgs& a,
                         bool decoupled) const override;

@@ -159,6 +159,39 @@ void GpuBackend::matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, flo
   product(p);
 }
 
+void GpuBackend::linear_forward(const float* x, const float* w, const float* bias, float* y,
+                                float* pre, int64_t n, int64_t in, int64_t out,
+                                Activation act) const {
+  // The bias and the activation in cuBLASLt's epilogue where it has them:
+  // none, ReLU (which keeps no pre), and GPT-2's tanh GELU, whose aux
+  // output is pre (cuBLASLt wants its leading dimension divisible by 8).
+  // The erf GELU, tanh and the rest, and a GELU of another width, go the
+  // default way.
+  const bool plain = act == Activation::kNone || act == Activation::kUnset;
+  const bool fuses = (plain && pre == nullptr) || (act == Activation::kRelu && pre == nullptr) ||
+                     (act == Activation::kGeluTanh && (pre == nullptr || out % 8 == 0));
+  if (!fuses) {
+    Backend::linear_forward(x, w, bias, y, pre, n, in, out, act);
+    return;
+  }
+  Product p;
+  p.ta = Trans::kNo;
+  p.tb = Trans::kYes;
+  p.m = n;
+  p.n = out;
+  p.k = in;
+  p.a = x;
+  p.lda = in;
+  p.b = w;
+  p.ldb = in;
+  p.c = y;
+  p.ldc = out;
+  p.bias = bias;
+  p.act = plain ? Activation::kNone : act;
+  p.pre = pre;
+  product(p);
+}
+
 void GpuBackend::product(const Product& p) const {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
   const int act = act_code(p.act);

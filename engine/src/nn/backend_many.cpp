@@ -1,11 +1,26 @@
-// Backend's multi-tensor defaults (backend.h): the single-tensor ops in the
-// slots' order, which is what the CPU runs and what a device's own
-// multi-tensor kernels are checked against.
+// Backend's composite ops' defaults (backend.h): the multi-tensor ops as
+// the single-tensor ops in the slots' order, and the dense layer's forward
+// as a product and its epilogue ops - what the CPU runs and what a device's
+// fused kernels are checked against.
 #include <baton/nn/backend.h>
 
 #include <cmath>
 
 namespace baton {
+
+void Backend::linear_forward(const float* x, const float* w, const float* bias, float* y,
+                             float* pre, int64_t n, int64_t in, int64_t out,
+                             Activation act) const {
+  // y = x W^T: (n, in) x (in, out)
+  matmul(Trans::kNo, Trans::kYes, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+  if (pre != nullptr) {
+    bias_activation(y, bias, n, out, Activation::kNone);
+    copy(y, pre, n * out);
+    activation_forward(pre, y, n * out, act);
+  } else {
+    bias_activation(y, bias, n, out, act);
+  }
+}
 
 double Backend::clip_grad_norm(const std::vector<ParamSlot>& slots, float max_norm) const {
   double sq = 0.0;

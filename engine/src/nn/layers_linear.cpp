@@ -62,18 +62,13 @@ const Tensor& Linear::forward(const Tensor& x, const ForwardContext& /*ctx*/) {
   const int64_t n = x.rows();
   x_ = &x;
   y_.set_rows(n);
-  // y = x W^T: (n, in) x (in, out)
-  be().matmul(Trans::kNo, Trans::kYes, n, out_, in_, 1.0f, x.data(), in_, w_.value.data(), in_,
-              0.0f, y_.data(), out_);
   const float* bias = has_bias_ ? b_.value.data() : nullptr;
+  float* pre = nullptr;
   if (needs_pre_activation(act_)) {
     pre_.set_rows(n);
-    be().bias_activation(y_.data(), bias, n, out_, Activation::kNone);
-    be().copy(y_.data(), pre_.data(), n * out_);
-    be().activation_forward(pre_.data(), y_.data(), n * out_, act_);
-  } else {
-    be().bias_activation(y_.data(), bias, n, out_, act_);
+    pre = pre_.data();
   }
+  be().linear_forward(x.data(), w_.value.data(), bias, y_.data(), pre, n, in_, out_, act_);
   return y_;
 }
 

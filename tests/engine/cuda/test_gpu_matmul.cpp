@@ -159,6 +159,38 @@ TEST_F(GpuMatmul, Bf16MatchesCpuAtBf16Tolerance) {
 
 // ---- the cuBLASLt stand-in itself (this binary's own emulator)
 
+// A dense layer's forward (linear_forward): the bias and the activation in
+// cuBLASLt's epilogue (none, ReLU, tanh GELU keeping pre when its width is
+// divisible by 8) or the default ops (the erf GELU, tanh, a GELU of width
+// 13), against the CPU's default.
+TEST_F(GpuMatmul, DenseForwardMatchesTheCpuFusedOrNot) {
+  const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kGeluTanh,
+                             Activation::kGelu, Activation::kTanh};
+  unsigned seed = 300;
+  for (const int64_t out : {int64_t{16}, int64_t{13}}) {
+    for (const Activation act : acts) {
+      for (const bool with_bias : {true, false}) {
+        SCOPED_TRACE(std::string(activation_name(act)) + " out " + std::to_string(out) +
+                     (with_bias ? " bias" : " no bias"));
+        const int64_t n = 9, in = 21;
+        const auto x = random_values(static_cast<size_t>(n * in), seed += 3);
+        const auto w = random_values(static_cast<size_t>(out * in), seed + 1);
+        const auto b = random_values(static_cast<size_t>(out), seed + 2);
+        const bool keep_pre = needs_pre_activation(act);
+        std::vector<float> y(static_cast<size_t>(n * out)), pre(y.size());
+        cpu_backend().linear_forward(x.data(), w.data(), with_bias ? b.data() : nullptr, y.data(),
+                                     keep_pre ? pre.data() : nullptr, n, in, out, act);
+        float* dy = dev_zeros<float>(y.size());
+        float* dpre = dev_zeros<float>(y.size());
+        be_->linear_forward(dev(x), dev(w), with_bias ? dev(b) : nullptr, dy,
+                            keep_pre ? dpre : nullptr, n, in, out, act);
+        EXPECT_TRUE(all_close(host(dy, y.size()), y, 4e-6f * in, 16.0f)) << "y";
+        if (keep_pre) EXPECT_TRUE(all_close(host(dpre, pre.size()), pre, 4e-6f * in, 16.0f)) << "pre";
+      }
+    }
+  }
+}
+
 class CublasLtStandIn : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(cublasLtCreate(&lt_), CUBLAS_STATUS_SUCCESS); }

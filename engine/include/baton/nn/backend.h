@@ -87,6 +87,15 @@ class Backend {
   virtual void matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc) const = 0;
+  // A dense layer's forward: y(n, out) = act(x(n, in) W(out, in)^T + bias)
+  // (bias may be null), and pre = x W^T + bias where pre is not null (the
+  // GELUs' backward needs it). The default is the product, bias_activation
+  // and, where pre is kept, a copy and activation_forward (the CPU's); a
+  // device may fuse the bias and the activation into the product's
+  // epilogue (cuBLASLt's BIAS, RELU_BIAS, GELU_AUX_BIAS).
+  virtual void linear_forward(const float* x, const float* w, const float* bias, float* y,
+                              float* pre, int64_t n, int64_t in, int64_t out,
+                              Activation act) const;
 
   // ---- epilogues and activations (kernels.h has the exact contracts)
   virtual void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols,
