@@ -3,7 +3,9 @@
 #include <baton/nn/kernels.h>
 #include <baton/train/trainer.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "device_placement.h"
 #include "memory_plan.h"
@@ -105,6 +107,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   // Replica 0's model is built first, planned for one row to learn its
   // widths, and planned again for its batch below.
   std::unique_ptr<Sequential> first_model = check_plan_fits(registry, po);
+  if (device_) reserve_device_arena(*first_model);
   pipelines_ = strategy_->distribute(train_, po);
   steps_per_epoch_ = pipelines_[0]->batches_per_epoch();
   total_steps_ = cfg_.max_steps > 0 ? cfg_.max_steps : cfg_.epochs * steps_per_epoch_;
@@ -154,6 +157,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   bind_gradients();
 
   plan_validation(max_rows);
+  if (device_) note_device_memory();
   // The input slots' first fills are queued on the compute stream and
   // upload_async copies on a stream of its own: they must be done before
   // the first upload (upload_async's contract: ops queued before it must
@@ -185,7 +189,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
 Trainer::~Trainer() = default;
 
 std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
-                                                     const PipelineOptions& po) const {
+                                                     const PipelineOptions& po) {
   if (cfg_.global_batch > train_->size()) {
     throw InputError(cfg_.file + ": train.global_batch_size: " + std::to_string(cfg_.global_batch) +
                      " is larger than the training set (" + std::to_string(train_->size()) +
@@ -226,12 +230,50 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   on_device.fixed_bytes = probe->num_parameters() * 4 * 4;
   check_memory_plan(on_device, cfg_.global_batch,
                     static_cast<int64_t>(device_->free_memory_bytes()), cfg_.file, device_name_);
+  device_plan_bytes_ = on_device.bytes();
   MemoryPlan on_host;
   on_host.rows = plan.rows;
   on_host.floats_per_row = data;
   on_host.fixed_bytes = cache_bytes_;
   check_memory_plan(on_host, cfg_.global_batch, available_memory_bytes(), cfg_.file);
   return probe;
+}
+
+void Trainer::reserve_device_arena(Sequential& first_model) {
+  // The probe's parameters and one-row buffers leave the device, so that
+  // everything the run keeps there comes from one allocation. The arena is
+  // the plan's size, less room for what the backend allocates itself
+  // (partial sums, bf16 operand scratch) where the plan fills the device.
+  first_model.set_backend(cpu_backend());
+  const int64_t free = static_cast<int64_t>(device_->free_memory_bytes());
+  constexpr int64_t kHeadroom = int64_t{256} << 20;
+  // The plan counts floats; pieces are rounded to 256 bytes each, and the
+  // plan's per-row figures are estimates: 5% and 4 MiB more.
+  const int64_t planned = device_plan_bytes_ + device_plan_bytes_ / 20 + (int64_t{4} << 20);
+  const int64_t bytes = std::min(planned, std::max<int64_t>(free - kHeadroom, free / 2));
+  device_allocations_start_ = device_->allocation_count();
+  device_->reserve_arena(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+}
+
+void Trainer::note_device_memory() {
+  const auto mib = [](double b) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.1f MiB", b / (1 << 20));
+    return std::string(s);
+  };
+  const int64_t allocations = device_->allocation_count() - device_allocations_start_;
+  std::string note = "; device memory: one arena of " +
+                     mib(static_cast<double>(device_->arena_bytes())) +
+                     " reserved from the memory plan, " +
+                     mib(static_cast<double>(device_->arena_used())) +
+                     " of it holding the model, its optimizer state and the input slots; " +
+                     std::to_string(allocations) + " device allocation" +
+                     (allocations == 1 ? "" : "s") + " while planning";
+  if (device_->arena_overflow_bytes() > 0) {
+    note += " (" + mib(static_cast<double>(device_->arena_overflow_bytes())) +
+            " beyond the arena: the plan undercounted)";
+  }
+  device_note_ += note;
 }
 
 void Trainer::share_central_parameters() {

@@ -131,6 +131,13 @@ TEST_F(TrainerGpu, AGptTrainsOnTheGpuAsOnTheCpu) {
   EXPECT_EQ(cpu.device, "cpu:0");
   EXPECT_TRUE(has(gpu.device_note, gpu_device() + " in fp32")) << gpu.device_note;
   EXPECT_TRUE(has(cpu.device_note, "asks for the CPU")) << cpu.device_note;
+  // Everything the run keeps on the device (the model, its gradients and
+  // optimizer state, the input slots, validation's buffers) came from one
+  // arena the memory plan sized: one allocation while planning, none
+  // beyond it.
+  EXPECT_TRUE(has(gpu.device_note, "; 1 device allocation while planning")) << gpu.device_note;
+  EXPECT_FALSE(has(gpu.device_note, "beyond the arena")) << gpu.device_note;
+  EXPECT_FALSE(has(cpu.device_note, "arena")) << cpu.device_note;
   // The run_start event (what the history record keeps) says it too.
   bool started = false;
   for (const Event& e : events) {
@@ -148,6 +155,8 @@ TEST_F(TrainerGpu, RegressionTargetsAndAShortLastBatchTrainAsOnTheCpu) {
   const TrainSummary cpu = train(config(tiny_regression(dir_), "cpu"));
   ASSERT_EQ(cpu.step_losses.size(), 14u);  // 2 epochs of 7 batches, the 7th of 4 rows
   expect_same_losses(gpu.step_losses, cpu.step_losses);
+  EXPECT_TRUE(has(gpu.device_note, "; 1 device allocation while planning")) << gpu.device_note;
+  EXPECT_FALSE(has(gpu.device_note, "beyond the arena")) << gpu.device_note;
 }
 
 TEST_F(TrainerGpu, OneSeedGivesTheSameLossesBitForBit) {

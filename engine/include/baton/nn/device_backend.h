@@ -41,9 +41,13 @@ class DeviceBackend : public Backend, public DeviceMemory {
   // aligned pieces out of it without calling the device's allocator (so
   // allocation_count() does not move), and release() of a piece does
   // nothing: the arena goes with the backend. A piece that does not fit
-  // throws RuntimeError naming the sizes. At most once per instance.
+  // comes from the device's allocator as without an arena (counted, and
+  // summed in arena_overflow_bytes(): the plan undercounted). At most once
+  // per instance.
   virtual void reserve_arena(size_t bytes) = 0;
+  virtual size_t arena_bytes() const = 0;
   virtual size_t arena_used() const = 0;
+  virtual size_t arena_overflow_bytes() const = 0;
   // An upload that overlaps compute (the next batch's, during this step):
   // the bytes are copied into pinned staging, which a copy stream of the
   // backend's own moves to the device. Returns once `host_src` may be

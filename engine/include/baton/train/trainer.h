@@ -194,7 +194,13 @@ class Trainer {
   // InputError naming train.global_batch_size (memory_plan.cpp). Returns
   // replica 0's model (built to learn its widths).
   std::unique_ptr<Sequential> check_plan_fits(const Registry& registry,
-                                              const PipelineOptions& po) const;
+                                              const PipelineOptions& po);
+  // On a GPU: the device arena, sized from the memory plan, before the
+  // replicas are built in it (replica 0's model, bound to the device to
+  // learn its widths, moves back to the host until then); after they are,
+  // what it holds is added to device_note_.
+  void reserve_device_arena(Sequential& first_model);
+  void note_device_memory();
   // Replica consistency (replica_sync.cpp): whether replicas talk at all;
   // the chief's parameters, buffers and optimizer state to every replica;
   // the parameters' checksums compared (RuntimeError naming a replica that
@@ -228,6 +234,8 @@ class Trainer {
   std::shared_ptr<DeviceBackend> device_;
   const Backend* backend_ = &cpu_backend();
   std::string device_name_ = "cpu:0", device_note_;
+  int64_t device_plan_bytes_ = 0;        // the memory plan's device bytes
+  int64_t device_allocations_start_ = 0;  // the device's allocation count before the arena
   int64_t labels_per_sample_ = 1;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
