@@ -150,9 +150,17 @@ void MpiRuntime::init(int* argc, char*** argv) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  // MPI_T held open while the runtime lives: OpenMPI's MPI_T_init_thread
+  // rereads every component's variables (220 ms a call here), and each
+  // communicator reads the eager limits through it; inside a held session
+  // those calls only count references. Asked for the level MPI runs at
+  // (see mpi_eager_limit.cpp: a lower one would lower MPI's).
+  int tool_level = 0;
+  holds_tool_ = MPI_T_init_thread(provided, &tool_level) == MPI_SUCCESS;
 }
 
 MpiRuntime::~MpiRuntime() {
+  if (holds_tool_) MPI_T_finalize();
   if (!owns_) return;
   int finalized = 1;
   MPI_Finalized(&finalized);

@@ -118,6 +118,7 @@ class MpiRuntime {
  private:
   void init(int* argc, char*** argv);
   bool owns_ = false;
+  bool holds_tool_ = false;  // an MPI_T session open (see init)
   ThreadLevel level_ = ThreadLevel::kSingle;
   int world_rank_ = 0, world_size_ = 1;
 };
