@@ -41,9 +41,9 @@ namespace {
 
 using testing_launch::of_type;
 
-constexpr int kSteps = 30000;
-// The runs whose fault needs no detection time: half as long.
-constexpr int kShortSteps = 15000;
+// Long enough that a stopped worker's detection (a 3 s heartbeat timeout)
+// and its replacement come well before the others' end.
+constexpr int kSteps = 15000;
 
 const char* kConfig = R"({
   "name": "ps-workers-test", "seed": 7, "threads": 1,
@@ -53,7 +53,7 @@ const char* kConfig = R"({
            "standardize": true, "shuffle_buffer": 512},
   "loss": "softmax_cross_entropy",
   "optimizer": {"type": "adam", "lr": 0.001},
-  "train": {"steps": 30000, "global_batch_size": 60, "log_every_steps": 100},
+  "train": {"steps": 15000, "global_batch_size": 60, "log_every_steps": 100},
   "strategy": {"type": "parameter_server", "mode": "async", "num_ps": 1},
   "checkpoint": {"every_steps": 500, "every_epoch": false, "keep": 2}
 })";
@@ -159,7 +159,7 @@ class LaunchPsWorkers : public testing::Test {
 
 TEST_F(LaunchPsWorkers, AKilledWorkerIsReplacedWhileTheServersGoOn) {
   std::vector<long> hit;
-  const auto job = launch("kill", fault(2, SIGKILL, 2000, &hit), {"--set", "train.steps=15000"});
+  const auto job = launch("kill", fault(2, SIGKILL, 2000, &hit));
   ASSERT_EQ(job.exit_code, 0) << job.err;
   ASSERT_EQ(hit.size(), 1u) << "worker 2 was never seen running past step 2000";
   const auto replaced = of_type(job.events, "replace");
@@ -181,7 +181,7 @@ TEST_F(LaunchPsWorkers, AKilledWorkerIsReplacedWhileTheServersGoOn) {
     const nlohmann::json one = rank_of(ranks, r);
     ASSERT_FALSE(one.is_null()) << ranks.dump();
     EXPECT_EQ(one.value("state", ""), "done") << one.dump();
-    EXPECT_EQ(one.value("step", -1), kShortSteps) << one.dump();
+    EXPECT_EQ(one.value("step", -1), kSteps) << one.dump();
   }
   EXPECT_NE(rank_of(ranks, 2).value("pid", 0L), hit[0]) << "rank 2 is still the killed process";
 
@@ -212,8 +212,8 @@ TEST_F(LaunchPsWorkers, AKilledWorkerIsReplacedWhileTheServersGoOn) {
   if (start == last) {
     EXPECT_EQ(after.at(start), before.at(start)) << "step " << start;
   }
-  EXPECT_EQ(after.rbegin()->first, kShortSteps - 1);
-  EXPECT_EQ(static_cast<int64_t>(after.size()), kShortSteps - start)
+  EXPECT_EQ(after.rbegin()->first, kSteps - 1);
+  EXPECT_EQ(static_cast<int64_t>(after.size()), kSteps - start)
       << "a step skipped or repeated";
 
   // The history keeps it.
@@ -260,7 +260,7 @@ TEST_F(LaunchPsWorkers, AWorkerThatKeepsDyingSpendsTheRestartsAndTheRunFails) {
 TEST_F(LaunchPsWorkers, AKilledServerRestartsTheWholeJobFromItsCheckpoint) {
   std::vector<long> hit;
   const auto job =
-      launch("server", fault(3, SIGKILL, 2000, &hit, false, 0), {"--set", "train.steps=15000"});
+      launch("server", fault(3, SIGKILL, 2000, &hit, false, 0));
   ASSERT_EQ(job.exit_code, 0) << job.err;
   ASSERT_EQ(hit.size(), 1u);
   const auto restarts = of_type(job.events, "restart");
@@ -274,7 +274,7 @@ TEST_F(LaunchPsWorkers, AKilledServerRestartsTheWholeJobFromItsCheckpoint) {
   }
   const nlohmann::json ranks = last_ranks(job);
   for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(rank_of(ranks, r).value("step", -1), kShortSteps) << ranks.dump();
+    EXPECT_EQ(rank_of(ranks, r).value("step", -1), kSteps) << ranks.dump();
   }
 }
 
