@@ -145,6 +145,7 @@ class GpuBackend final : public DeviceBackend {
   void chw_to_rows(const float* x, float* y, int64_t n, int64_t c, int64_t h,
                    int64_t w) const override;
   std::unique_ptr<ConvKernel> plan_conv(const ConvShape& s) const override;
+  int64_t conv_scratch_bytes(const ConvShape& s) const override;
   void max_pool_forward(const float* x, float* y, int32_t* argmax,
                         const PoolShape& s) const override;
   void max_pool_backward(const float* dy, const int32_t* argmax, float* dx,

@@ -67,23 +67,43 @@ constexpr int64_t kMaxGridYZ = 65535;
 
 int64_t tiles(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
 
+// Whether backward_weights runs the implicit GEMM (else the direct kernel).
+bool gemm_backward_weights(const conv::Shape& s) { return s.cog >= kGemmMinChannels; }
+
+// backward_weights' pixel splits at batch n (at most the planned batch's,
+// which the scratch holds).
+int64_t splits_for(const conv::Shape& s, int64_t n) {
+  const int64_t blocks = tiles(s.cog, conv::kTileM) * tiles(s.k, conv::kTileN) * s.groups;
+  int64_t splits = tiles(kTargetBlocks, blocks);
+  const int64_t by_pixels = n * s.oh * s.ow / kMinSplitPixels;
+  if (splits > by_pixels) splits = by_pixels;
+  if (splits > kMaxGridYZ) splits = kMaxGridYZ;
+  return splits < 1 ? 1 : splits;
+}
+
+// The partial sums a layer of shape s holds (its planned batch's splits of
+// every weight), or 0 where backward_weights writes dw directly: what the
+// kernel allocates and what the memory plan counts.
+size_t partials_bytes(const conv::Shape& s) {
+  if (!gemm_backward_weights(s)) return 0;
+  const int64_t splits = splits_for(s, s.n);
+  return splits > 1 ? static_cast<size_t>(splits * s.c_out * s.k) * sizeof(float) : 0;
+}
+
 class GpuConv final : public ConvKernel {
  public:
   GpuConv(GpuBackend& be, const ConvShape& shape) : be_(be), s_(shape_of(shape)) {
     gemm_forward_ = s_.cog >= kGemmMinChannels;
     gemm_backward_data_ = s_.cig >= kGemmMinChannels;
-    gemm_backward_weights_ = s_.cog >= kGemmMinChannels;
+    gemm_backward_weights_ = gemm_backward_weights(s_);
     if (s_.groups > kMaxGridYZ) {
       throw RuntimeError("convolution: " + std::to_string(s_.groups) +
                          " groups, more than the GPU kernels' grid holds (" +
                          std::to_string(kMaxGridYZ) + ")");
     }
-    if (gemm_backward_weights_) {
-      max_splits_ = splits_for(s_.n);
-      if (max_splits_ > 1) {
-        const auto bytes = static_cast<size_t>(max_splits_ * s_.c_out * s_.k) * sizeof(float);
-        partials_ = static_cast<float*>(be_.allocate(bytes));  // counted; planned once
-      }
+    if (gemm_backward_weights_) max_splits_ = splits_for(s_, s_.n);
+    if (const size_t bytes = partials_bytes(s_); bytes > 0) {
+      partials_ = static_cast<float*>(be_.allocate(bytes));  // counted; planned once
     }
   }
   ~GpuConv() override { be_.release(partials_); }
@@ -134,7 +154,7 @@ class GpuConv final : public ConvKernel {
     }
     // The splits depend on the shape and n alone: the same bits every run.
     const int64_t pixels = s.n * s.oh * s.ow;
-    const int64_t splits = splits_for(n);
+    const int64_t splits = splits_for(s_, n);
     const int64_t chunk = tiles(tiles(pixels, splits), conv::kTileK) * conv::kTileK;
     const int64_t used = tiles(pixels, chunk);  // splits with pixels
     const dim3 grid(static_cast<unsigned>(tiles(s.cog, conv::kTileM) * tiles(s.k, conv::kTileN)),
@@ -172,17 +192,6 @@ class GpuConv final : public ConvKernel {
     return s;
   }
 
-  // backward_weights' pixel splits at batch n (at most the planned batch's,
-  // which the scratch holds).
-  int64_t splits_for(int64_t n) const {
-    const int64_t blocks = tiles(s_.cog, conv::kTileM) * tiles(s_.k, conv::kTileN) * s_.groups;
-    int64_t splits = tiles(kTargetBlocks, blocks);
-    const int64_t by_pixels = n * s_.oh * s_.ow / kMinSplitPixels;
-    if (splits > by_pixels) splits = by_pixels;
-    if (splits > kMaxGridYZ) splits = kMaxGridYZ;
-    return splits < 1 ? 1 : splits;
-  }
-
   GpuBackend& be_;
   conv::Shape s_;
   bool gemm_forward_ = false, gemm_backward_data_ = false, gemm_backward_weights_ = false;
@@ -197,6 +206,10 @@ std::unique_ptr<ConvKernel> GpuBackend::plan_conv(const ConvShape& s) const {
   // which is not const; a plan is made outside the step, one layer at a
   // time, and allocate() itself is safe to call from any thread.
   return std::make_unique<GpuConv>(const_cast<GpuBackend&>(*this), s);
+}
+
+int64_t GpuBackend::conv_scratch_bytes(const ConvShape& s) const {
+  return static_cast<int64_t>(partials_bytes(shape_of(s)));
 }
 
 }  // namespace baton::gpu

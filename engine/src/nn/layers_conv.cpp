@@ -130,6 +130,10 @@ int64_t Conv2d::saved_floats_per_row(int64_t out_width) const {
   return 3 * out_width + static_cast<int64_t>(std::ceil(in_per_out * static_cast<double>(o_.in.c)));
 }
 
+int64_t Conv2d::backend_scratch_bytes(int64_t max_rows) const {
+  return backend().conv_scratch_bytes(shape(max_rows));
+}
+
 void Conv2d::init(Rng& rng) {
   const float fan_in = static_cast<float>(w_.value.dim(1));
   const float fan_out = static_cast<float>(o_.out_channels / o_.groups * o_.kernel * o_.kernel);
@@ -430,6 +434,20 @@ int64_t ResidualBlock::saved_floats_per_row(int64_t out_width) const {
   for (const auto& l : main_) n += l->saved_floats_per_row(out_width);
   for (const auto& l : shortcut_) n += l->saved_floats_per_row(out_width);
   return n;
+}
+
+int64_t ResidualBlock::backend_scratch_bytes(int64_t max_rows) const {
+  // Each layer at the rows plan() gave it.
+  const int64_t n = max_rows / in_.pixels();
+  int64_t bytes = 0;
+  for (const auto* group : {&main_, &shortcut_}) {
+    int64_t rows = max_rows;
+    for (const auto& l : *group) {
+      bytes += l->backend_scratch_bytes(rows);
+      rows = n * l->output_rows_per_sample(rows / n);
+    }
+  }
+  return bytes;
 }
 
 void ResidualBlock::init(Rng& rng) {

@@ -37,6 +37,14 @@ int64_t Sequential::plan(int64_t max_batch, int64_t in_features) {
   return width;
 }
 
+int64_t Sequential::backend_scratch_bytes(int64_t max_batch) const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < layers_.size() && i < row_scale_.size(); ++i) {
+    bytes += layers_[i]->backend_scratch_bytes(max_batch * row_scale_[i]);
+  }
+  return bytes;
+}
+
 void Sequential::init(Rng& rng) {
   for (auto& l : layers_) l->init(rng);
 }

@@ -124,7 +124,8 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     }
     s.backend = "mpi";
   } else if (s.type == "one_device") {
-    // Checked below with strategy.devices.
+    // One replica on one device (parse_devices above): no replicas, no
+    // allreduce, so those keys are unknown here and finish() refuses them.
   } else if (s.type == "central_storage") {
     const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
     s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));

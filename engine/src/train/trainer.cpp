@@ -221,13 +221,16 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
     return probe;
   }
   // On a GPU the model's buffers, its parameters, gradients and optimizer
-  // state and two slots of input are the device's; the data and its
-  // cache stay in the machine's memory.
+  // state, two slots of input and what the backend holds for the layers
+  // (a convolution's partial sums, at a replica's batch) are the device's;
+  // the data and its cache stay in the machine's memory.
   MemoryPlan on_device;
   on_device.rows = plan.rows;
   on_device.floats_per_row =
       probe->saved_floats_per_sample() + 2 * (shape.in_features + train_->target_width() + 1);
-  on_device.fixed_bytes = probe->num_parameters() * 4 * 4;
+  on_device.fixed_bytes = probe->num_parameters() * 4 * 4 +
+                          probe->backend_scratch_bytes((cfg_.global_batch + n - 1) / n) *
+                              strategy_->local_replicas();
   check_memory_plan(on_device, cfg_.global_batch,
                     static_cast<int64_t>(device_->free_memory_bytes()), cfg_.file, device_name_);
   device_plan_bytes_ = on_device.bytes();

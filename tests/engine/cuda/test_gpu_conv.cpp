@@ -5,10 +5,13 @@
 // (depthwise included), odd sizes, a batch smaller than the planned one
 // and a single image; every call overwrites its output; backward_weights
 // is the same bits run after run; a batch outside 1 .. planned is refused
-// as on the CPU. Through baton_cuda_emu.so in CI, a real GPU in the device
-// check.
+// as on the CPU; the scratch a kernel holds is what the memory plan
+// counts for it (Backend::conv_scratch_bytes, Sequential's sum over its
+// layers). Through baton_cuda_emu.so in CI, a real GPU in the device check.
 #include <baton/core/error.h>
 #include <baton/nn/backend.h>
+#include <baton/nn/conv.h>
+#include <baton/nn/model.h>
 
 #include <algorithm>
 #include <cmath>
@@ -198,6 +201,61 @@ TEST_F(GpuConv, BatchOutsideThePlanIsRefusedAsOnTheCpu) {
     EXPECT_THROW(gpu->backward_data(dev(y), dev(w), dev(x), n), RuntimeError);
     EXPECT_THROW(gpu->backward_weights(dev(x), dev(y), dev(w), n), RuntimeError);
   }
+}
+
+// The partial sums a kernel allocates at plan time are the bytes
+// conv_scratch_bytes tells the memory plan (pieces of the arena are
+// rounded to 256 bytes): split sums where backward_weights splits its
+// pixels, none where it does not or runs the direct kernel.
+TEST_F(GpuConv, TheScratchAKernelHoldsIsWhatThePlanCounts) {
+  be_->reserve_arena(size_t{8} << 20);
+  const int64_t allocations = be_->allocation_count();
+  const auto round = [](int64_t b) { return (b + 255) / 256 * 256; };
+  struct Case {
+    ConvShape s;
+    bool splits;
+  };
+  for (const Case& c : {Case{shape(3, 8, 8, 8, 8, 3, 1, 1), true},
+                        Case{shape(2, 9, 9, 20, 70, 3, 1, 1), true},
+                        Case{shape(32, 8, 8, 1, 16, 3, 2, 1), true},
+                        Case{shape(2, 6, 5, 6, 6, 3, 1, 1, 6), false},  // depthwise: direct
+                        Case{shape(1, 4, 4, 2, 3, 3, 1, 1), false}}) {   // 3 channels: direct
+    SCOPED_TRACE(name_of(c.s, c.s.n));
+    const int64_t counted = be_->conv_scratch_bytes(c.s);
+    const size_t before = be_->arena_used();
+    const auto kernel = be_->plan_conv(c.s);
+    EXPECT_EQ(static_cast<int64_t>(be_->arena_used() - before), round(counted));
+    EXPECT_EQ(counted > 0, c.splits) << counted << " bytes; " << kernel->describe();
+    EXPECT_EQ(kernel->describe().find("splits") != std::string::npos, c.splits)
+        << kernel->describe();
+  }
+  EXPECT_EQ(be_->allocation_count(), allocations) << "a kernel's scratch came from outside the arena";
+  EXPECT_EQ(be_->arena_overflow_bytes(), 0u);
+}
+
+// A model's count is its layers' at the rows each sees: a batch of 32
+// images is 32 x 64 rows for the first convolution, 32 x 16 after the
+// stride-2 one.
+TEST_F(GpuConv, AModelCountsEachLayersScratchAtItsRows) {
+  Sequential m;
+  m.add(std::make_unique<ImageRows>(ImageSize{1, 8, 8}));
+  Conv2d::Options a;
+  a.in = {1, 8, 8};
+  a.out_channels = 8;
+  a.stride = 2;
+  m.add(std::make_unique<Conv2d>(a));
+  Conv2d::Options b;
+  b.in = {8, 4, 4};
+  b.out_channels = 16;
+  m.add(std::make_unique<Conv2d>(b));
+  m.set_backend(*be_);
+  ASSERT_EQ(m.plan(2, 64), 16);
+  const int64_t want = be_->conv_scratch_bytes(shape(32, 8, 8, 1, 8, 3, 2, 1)) +
+                       be_->conv_scratch_bytes(shape(32, 4, 4, 8, 16, 3, 1, 1));
+  EXPECT_GT(want, 0);
+  EXPECT_EQ(m.backend_scratch_bytes(32), want);
+  EXPECT_EQ(m.backend_scratch_bytes(2), be_->conv_scratch_bytes(shape(2, 8, 8, 1, 8, 3, 2, 1)) +
+                                            be_->conv_scratch_bytes(shape(2, 4, 4, 8, 16, 3, 1, 1)));
 }
 
 TEST_F(GpuConv, ShapeWithNoConvolutionIsRefusedAtPlan) {

@@ -159,6 +159,36 @@ TEST_F(TrainerGpu, RegressionTargetsAndAShortLastBatchTrainAsOnTheCpu) {
   EXPECT_FALSE(has(gpu.device_note, "beyond the arena")) << gpu.device_note;
 }
 
+// A CNN on 8x8 digits: its convolutions' weight gradients are summed over
+// pixel splits on the GPU, in partial sums the backend holds for each
+// layer. The memory plan counts them (Backend::conv_scratch_bytes), so
+// they come from the arena too: one allocation, none beyond it.
+TEST_F(TrainerGpu, ACnnsConvolutionScratchIsInTheArenaThePlanSized) {
+  const nlohmann::json doc = {
+      {"seed", 5},
+      {"model",
+       {{"type", "cnn"},
+        {"blocks", {{{"conv", 8}}, {{"conv", 16}, {"pool", "max"}}}},
+        {"norm", "batchnorm"},
+        {"head", {16}}}},
+      {"data",
+       {{"train",
+         {{"type", "csv"},
+          {"path", std::string(BATON_SOURCE_DIR) + "/resources/datasets/digits.csv.gz"},
+          {"label", -1},
+          {"image_shape", {1, 8, 8}}}},
+        {"standardize", true}}},
+      {"loss", "softmax_cross_entropy"},
+      {"optimizer", {{"type", "adam"}, {"lr", 0.003}}},
+      {"train", {{"steps", 3}, {"global_batch_size", 32}, {"log_every_steps", 1}}},
+      {"checkpoint", {{"every_epoch", false}}}};
+  const TrainSummary gpu = train(config(doc, gpu_device()));
+  const TrainSummary cpu = train(config(doc, "cpu"));
+  expect_same_losses(gpu.step_losses, cpu.step_losses);
+  EXPECT_TRUE(has(gpu.device_note, "; 1 device allocation while planning")) << gpu.device_note;
+  EXPECT_FALSE(has(gpu.device_note, "beyond the arena")) << gpu.device_note;
+}
+
 TEST_F(TrainerGpu, OneSeedGivesTheSameLossesBitForBit) {
   const RunConfig cfg = config(tiny_gpt(2), gpu_device());
   const std::vector<double> first = train(cfg).step_losses;

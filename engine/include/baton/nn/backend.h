@@ -219,6 +219,11 @@ class Backend {
                            int64_t w) const = 0;
   // A convolution of shape s (s.n: the largest batch it will see).
   virtual std::unique_ptr<ConvKernel> plan_conv(const ConvShape& s) const = 0;
+  // The memory in bytes that plan_conv(s)'s kernel holds beyond the
+  // layer's own buffers (a GPU's partial sums), for the memory plan: the
+  // same figure the kernel allocates. The CPU's kernels hold none in the
+  // backend's memory.
+  virtual int64_t conv_scratch_bytes(const ConvShape& /*s*/) const { return 0; }
   // Max pooling; argmax keeps each output's input row for backward, which
   // overwrites dx.
   virtual void max_pool_forward(const float* x, float* y, int32_t* argmax,

@@ -71,6 +71,10 @@ class Layer {
   // saved activations and scratch), for the memory estimate; by default
   // three per output width (output, its gradient, a saved copy).
   virtual int64_t saved_floats_per_row(int64_t out_width) const { return 3 * out_width; }
+  // Bytes the bound backend holds for this layer planned for `max_rows`
+  // input rows, beyond its tensors (a GPU convolution's partial sums), for
+  // the memory plan.
+  virtual int64_t backend_scratch_bytes(int64_t /*max_rows*/) const { return 0; }
   // Forward FLOPs per output row of the layer's products (2 per multiply-
   // add; elementwise work is not counted), for the model-FLOPs figures:
   // a count from the shapes, not a measurement. Valid after plan().

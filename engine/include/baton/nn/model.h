@@ -38,6 +38,10 @@ class Sequential {
   // Floats the planned buffers hold per sample (inputs, activations and
   // their gradients), for the memory estimate.
   int64_t saved_floats_per_sample() const { return saved_floats_per_sample_; }
+  // Bytes the backend holds for the layers beyond their tensors
+  // (Layer::backend_scratch_bytes) when planned for `max_batch` samples;
+  // valid after plan() (for any batch).
+  int64_t backend_scratch_bytes(int64_t max_batch) const;
   // Forward FLOPs of the products per sample, counted from the layer
   // shapes (Layer::flops_per_row); a training step is about three times
   // this per sample (backward computes two products per forward one).
