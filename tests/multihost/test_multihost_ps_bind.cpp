@@ -38,12 +38,16 @@ namespace {
 using testing_launch::of_type;
 
 const char* kPrefix = "bt-b";  // the hosts: bt-b1 (10.77.0.11), bt-b2 (10.77.0.12)
-constexpr int64_t kSteps = 20000;
+// Steps of the tiny MLP: about 3 s of a worker here, so that the launcher's
+// ranks events (every heartbeat, 0.2 s) see worker 2 inside the probe's
+// window (step 200 to half its steps) however fast the ranks start; at
+// 20000 steps the whole run took 1.6 s and the window was sometimes missed.
+constexpr int64_t kSteps = 40000;
 
 const std::string kConfig = testing_launch::digits_config(R"({
   "name": "ps-bind", "seed": 5,
   "model": {"type": "mlp", "layers": [64, 32, 10], "activation": "relu"},
-  "train": {"steps": 20000, "global_batch_size": 64, "log_every_steps": 5000},
+  "train": {"steps": 40000, "global_batch_size": 64, "log_every_steps": 5000},
   "strategy": {"type": "parameter_server", "num_ps": 1, "mode": "async"},
   "checkpoint": {"every_steps": 0, "every_epoch": false}
 })");
