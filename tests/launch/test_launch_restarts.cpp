@@ -135,10 +135,10 @@ class LaunchRestarts : public testing::Test {
     return l;
   }
 
-  // The newest checkpoint's tensors of a run.
-  testing_launch::NamedTensors final_tensors(const std::string& run_id) {
+  // The newest checkpoint's tensors of a run (which must be at `steps`).
+  testing_launch::NamedTensors final_tensors(const std::string& run_id, int64_t steps = 6000) {
     return testing_launch::final_tensors((fs::path(runs()) / run_id / "checkpoints").string(),
-                                         6000);
+                                         steps);
   }
 
   double fault_time(const std::string& run_id) {
@@ -345,19 +345,22 @@ TEST_F(LaunchRestarts, RanksExitingAtTheirOwnPaceAfterTheEndAreNotDeaths) {
 // gradients: a + b, the same either way round).
 TEST_F(LaunchRestarts, AParameterServerJobRestartsFromTheServersCheckpointedState) {
   np_ = "3";
+  // Half the MLP runs' steps: three runs here (about 5 s each), the kills
+  // still land well inside them (at most 1.8 s after the first checkpoint).
   const std::vector<std::string> ps = {"--set", "strategy.type=parameter_server",
                                        "--set", "strategy.num_ps=1",
-                                       "--set", "strategy.mode=sync"};
+                                       "--set", "strategy.mode=sync",
+                                       "--set", "train.steps=3000"};
   const Launched ref = launch("psref", {"FAULT_RANK=-1"}, ps);
   ASSERT_EQ(ref.exit_code(), 0) << ref.result.err;
-  const auto want = final_tensors("psref");
+  const auto want = final_tensors("psref", 3000);
   ASSERT_FALSE(want.empty());
   {
     // The checkpoint holds the server's optimizer state (Adam's, not zeros).
     CheckpointManager m((fs::path(runs()) / "psref" / "checkpoints").string(), 2);
     const auto data = m.load_latest();
     ASSERT_TRUE(data.has_value());
-    EXPECT_EQ(data->meta.at("ps_updates"), nlohmann::json::array({6000}));
+    EXPECT_EQ(data->meta.at("ps_updates"), nlohmann::json::array({3000}));
     double sum = 0;
     for (const auto& [name, t] : data->tensors) {
       if (name.rfind("optim.v", 0) != 0) continue;
@@ -388,7 +391,7 @@ TEST_F(LaunchRestarts, AParameterServerJobRestartsFromTheServersCheckpointedStat
       EXPECT_GT(starts[1].value("start_step", int64_t{0}), 0) << starts[1].dump();
     }
     std::string why;
-    EXPECT_TRUE(bit_identical(final_tensors(id), want, &why))
+    EXPECT_TRUE(bit_identical(final_tensors(id, 3000), want, &why))
         << "rank " << rank << " killed at " << d << " s: " << why;
   }
 }
