@@ -439,6 +439,7 @@ int64_t ResidualBlock::saved_floats_per_row(int64_t out_width) const {
 int64_t ResidualBlock::backend_scratch_bytes(int64_t max_rows) const {
   // Each layer at the rows plan() gave it.
   const int64_t n = max_rows / in_.pixels();
+  if (n < 1) return 0;
   int64_t bytes = 0;
   for (const auto* group : {&main_, &shortcut_}) {
     int64_t rows = max_rows;
