@@ -90,7 +90,9 @@ step() {  # step NAME TIMEOUT_S COMMAND...: runs it, records pass/fail
 
 echo "# baton GPU checks, $(date -u +%Y-%m-%dT%H:%M:%SZ), source $SRC, build $BUILD"
 echo "# bundled packages: $([[ -d "$DEPS/usr" ]] && echo "$DEPS" || echo 'none (the system is used)')"
-echo "# commit: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')"
+# The commit: BATON_GPU_COMMIT where the caller knows it (a copied working
+# tree's .git, if any, may be older than its files), else the tree's own.
+echo "# commit: ${BATON_GPU_COMMIT:-$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')}"
 nvidia-smi -L 2>&1 || echo "# nvidia-smi not available"
 nvcc --version 2>&1 | tail -1 || echo "# nvcc not found"
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
