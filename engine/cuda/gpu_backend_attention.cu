@@ -13,7 +13,8 @@
 // triangle); in bf16 precision these products run in TF32.
 //
 // bf16 without a dropout mask, head_dim <= 128: fused flash-style kernels
-// (kernels/flash_attention.cuh), no T x T matrix in memory. This backend's
+// on the tensor cores (kernels/flash_attention.cuh), no T x T matrix in
+// memory. This backend's
 // use of the buffers there: `probs` keeps only each row's logsumexp of its
 // scaled scores in its first batch * heads * seq floats (index (b * H + h)
 // * T + t), which the backward pass reads to recompute the probabilities;
@@ -65,42 +66,30 @@ void launch_flash(void (*kernel)(P...), const char* what, int64_t pairs, int64_t
         what);
 }
 
+template <int kD>
 void flash_forward(cudaStream_t stream, const float* qkv, float* out, float* lse,
                    const AttentionShape& s) {
   namespace fl = kernels::flash;
   const int hd = static_cast<int>(s.head_dim);
   const float scale_log2 = fl::kLog2e / std::sqrt(static_cast<float>(hd));
-  const int64_t pairs = s.batch * s.heads, smem = fl::forward_smem(hd);
-  if (hd <= 64) {
-    launch_flash(fl::forward_kernel<1>, "flash forward_kernel", pairs, s.seq, smem, stream, qkv,
-                 out, lse, s.seq, s.heads, hd, scale_log2);
-  } else {
-    launch_flash(fl::forward_kernel<2>, "flash forward_kernel", pairs, s.seq, smem, stream, qkv,
-                 out, lse, s.seq, s.heads, hd, scale_log2);
-  }
+  launch_flash(fl::forward_kernel<kD>, "flash forward_kernel", s.batch * s.heads, s.seq,
+               fl::forward_smem(kD), stream, qkv, out, lse, s.seq, s.heads, hd, scale_log2);
 }
 
+template <int kD>
 void flash_backward(cudaStream_t stream, const float* qkv, const float* lse, const float* dout,
                     float* dqkv, float* dsum, const AttentionShape& s) {
   namespace fl = kernels::flash;
   const int hd = static_cast<int>(s.head_dim);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd)), scale_log2 = fl::kLog2e * scale;
   const int64_t pairs = s.batch * s.heads;
-  const int64_t dq_smem = fl::backward_dq_smem(hd), dkv_smem = fl::backward_dkv_smem(hd);
   // dQ and D first: the dK/dV kernel reads D.
-  if (hd <= 64) {
-    launch_flash(fl::backward_dq_kernel<1>, "flash backward_dq_kernel", pairs, s.seq, dq_smem,
-                 stream, qkv, dout, lse, dqkv, dsum, s.seq, s.heads, hd, scale, scale_log2);
-    launch_flash(fl::backward_dkv_kernel<1>, "flash backward_dkv_kernel", pairs, s.seq, dkv_smem,
-                 stream, qkv, dout, lse, static_cast<const float*>(dsum), dqkv, s.seq, s.heads, hd,
-                 scale, scale_log2);
-  } else {
-    launch_flash(fl::backward_dq_kernel<2>, "flash backward_dq_kernel", pairs, s.seq, dq_smem,
-                 stream, qkv, dout, lse, dqkv, dsum, s.seq, s.heads, hd, scale, scale_log2);
-    launch_flash(fl::backward_dkv_kernel<2>, "flash backward_dkv_kernel", pairs, s.seq, dkv_smem,
-                 stream, qkv, dout, lse, static_cast<const float*>(dsum), dqkv, s.seq, s.heads, hd,
-                 scale, scale_log2);
-  }
+  launch_flash(fl::backward_dq_kernel<kD>, "flash backward_dq_kernel", pairs, s.seq,
+               fl::backward_dq_smem(kD), stream, qkv, dout, lse, dqkv, dsum, s.seq, s.heads, hd,
+               scale, scale_log2);
+  launch_flash(fl::backward_dkv_kernel<kD>, "flash backward_dkv_kernel", pairs, s.seq,
+               fl::backward_dkv_smem(kD), stream, qkv, dout, lse, static_cast<const float*>(dsum),
+               dqkv, s.seq, s.heads, hd, scale, scale_log2);
 }
 
 }  // namespace
@@ -111,7 +100,11 @@ void GpuBackend::attention_forward(const float* qkv, float* out, float* probs, c
   const int64_t rows = s.batch * H * T;
   if (rows == 0 || hd == 0) return;
   if (fused(precision_, mask, s)) {
-    flash_forward(stream_, qkv, out, probs, s);
+    if (kernels::flash::dim_frags(static_cast<int>(hd)) == 4) {
+      flash_forward<4>(stream_, qkv, out, probs, s);
+    } else {
+      flash_forward<8>(stream_, qkv, out, probs, s);
+    }
     return;
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -172,7 +165,11 @@ void GpuBackend::attention_backward(const float* qkv, const float* probs, const 
   const int64_t rows = s.batch * H * T;
   if (rows == 0 || hd == 0) return;
   if (fused(precision_, mask, s)) {
-    flash_backward(stream_, qkv, probs, dout, dqkv, dprobs, s);
+    if (kernels::flash::dim_frags(static_cast<int>(hd)) == 4) {
+      flash_backward<4>(stream_, qkv, probs, dout, dqkv, dprobs, s);
+    } else {
+      flash_backward<8>(stream_, qkv, probs, dout, dqkv, dprobs, s);
+    }
     return;
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

@@ -3,7 +3,8 @@
 // the kernel language onto the SIMT emulator in simt/: threadIdx and
 // friends read the running fiber's coordinates, __syncthreads() is a real
 // barrier over the block's fibers, the warp intrinsics synchronise exactly
-// the lanes their mask names, and __shared__ is storage per block. Kernel
+// the lanes their mask names, nvcuda::wmma's warp matrix functions are
+// simt_wmma.h's, and __shared__ is storage per block. Kernel
 // sources are written once, in CUDA, and compiled both ways; the only
 // spelling that differs is dynamic shared memory (BATON_DYNAMIC_SHARED)
 // and launching (baton::gpu::launch in launch.cuh).
@@ -14,12 +15,15 @@
 
 #if defined(__CUDACC__)
 
+#include <mma.h>  // nvcuda::wmma: the tensor cores' warp matrix functions
+
 // extern __shared__ T name[]: the launch's dynamic shared memory.
 #define BATON_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
 
 #else  // the emulator
 
 #include "simt/simt_device.h"
+#include "simt/simt_wmma.h"
 
 #undef __global__
 #define __global__

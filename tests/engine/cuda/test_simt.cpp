@@ -95,6 +95,37 @@ __global__ void copy_kernel(const float* x, float* y, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = x[i];
 }
 
+// wmma: c = a b + c for one 16 x 16 x 16 tile (a row-major with ld lda, b
+// row- or column-major with ld 16, c row-major), then every element of
+// the result fragment doubled (an elementwise op on x[], layout-free).
+namespace wmma = nvcuda::wmma;
+template <class LayoutB>
+__global__ void wmma_tile(const __nv_bfloat16* a, int lda, const __nv_bfloat16* b, float* c) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LayoutB> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::load_matrix_sync(fa, a, lda);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::load_matrix_sync(acc, c, 16, wmma::mem_row_major);
+  wmma::mma_sync(acc, fa, fb, acc);
+  for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= 2.0f;
+  wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+
+// Half the warp reaches a warp-collective call.
+__global__ void wmma_in_divergent_code(float* c) {
+  if (threadIdx.x % 32 >= 16) return;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 1.0f);
+  wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+
+// A pointer 8 bytes off the 256-bit alignment load_matrix_sync requires.
+__global__ void wmma_misaligned(const __nv_bfloat16* a) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+  wmma::load_matrix_sync(fa, a + 4, 16);
+}
+
 std::string diagnostic() {
   char buf[1024];
   baton_simt_last_diagnostic(buf, sizeof buf);
@@ -391,6 +422,56 @@ TEST_F(Simt, CopiesCheckTheirDirection) {
       << "a copy past the allocation's end";
   EXPECT_EQ(cudaMemcpy(dy, h.data(), 32, cudaMemcpyHostToDevice), cudaSuccess);
   EXPECT_EQ(cudaFree(h.data()), cudaErrorInvalidValue);
+}
+
+// The warp matrix functions compute a b + c from the bf16 operands, read
+// through either layout of b and a leading dimension wider than the tile.
+TEST_F(Simt, WarpMatrixProductsMatchTheReference) {
+  const int lda = 24;
+  std::vector<__nv_bfloat16> a(16 * lda), b(256);
+  std::vector<float> c0(256);
+  for (int i = 0; i < 16 * lda; ++i) a[i] = __float2bfloat16(static_cast<float>(i % 7) - 3.0f);
+  for (int i = 0; i < 256; ++i) {
+    b[i] = __float2bfloat16(0.5f * static_cast<float>(i % 5) - 1.0f);
+    c0[i] = static_cast<float>(i % 3);
+  }
+  for (int col = 0; col < 2; ++col) {
+    SCOPED_TRACE(col ? "b column-major" : "b row-major");
+    const __nv_bfloat16* da = upload(a);
+    const __nv_bfloat16* db = upload(b);
+    float* dc = upload(c0);
+    ASSERT_EQ(col ? launch(wmma_tile<wmma::col_major>, dim3(1), dim3(32), 0, nullptr, da, lda, db, dc)
+                  : launch(wmma_tile<wmma::row_major>, dim3(1), dim3(32), 0, nullptr, da, lda, db, dc),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << diagnostic();
+    const auto got = download(dc, 256);
+    int wrong = 0;
+    for (int r = 0; r < 16; ++r)
+      for (int n = 0; n < 16; ++n) {
+        float want = c0[r * 16 + n];
+        for (int k = 0; k < 16; ++k) {
+          const float bk = __bfloat162float(col ? b[n * 16 + k] : b[k * 16 + n]);
+          want += __bfloat162float(a[r * lda + k]) * bk;
+        }
+        wrong += got[r * 16 + n] != 2.0f * want;  // small integers and halves: exact
+      }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+TEST_F(Simt, AWarpMatrixCallInDivergentCodeIsReported) {
+  float* dc = upload(std::vector<float>(256, 0.0f));
+  ASSERT_EQ(launch(wmma_in_divergent_code, dim3(1), dim3(32), 0, nullptr, dc), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  EXPECT_NE(diagnostic().find("wmma::fill_fragment"), std::string::npos) << diagnostic();
+  EXPECT_NE(diagnostic().find("has exited"), std::string::npos) << diagnostic();
+}
+
+TEST_F(Simt, AMisalignedWarpMatrixPointerIsReported) {
+  const __nv_bfloat16* da = upload(std::vector<__nv_bfloat16>(512, __float2bfloat16(1.0f)));
+  ASSERT_EQ(launch(wmma_misaligned, dim3(1), dim3(32), 0, nullptr, da), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  EXPECT_NE(diagnostic().find("not 256-bit aligned"), std::string::npos) << diagnostic();
 }
 
 }  // namespace
