@@ -61,6 +61,8 @@ class GpuBackend final : public DeviceBackend {
   size_t arena_bytes() const override { return arena_bytes_; }
   size_t arena_used() const override { return arena_used_; }
   size_t arena_overflow_bytes() const override { return arena_overflow_; }
+  void reserve_product_scratch(size_t bytes) override;
+  int64_t product_scratch_bytes(int64_t a_elems, int64_t b_elems) const override;
   void upload_async(void* device_dst, const void* host_src, size_t bytes) override;
 
   void matmul(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -225,7 +227,7 @@ class GpuBackend final : public DeviceBackend {
   char* arena_ = nullptr;
   size_t arena_bytes_ = 0;
   size_t arena_used_ = 0;
-  size_t arena_overflow_ = 0;  // bytes allocated outside it while it exists
+  mutable size_t arena_overflow_ = 0;  // bytes allocated outside it while it exists
 
   // upload_async's pinned staging: two slots used in turn, each with the
   // event that says its last copy is done (gpu_backend_staging.cu).

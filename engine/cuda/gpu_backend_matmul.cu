@@ -83,9 +83,12 @@ struct GpuBackend::MatmulPlans {
       std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                  int64_t, int64_t, int, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
   std::map<Key, Plan> plans;
-  // bf16 operand scratch, grown outside a step only (first use at a size).
+  // bf16 operand scratch: reserved at plan time (reserve_product_scratch,
+  // from the arena), or grown at the first product that needs more
+  // (counted; `owned`: from cudaMalloc, freed here).
   void* bf16 = nullptr;
   size_t bf16_bytes = 0;
+  bool bf16_owned = false;
 
   ~MatmulPlans() {
     for (auto& [key, p] : plans) {
@@ -94,7 +97,7 @@ struct GpuBackend::MatmulPlans {
       for (cublasLtMatrixLayout_t l : {p.a, p.b, p.c})
         if (l != nullptr) (void)cublasLtMatrixLayoutDestroy(l);
     }
-    if (bf16 != nullptr) (void)cudaFree(bf16);
+    if (bf16_owned) (void)cudaFree(bf16);
   }
 };
 
@@ -103,6 +106,39 @@ void GpuBackend::MatmulPlansDeleter::operator()(MatmulPlans* p) const { delete p
 GpuBackend::MatmulPlans& GpuBackend::matmul_plans() const {
   if (!matmul_plans_) matmul_plans_.reset(new MatmulPlans);
   return *matmul_plans_;
+}
+
+namespace {
+
+// The bf16 scratch of a product: A's copy, then B's from `b_offset`
+// (256-byte aligned, as cuBLASLt likes its operands).
+size_t bf16_scratch(int64_t a_elems, int64_t b_elems, size_t* b_offset) {
+  const size_t off = (static_cast<size_t>(a_elems) * sizeof(__nv_bfloat16) + 255) / 256 * 256;
+  if (b_offset != nullptr) *b_offset = off;
+  return off + static_cast<size_t>(b_elems) * sizeof(__nv_bfloat16);
+}
+
+}  // namespace
+
+int64_t GpuBackend::product_scratch_bytes(int64_t a_elems, int64_t b_elems) const {
+  if (precision_ != Precision::kBf16) return 0;
+  return static_cast<int64_t>(bf16_scratch(a_elems, b_elems, nullptr));
+}
+
+void GpuBackend::reserve_product_scratch(size_t bytes) {
+  MatmulPlans& plans = matmul_plans();
+  if (bytes <= plans.bf16_bytes) return;
+  // Queued products may still read the old scratch.
+  check(cudaStreamSynchronize(stream_), "product scratch (cudaStreamSynchronize)");
+  if (plans.bf16_owned) check(cudaFree(plans.bf16), "product scratch (cudaFree)");
+  plans.bf16 = nullptr;
+  plans.bf16_bytes = 0;
+  plans.bf16_owned = false;
+  void* p = allocate(bytes);
+  const char* c = static_cast<const char*>(p);
+  plans.bf16 = p;
+  plans.bf16_bytes = bytes;
+  plans.bf16_owned = !(arena_ != nullptr && c >= arena_ && c < arena_ + arena_bytes_);
 }
 
 bool GpuBackend::product_fuses(Activation act) {
@@ -215,20 +251,25 @@ void GpuBackend::product(const Product& p) const {
   const void* b_op = p.b;
   int64_t lda = p.lda, ldb = p.ldb, stride_a = p.stride_a, stride_b = p.stride_b;
   if (bf16) {
-    const size_t a_elems = static_cast<size_t>(a_rows * a_cols * p.batch);
-    const size_t b_elems = static_cast<size_t>(b_rows * b_cols * p.batch);
-    const size_t b_offset = (a_elems * sizeof(__nv_bfloat16) + 255) / 256 * 256;
-    const size_t need = b_offset + b_elems * sizeof(__nv_bfloat16);
+    const int64_t a_elems = a_rows * a_cols * p.batch, b_elems = b_rows * b_cols * p.batch;
+    size_t b_offset = 0;
+    const size_t need = bf16_scratch(a_elems, b_elems, &b_offset);
     if (need > plans.bf16_bytes) {
-      // Grown at first use of a larger product (outside the step); queued
-      // products may still read the old scratch.
+      // More than reserve_product_scratch made (none, outside a trainer):
+      // grown at the first product that needs it, counted as an allocation
+      // (and beyond the arena, where there is one). Queued products may
+      // still read the old scratch.
       check(cudaStreamSynchronize(stream_), "bf16 scratch (cudaStreamSynchronize)");
-      if (plans.bf16 != nullptr) check(cudaFree(plans.bf16), "bf16 scratch (cudaFree)");
+      if (plans.bf16_owned) check(cudaFree(plans.bf16), "bf16 scratch (cudaFree)");
       const size_t grown = std::max(need, 2 * plans.bf16_bytes);
       plans.bf16 = nullptr;
       plans.bf16_bytes = 0;
+      plans.bf16_owned = false;
       check(cudaMalloc(&plans.bf16, grown), "bf16 scratch (cudaMalloc)");
+      allocations_.fetch_add(1);
+      if (arena_ != nullptr) arena_overflow_ += grown;
       plans.bf16_bytes = grown;
+      plans.bf16_owned = true;
     }
     auto* a16 = static_cast<__nv_bfloat16*>(plans.bf16);
     auto* b16 = reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(plans.bf16) + b_offset);

@@ -2,6 +2,7 @@
 #include <baton/core/error.h>
 #include <baton/nn/conv.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace baton {
@@ -434,6 +435,20 @@ int64_t ResidualBlock::saved_floats_per_row(int64_t out_width) const {
   for (const auto& l : main_) n += l->saved_floats_per_row(out_width);
   for (const auto& l : shortcut_) n += l->saved_floats_per_row(out_width);
   return n;
+}
+
+int64_t ResidualBlock::product_scratch_bytes(int64_t max_rows) const {
+  const int64_t n = max_rows / in_.pixels();
+  if (n < 1) return 0;
+  int64_t bytes = 0;
+  for (const auto* group : {&main_, &shortcut_}) {
+    int64_t rows = max_rows;
+    for (const auto& l : *group) {
+      bytes = std::max(bytes, l->product_scratch_bytes(rows));
+      rows = n * l->output_rows_per_sample(rows / n);
+    }
+  }
+  return bytes;
 }
 
 int64_t ResidualBlock::backend_scratch_bytes(int64_t max_rows) const {

@@ -3,6 +3,7 @@
 #include <baton/core/error.h>
 #include <baton/nn/layers.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace baton {
@@ -89,6 +90,14 @@ const Tensor& Linear::backward(const Tensor& dy, bool need_input_grad) {
   be().matmul(Trans::kNo, Trans::kNo, n, in_, out_, 1.0f, dpre_.data(), out_, w_.value.data(), in_,
               0.0f, dx_.data(), in_);
   return dx_;
+}
+
+int64_t Linear::product_scratch_bytes(int64_t max_rows) const {
+  const int64_t n = max_rows;
+  // Forward x W^T, dW = dpre^T x, dx = dpre W.
+  return std::max({backend().product_scratch_bytes(n * in_, out_ * in_),
+                   backend().product_scratch_bytes(n * out_, n * in_),
+                   backend().product_scratch_bytes(n * out_, out_ * in_)});
 }
 
 std::vector<Param*> Linear::params() {

@@ -2,6 +2,7 @@
 #include <baton/core/error.h>
 #include <baton/nn/transformer.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace baton {
@@ -153,6 +154,12 @@ int64_t TransformerBlock::flops_per_row() const {
   return n;
 }
 
+int64_t TransformerBlock::product_scratch_bytes(int64_t max_rows) const {
+  int64_t bytes = 0;  // every part sees the block's rows (tokens)
+  for (const auto& p : parts_) bytes = std::max(bytes, p->product_scratch_bytes(max_rows));
+  return bytes;
+}
+
 void TransformerBlock::init(Rng& rng) {
   for (auto& p : parts_) p->init(rng);
 }
@@ -240,6 +247,14 @@ int64_t TiedLMHead::plan(int64_t max_rows, int64_t in_features) {
   y_ = buffer({max_rows, vocab_});
   dx_ = buffer({max_rows, d_});
   return vocab_;
+}
+
+int64_t TiedLMHead::product_scratch_bytes(int64_t max_rows) const {
+  const int64_t n = max_rows;
+  // Logits x wte^T, the table's gradient dy^T x, dx = dy wte.
+  return std::max({backend().product_scratch_bytes(n * d_, vocab_ * d_),
+                   backend().product_scratch_bytes(n * vocab_, n * d_),
+                   backend().product_scratch_bytes(n * vocab_, vocab_ * d_)});
 }
 
 const Tensor& TiedLMHead::forward(const Tensor& x, const ForwardContext& /*ctx*/) {

@@ -1,6 +1,8 @@
 #include <baton/core/error.h>
 #include <baton/nn/model.h>
 
+#include <algorithm>
+
 namespace baton {
 
 void Sequential::add(std::unique_ptr<Layer> layer) {
@@ -41,6 +43,14 @@ int64_t Sequential::backend_scratch_bytes(int64_t max_batch) const {
   int64_t bytes = 0;
   for (size_t i = 0; i < layers_.size() && i < row_scale_.size(); ++i) {
     bytes += layers_[i]->backend_scratch_bytes(max_batch * row_scale_[i]);
+  }
+  return bytes;
+}
+
+int64_t Sequential::product_scratch_bytes(int64_t max_batch) const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < layers_.size() && i < row_scale_.size(); ++i) {
+    bytes = std::max(bytes, layers_[i]->product_scratch_bytes(max_batch * row_scale_[i]));
   }
   return bytes;
 }

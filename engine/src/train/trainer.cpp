@@ -222,15 +222,19 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   }
   // On a GPU the model's buffers, its parameters, gradients and optimizer
   // state, two slots of input and what the backend holds for the layers
-  // (a convolution's partial sums, at a replica's batch) are the device's;
-  // the data and its cache stay in the machine's memory.
+  // (a convolution's partial sums, the products' bf16 operand copies, at a
+  // replica's batch) are the device's; the data and its cache stay in the
+  // machine's memory.
+  const int64_t replica_batch = (cfg_.global_batch + n - 1) / n;
+  device_product_scratch_ = probe->product_scratch_bytes(replica_batch);
   MemoryPlan on_device;
   on_device.rows = plan.rows;
   on_device.floats_per_row =
       probe->saved_floats_per_sample() + 2 * (shape.in_features + train_->target_width() + 1);
-  on_device.fixed_bytes = probe->num_parameters() * 4 * 4 +
-                          probe->backend_scratch_bytes((cfg_.global_batch + n - 1) / n) *
-                              strategy_->local_replicas();
+  on_device.fixed_bytes =
+      probe->num_parameters() * 4 * 4 +
+      (probe->backend_scratch_bytes(replica_batch) + device_product_scratch_) *
+          strategy_->local_replicas();
   check_memory_plan(on_device, cfg_.global_batch,
                     static_cast<int64_t>(device_->free_memory_bytes()), cfg_.file, device_name_);
   device_plan_bytes_ = on_device.bytes();
@@ -246,7 +250,8 @@ void Trainer::reserve_device_arena(Sequential& first_model) {
   // The probe's parameters and one-row buffers leave the device, so that
   // everything the run keeps there comes from one allocation. The arena is
   // the plan's size, less room for what the backend allocates itself
-  // (partial sums, bf16 operand scratch) where the plan fills the device.
+  // (partial sums) where the plan fills the device. The products' bf16
+  // scratch is the arena's first piece.
   first_model.set_backend(cpu_backend());
   const int64_t free = static_cast<int64_t>(device_->free_memory_bytes());
   constexpr int64_t kHeadroom = int64_t{256} << 20;
@@ -256,6 +261,9 @@ void Trainer::reserve_device_arena(Sequential& first_model) {
   const int64_t bytes = std::min(planned, std::max<int64_t>(free - kHeadroom, free / 2));
   device_allocations_start_ = device_->allocation_count();
   device_->reserve_arena(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  if (device_product_scratch_ > 0) {
+    device_->reserve_product_scratch(static_cast<size_t>(device_product_scratch_));
+  }
 }
 
 void Trainer::note_device_memory() {
@@ -265,6 +273,7 @@ void Trainer::note_device_memory() {
     return std::string(s);
   };
   const int64_t allocations = device_->allocation_count() - device_allocations_start_;
+  device_allocations_planned_ = allocations;
   std::string note = "; device memory: one arena of " +
                      mib(static_cast<double>(device_->arena_bytes())) +
                      " reserved from the memory plan, " +

@@ -552,6 +552,15 @@ TrainSummary Trainer::finish_run(RunState& s) {
   sum.communication_note = strategy_->communication_note();
   sum.device = device_name_;
   sum.device_note = device_note_;
+  if (device_) {
+    // A step that allocated: the plan undercounted what the backend holds.
+    const int64_t late =
+        device_->allocation_count() - device_allocations_start_ - device_allocations_planned_;
+    if (late > 0) {
+      sum.device_note += "; " + std::to_string(late) + " device allocation" +
+                         (late == 1 ? "" : "s") + " during the steps (the plan undercounted)";
+    }
+  }
   sum.steps = s.step;
   sum.status = s.stopped ? "interrupted" : "completed";
   sum.wall_time_s = seconds_since(s.run_t0);

@@ -96,6 +96,15 @@ class Backend {
   virtual void linear_forward(const float* x, const float* w, const float* bias, float* y,
                               float* pre, int64_t n, int64_t in, int64_t out,
                               Activation act) const;
+  // The scratch in bytes a product (matmul or linear_forward) whose
+  // operands A and B have a_elems and b_elems elements needs in the
+  // backend's memory beyond its operands (a GPU's bf16 copies of them in
+  // bf16 precision), for the memory plan: the figure the product uses. One
+  // scratch serves every product, so a model needs its largest. The CPU
+  // needs none.
+  virtual int64_t product_scratch_bytes(int64_t /*a_elems*/, int64_t /*b_elems*/) const {
+    return 0;
+  }
 
   // ---- epilogues and activations (kernels.h has the exact contracts)
   virtual void bias_activation(float* y, const float* bias, int64_t rows, int64_t cols,

@@ -48,6 +48,11 @@ class DeviceBackend : public Backend, public DeviceMemory {
   virtual size_t arena_bytes() const = 0;
   virtual size_t arena_used() const = 0;
   virtual size_t arena_overflow_bytes() const = 0;
+  // Makes the scratch products share at least `bytes` (a figure from
+  // product_scratch_bytes) now, through allocate() (so from the arena when
+  // there is one), so that no step allocates it. A product that needs more
+  // grows it from the device's allocator, counted.
+  virtual void reserve_product_scratch(size_t bytes) = 0;
   // An upload that overlaps compute (the next batch's, during this step):
   // the bytes are copied into pinned staging, which a copy stream of the
   // backend's own moves to the device. Returns once `host_src` may be

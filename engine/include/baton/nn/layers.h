@@ -75,6 +75,10 @@ class Layer {
   // input rows, beyond its tensors (a GPU convolution's partial sums), for
   // the memory plan.
   virtual int64_t backend_scratch_bytes(int64_t /*max_rows*/) const { return 0; }
+  // The largest product scratch (Backend::product_scratch_bytes) the bound
+  // backend needs for this layer's products, forward and backward, planned
+  // for `max_rows` input rows.
+  virtual int64_t product_scratch_bytes(int64_t /*max_rows*/) const { return 0; }
   // Forward FLOPs per output row of the layer's products (2 per multiply-
   // add; elementwise work is not counted), for the model-FLOPs figures:
   // a count from the shapes, not a measurement. Valid after plan().
@@ -176,6 +180,7 @@ class Linear final : public Layer {
   // initialises every projection so).
   void set_normal_init(float std) { init_std_ = std; }
   int64_t flops_per_row() const override { return 2 * in_ * out_; }
+  int64_t product_scratch_bytes(int64_t max_rows) const override;
 
  private:
   int64_t in_, out_;

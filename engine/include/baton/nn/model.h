@@ -42,6 +42,9 @@ class Sequential {
   // (Layer::backend_scratch_bytes) when planned for `max_batch` samples;
   // valid after plan() (for any batch).
   int64_t backend_scratch_bytes(int64_t max_batch) const;
+  // The largest product scratch a layer needs (Layer::product_scratch_bytes)
+  // when planned for `max_batch` samples: one scratch serves them all.
+  int64_t product_scratch_bytes(int64_t max_batch) const;
   // Forward FLOPs of the products per sample, counted from the layer
   // shapes (Layer::flops_per_row); a training step is about three times
   // this per sample (backward computes two products per forward one).

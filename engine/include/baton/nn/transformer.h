@@ -93,6 +93,7 @@ class TransformerBlock final : public Layer {
   int64_t plan(int64_t max_rows, int64_t in_features) override;
   int64_t saved_floats_per_row(int64_t out_width) const override;
   int64_t flops_per_row() const override;
+  int64_t product_scratch_bytes(int64_t max_rows) const override;
   void init(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
@@ -118,6 +119,7 @@ class TiedLMHead final : public Layer {
   explicit TiedLMHead(TokenEmbedding& embedding);
   std::string describe() const override;
   int64_t flops_per_row() const override { return 2 * d_ * vocab_; }
+  int64_t product_scratch_bytes(int64_t max_rows) const override;
   int64_t plan(int64_t max_rows, int64_t in_features) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;

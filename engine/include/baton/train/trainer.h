@@ -236,6 +236,8 @@ class Trainer {
   std::string device_name_ = "cpu:0", device_note_;
   int64_t device_plan_bytes_ = 0;        // the memory plan's device bytes
   int64_t device_allocations_start_ = 0;  // the device's allocation count before the arena
+  int64_t device_allocations_planned_ = 0;  // and the allocations planning made
+  int64_t device_product_scratch_ = 0;  // the products' scratch (bf16 operands), in the plan
   int64_t labels_per_sample_ = 1;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
