@@ -303,6 +303,11 @@ TEST_F(TrainerGpu, Bf16TrainsCloseToFp32) {
   const TrainSummary fp32 = train(config(tiny_gpt(3), "cpu"));
   ASSERT_EQ(bf16.step_losses.size(), fp32.step_losses.size());
   EXPECT_TRUE(has(bf16.device_note, "in bf16")) << bf16.device_note;
+  // The products' bf16 operand copies are in the plan: reserved from the
+  // arena while planning, none allocated by a step.
+  EXPECT_TRUE(has(bf16.device_note, "; 1 device allocation while planning")) << bf16.device_note;
+  EXPECT_FALSE(has(bf16.device_note, "beyond the arena")) << bf16.device_note;
+  EXPECT_FALSE(has(bf16.device_note, "during the steps")) << bf16.device_note;
   // ... and bf16 did run: its rounding shows in the losses.
   EXPECT_NE(bf16.step_losses, fp32.step_losses);
   for (size_t i = 0; i < fp32.step_losses.size(); ++i) {
