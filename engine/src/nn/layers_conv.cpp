@@ -437,32 +437,33 @@ int64_t ResidualBlock::saved_floats_per_row(int64_t out_width) const {
   return n;
 }
 
-int64_t ResidualBlock::product_scratch_bytes(int64_t max_rows) const {
+void ResidualBlock::for_each_layer_rows(
+    int64_t max_rows, const std::function<void(const Layer&, int64_t)>& fn) const {
+  // Each layer at the rows plan() gave it.
   const int64_t n = max_rows / in_.pixels();
-  if (n < 1) return 0;
-  int64_t bytes = 0;
+  if (n < 1) return;
   for (const auto* group : {&main_, &shortcut_}) {
     int64_t rows = max_rows;
     for (const auto& l : *group) {
-      bytes = std::max(bytes, l->product_scratch_bytes(rows));
+      fn(*l, rows);
       rows = n * l->output_rows_per_sample(rows / n);
     }
   }
+}
+
+int64_t ResidualBlock::product_scratch_bytes(int64_t max_rows) const {
+  int64_t bytes = 0;
+  for_each_layer_rows(max_rows, [&](const Layer& l, int64_t rows) {
+    bytes = std::max(bytes, l.product_scratch_bytes(rows));
+  });
   return bytes;
 }
 
 int64_t ResidualBlock::backend_scratch_bytes(int64_t max_rows) const {
-  // Each layer at the rows plan() gave it.
-  const int64_t n = max_rows / in_.pixels();
-  if (n < 1) return 0;
   int64_t bytes = 0;
-  for (const auto* group : {&main_, &shortcut_}) {
-    int64_t rows = max_rows;
-    for (const auto& l : *group) {
-      bytes += l->backend_scratch_bytes(rows);
-      rows = n * l->output_rows_per_sample(rows / n);
-    }
-  }
+  for_each_layer_rows(max_rows, [&](const Layer& l, int64_t rows) {
+    bytes += l.backend_scratch_bytes(rows);
+  });
   return bytes;
 }
 

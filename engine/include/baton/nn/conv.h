@@ -130,6 +130,10 @@ class ResidualBlock final : public Layer {
   ImageSize out() const { return out_; }
 
  private:
+  // fn(layer, rows) for each layer of both paths at the rows plan() gave
+  // it, planned for `max_rows` input rows.
+  void for_each_layer_rows(int64_t max_rows,
+                           const std::function<void(const Layer&, int64_t)>& fn) const;
   ImageSize in_, out_;
   std::vector<std::unique_ptr<Layer>> main_;      // conv, [norm], relu, conv, [norm]
   std::vector<std::unique_ptr<Layer>> shortcut_;  // empty (identity) or conv1x1, [norm]
