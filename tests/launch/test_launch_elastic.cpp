@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -391,6 +392,17 @@ TEST_F(LaunchElastic, TfConfigParameterServerTasksRunOnTheirHostsAndAWorkerIsRep
   std::ofstream(path("tf_ps.json")) << R"({"cluster": {"chief": ["127.0.0.2:2222"],
       "worker": ["127.0.0.3:2222", "127.0.0.4:2222"], "ps": ["127.0.0.2:2223"]}})";
   long killed = 0;
+  // The chief and worker 1 are held (SIGSTOP) from the kill until the
+  // replacement beats: otherwise, on a loaded machine, they can take the
+  // global step to its end before the replacement has a host (the failed
+  // host's cooldown, then a process start), and nothing would show it ran.
+  // Held, they still count as alive: 30 s without a beat is a hang.
+  std::vector<pid_t> held;
+  bool replacement_seen = false;
+  const auto release = [&] {
+    for (const pid_t p : held) ::kill(p, SIGCONT);
+    held.clear();
+  };
   const auto job = testing_launch::run_launcher(BATON_BINARY,
                                                 {"baton",
                                                  "launch",
@@ -417,19 +429,40 @@ TEST_F(LaunchElastic, TfConfigParameterServerTasksRunOnTheirHostsAndAWorkerIsRep
                                                  "-",
                                                  "-q"},
                                                 env(), [&](const nlohmann::json& e) {
-                                                  if (killed != 0 || e.value("type", "") != "ranks")
+                                                  if (e.value("type", "") != "ranks") return;
+                                                  if (killed != 0) {
+                                                    for (const auto& r : e["ranks"]) {
+                                                      const long pid = r.value("pid", 0L);
+                                                      if (r.value("rank", -1) == 2 &&
+                                                          r.value("state", "") == "running" &&
+                                                          pid != 0 && pid != killed) {
+                                                        replacement_seen = true;
+                                                        release();
+                                                      }
+                                                    }
                                                     return;
+                                                  }
                                                   for (const auto& r : e["ranks"]) {
                                                     if (r.value("rank", -1) == 2 &&
                                                         r.value("state", "") == "running" &&
                                                         r.value("step", int64_t{-1}) >= 1000) {
                                                       killed = r.value("pid", 0L);
-                                                      ::kill(static_cast<pid_t>(killed), SIGKILL);
                                                     }
                                                   }
+                                                  if (killed == 0) return;
+                                                  for (const auto& r : e["ranks"]) {
+                                                    const int rank = r.value("rank", -1);
+                                                    const long pid = r.value("pid", 0L);
+                                                    if ((rank == 0 || rank == 1) && pid > 0 &&
+                                                        ::kill(static_cast<pid_t>(pid), SIGSTOP) == 0)
+                                                      held.push_back(static_cast<pid_t>(pid));
+                                                  }
+                                                  ::kill(static_cast<pid_t>(killed), SIGKILL);
                                                 });
+  release();
   ASSERT_EQ(job.exit_code, 0) << job.err;
   ASSERT_NE(killed, 0) << "worker 2 never seen running past step 1000";
+  EXPECT_TRUE(replacement_seen) << "worker 2's replacement never seen running";
   const auto replaced = of_type(job.events, "replace");
   ASSERT_EQ(replaced.size(), 1u) << job.err;
   EXPECT_EQ(replaced[0].value("host", ""), "127.0.0.4");
