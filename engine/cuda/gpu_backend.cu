@@ -127,6 +127,7 @@ GpuBackend::~GpuBackend() {
   // The product plans (gpu_backend_matmul.cu) go while the handle and the
   // stream they were made with still exist.
   matmul_plans_.reset();
+  release_cudnn();
   release_staging();
   if (arena_ != nullptr) (void)cudaFree(arena_);
   arena_ = nullptr;

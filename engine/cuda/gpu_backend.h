@@ -12,11 +12,13 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -193,6 +195,11 @@ class GpuBackend final : public DeviceBackend {
   void product(const Product& p) const;
   static bool product_fuses(Activation act);
 
+  // cuDNN for the convolutions (gpu_backend_cudnn.cu): this backend's
+  // handle, on its stream, made on first use; null, with the reason in
+  // *why, where cuDNN cannot be loaded or made.
+  cudnnHandle_t cudnn(std::string* why) const;
+
  private:
   // Cached cuBLASLt descriptors, layouts and algorithms per product shape,
   // and the bf16 operand scratch (gpu_backend_matmul.cu).
@@ -210,6 +217,11 @@ class GpuBackend final : public DeviceBackend {
   // Scratch for partial sums: at least `count` doubles (grown outside a
   // step only: the first call at a size allocates, later ones do not).
   double* partials(int64_t count) const;
+
+  void release_cudnn();
+  mutable std::once_flag cudnn_once_;
+  mutable cudnnHandle_t cudnn_ = nullptr;
+  mutable std::string cudnn_why_;
 
   int device_ = 0;
   Precision precision_ = Precision::kFp32;

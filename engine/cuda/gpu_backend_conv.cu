@@ -8,8 +8,10 @@
 #include <baton/core/error.h>
 
 #include <string>
+#include <utility>
 
 #include "gpu_backend.h"
+#include "gpu_backend_cudnn.h"
 #include "kernels/conv.cuh"
 #include "launch.cuh"
 
@@ -92,7 +94,9 @@ size_t partials_bytes(const conv::Shape& s) {
 
 class GpuConv final : public ConvKernel {
  public:
-  GpuConv(GpuBackend& be, const ConvShape& shape) : be_(be), s_(shape_of(shape)) {
+  // `not_cudnn`: why these kernels run rather than cuDNN's (for describe).
+  GpuConv(GpuBackend& be, const ConvShape& shape, std::string not_cudnn)
+      : be_(be), s_(shape_of(shape)), not_cudnn_(std::move(not_cudnn)) {
     gemm_forward_ = s_.cog >= kGemmMinChannels;
     gemm_backward_data_ = s_.cig >= kGemmMinChannels;
     gemm_backward_weights_ = gemm_backward_weights(s_);
@@ -178,7 +182,7 @@ class GpuConv final : public ConvKernel {
     if (gemm_backward_weights_ && max_splits_ > 1) {
       d += " (up to " + std::to_string(max_splits_) + " pixel splits, summed in order)";
     }
-    return d;
+    return d + "; not cuDNN: " + not_cudnn_;
   }
 
  private:
@@ -194,6 +198,7 @@ class GpuConv final : public ConvKernel {
 
   GpuBackend& be_;
   conv::Shape s_;
+  std::string not_cudnn_;
   bool gemm_forward_ = false, gemm_backward_data_ = false, gemm_backward_weights_ = false;
   int64_t max_splits_ = 1;
   float* partials_ = nullptr;  // max_splits_ x (c_out, k) when max_splits_ > 1
@@ -201,15 +206,28 @@ class GpuConv final : public ConvKernel {
 
 }  // namespace
 
+// ConvAlgorithm::kAuto: cuDNN (gpu_backend_cudnn.cu) where it is there and
+// has deterministic algorithms for the shape; kDirect, and kAuto otherwise:
+// Baton's own kernels, whose description then says why not cuDNN.
 std::unique_ptr<ConvKernel> GpuBackend::plan_conv(const ConvShape& s) const {
   // Planning allocates the kernel's scratch through allocate() (counted),
   // which is not const; a plan is made outside the step, one layer at a
   // time, and allocate() itself is safe to call from any thread.
-  return std::make_unique<GpuConv>(const_cast<GpuBackend&>(*this), s);
+  auto& self = const_cast<GpuBackend&>(*this);
+  (void)shape_of(s);  // refuses what no kernel computes, cuDNN's included
+  std::string why = "conv_algorithm direct";
+  if (s.algorithm == ConvAlgorithm::kAuto) {
+    if (auto k = plan_cudnn_conv(self, s, &why)) return k;
+  }
+  return std::make_unique<GpuConv>(self, s, why);
 }
 
 int64_t GpuBackend::conv_scratch_bytes(const ConvShape& s) const {
-  return static_cast<int64_t>(partials_bytes(shape_of(s)));
+  const conv::Shape checked = shape_of(s);
+  if (s.algorithm == ConvAlgorithm::kAuto) {
+    if (const int64_t bytes = cudnn_conv_scratch_bytes(*this, s); bytes >= 0) return bytes;
+  }
+  return static_cast<int64_t>(partials_bytes(checked));
 }
 
 }  // namespace baton::gpu

@@ -12,7 +12,9 @@ set(_baton_gpu_backend_candidates
   gpu_backend_images.cu
   gpu_backend_matmul.cu
   gpu_backend_attention.cu
-  gpu_backend_conv.cu)
+  gpu_backend_conv.cu
+  gpu_backend_cudnn.cu
+  cudnn_loader.cu)
 set(BATON_GPU_BACKEND_SOURCES "")
 foreach(_f IN LISTS _baton_gpu_backend_candidates)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${_f})

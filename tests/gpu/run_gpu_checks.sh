@@ -115,6 +115,22 @@ if [[ ! -f /usr/local/cuda/include/nccl.h && ! -f /usr/include/nccl.h ]]; then
   done
 fi
 
+# cuDNN too (the convolutions' kAuto path; its header is needed to build):
+# where the toolkit has none, the copy in Python's nvidia-cudnn wheel.
+if [[ ! -f /usr/local/cuda/include/cudnn.h && ! -f /usr/include/cudnn.h ]]; then
+  for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    hdr=$(find "$sp/nvidia" -name cudnn.h -path '*include*' 2>/dev/null | head -1)
+    lib=$(find "$sp/nvidia" -name 'libcudnn.so.9' 2>/dev/null | head -1)
+    if [[ -n "$hdr" && -n "$lib" ]]; then
+      export CPATH="$(dirname "$hdr")${CPATH:+:$CPATH}"
+      export BATON_CUDNN_LIBRARY="$lib"
+      export LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      echo "# cuDNN from Python's wheel: $hdr, $lib"
+      break
+    fi
+  done
+fi
+
 GEN=()
 command -v ninja >/dev/null 2>&1 && GEN=(-G Ninja)
 step configure 300 cmake -S "$SRC" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DBATON_WITH_CUDA=ON \

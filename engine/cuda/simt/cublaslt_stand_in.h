@@ -150,6 +150,10 @@ struct Run {
 
 cudaError_t run_product(const Run& r);
 
+// x rounded to TF32 (10-bit mantissa) as cvt.rna.tf32.f32 does: to nearest,
+// ties away. The cuDNN stand-in rounds with it too.
+float round_tf32(float x);
+
 extern const char* kStatusNames[10];
 int status_index(cublasStatus_t s);
 

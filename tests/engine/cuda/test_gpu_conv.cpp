@@ -1,10 +1,11 @@
-// The CUDA backend's convolutions against the CPU reference (issue 30):
-// plan_conv's forward, backward_data and backward_weights match
+// The CUDA backend's convolutions against the CPU reference (issue 30),
+// both ways the GPU computes them (Baton's own kernels, kDirect, and
+// cuDNN, kAuto): plan_conv's forward, backward_data and backward_weights match
 // cpu_backend()->plan_conv(...) with ConvAlgorithm::kDirect at 1x1 (stride
 // 1 and 2), 3x3 with padding (stride 1 and 2), 7x7 stride 2 pad 3, groups
 // (depthwise included), odd sizes, a batch smaller than the planned one
 // and a single image; every call overwrites its output; backward_weights
-// is the same bits run after run; a batch outside 1 .. planned is refused
+// and backward_data are the same bits run after run; a batch outside 1 .. planned is refused
 // as on the CPU; the scratch a kernel holds is what the memory plan
 // counts for it (Backend::conv_scratch_bytes, Sequential's sum over its
 // layers). Through baton_cuda_emu.so in CI, a real GPU in the device check.
@@ -91,8 +92,15 @@ std::vector<float> magnitudes(std::vector<float> v) {
 
 class GpuConv : public GpuBackendTest {
  protected:
-  // Runs the three passes of `s` at batch n on both backends and compares.
+  struct Passes {
+    std::vector<float> y, dx, dw;
+  };
+  // Runs the three passes of `s` at batch n on both backends and compares,
+  // the GPU's both ways (its own kernels and cuDNN).
   void expect_matches_cpu(const ConvShape& s, int64_t n);
+  void expect_gpu_matches(const ConvShape& s, int64_t n, const std::vector<float>& x,
+                          const std::vector<float>& w, const std::vector<float>& dy,
+                          const Passes& want, const Passes& magnitude);
 };
 
 void GpuConv::expect_matches_cpu(const ConvShape& s, int64_t n) {
@@ -114,8 +122,29 @@ void GpuConv::expect_matches_cpu(const ConvShape& s, int64_t n) {
   cpu->backward_data(ady.data(), aw.data(), sdx.data(), n);
   cpu->backward_weights(ax.data(), ady.data(), sdw.data(), n);
 
+  // Both of the GPU's ways: Baton's own kernels (kDirect) and cuDNN
+  // (kAuto: the emulator's stand-in here, the real library on a GPU).
+  for (const ConvAlgorithm algorithm : {ConvAlgorithm::kDirect, ConvAlgorithm::kAuto}) {
+    ConvShape planned = s;
+    planned.algorithm = algorithm;
+    expect_gpu_matches(planned, n, x, w, dy, {y, dx, dw}, {sy, sdx, sdw});
+  }
+}
+
+void GpuConv::expect_gpu_matches(const ConvShape& s, int64_t n, const std::vector<float>& x,
+                                 const std::vector<float>& w, const std::vector<float>& dy,
+                                 const Passes& want, const Passes& magnitude) {
   const auto gpu = be_->plan_conv(s);
-  EXPECT_FALSE(gpu->describe().empty());
+  const std::string d = gpu->describe();
+  SCOPED_TRACE(d);
+  EXPECT_EQ(d.find("cuDNN") == 0, s.algorithm == ConvAlgorithm::kAuto) << d;
+  const auto in_size = x.size(), out_size = dy.size(), w_size = w.size();
+  const auto& y = want.y;
+  const auto& dx = want.dx;
+  const auto& dw = want.dw;
+  const auto& sy = magnitude.y;
+  const auto& sdx = magnitude.dx;
+  const auto& sdw = magnitude.dw;
   const float* gx = dev(x);
   const float* gw = dev(w);
   const float* gdy = dev(dy);
@@ -128,7 +157,8 @@ void GpuConv::expect_matches_cpu(const ConvShape& s, int64_t n) {
   gpu->backward_weights(gx, gdy, gdw, n);
   float largest = 0;
   EXPECT_TRUE(close_to_cpu(host(gy, out_size), y, sy, largest)) << "forward";
-  EXPECT_TRUE(close_to_cpu(host(gdx, in_size), dx, sdx, largest)) << "backward_data";
+  const auto first_dx = host(gdx, in_size);
+  EXPECT_TRUE(close_to_cpu(first_dx, dx, sdx, largest)) << "backward_data";
   const auto first = host(gdw, w_size);
   EXPECT_TRUE(close_to_cpu(first, dw, sdw, largest)) << "backward_weights";
   RecordProperty("largest_error_in_eps_of_magnitude", std::to_string(largest));
@@ -139,6 +169,10 @@ void GpuConv::expect_matches_cpu(const ConvShape& s, int64_t n) {
   const auto again = host(gdw, w_size);
   EXPECT_EQ(std::memcmp(first.data(), again.data(), w_size * sizeof(float)), 0)
       << "backward_weights differs run to run";
+  gpu->backward_data(gdy, gw, gdx, n);
+  const auto again_dx = host(gdx, in_size);
+  EXPECT_EQ(std::memcmp(first_dx.data(), again_dx.data(), in_size * sizeof(float)), 0)
+      << "backward_data differs run to run";
 }
 
 // Shapes with 8 or more channels a group on a pass's channel side run the
@@ -215,11 +249,11 @@ TEST_F(GpuConv, TheScratchAKernelHoldsIsWhatThePlanCounts) {
     ConvShape s;
     bool splits;
   };
-  for (const Case& c : {Case{shape(3, 8, 8, 8, 8, 3, 1, 1), true},
-                        Case{shape(2, 9, 9, 20, 70, 3, 1, 1), true},
-                        Case{shape(32, 8, 8, 1, 16, 3, 2, 1), true},
-                        Case{shape(2, 6, 5, 6, 6, 3, 1, 1, 6), false},  // depthwise: direct
-                        Case{shape(1, 4, 4, 2, 3, 3, 1, 1), false}}) {   // 3 channels: direct
+  for (const Case& c :
+       {Case{shape(3, 8, 8, 8, 8, 3, 1, 1), true}, Case{shape(2, 9, 9, 20, 70, 3, 1, 1), true},
+        Case{shape(32, 8, 8, 1, 16, 3, 2, 1), true},
+        Case{shape(2, 6, 5, 6, 6, 3, 1, 1, 6), false},  // depthwise: direct
+        Case{shape(1, 4, 4, 2, 3, 3, 1, 1), false}}) {  // 3 channels: direct
     SCOPED_TRACE(name_of(c.s, c.s.n));
     const int64_t counted = be_->conv_scratch_bytes(c.s);
     const size_t before = be_->arena_used();
@@ -229,8 +263,37 @@ TEST_F(GpuConv, TheScratchAKernelHoldsIsWhatThePlanCounts) {
     EXPECT_EQ(kernel->describe().find("splits") != std::string::npos, c.splits)
         << kernel->describe();
   }
-  EXPECT_EQ(be_->allocation_count(), allocations) << "a kernel's scratch came from outside the arena";
+  // cuDNN's: the workspace of the algorithms it chose, from the arena too.
+  for (ConvShape s : {shape(3, 8, 8, 8, 8, 3, 1, 1), shape(2, 6, 5, 6, 6, 3, 1, 1, 6)}) {
+    s.algorithm = ConvAlgorithm::kAuto;
+    SCOPED_TRACE(name_of(s, s.n));
+    const int64_t counted = be_->conv_scratch_bytes(s);
+    const size_t before = be_->arena_used();
+    const auto kernel = be_->plan_conv(s);
+    ASSERT_EQ(kernel->describe().find("cuDNN"), 0u) << kernel->describe();
+    EXPECT_GT(counted, 0) << kernel->describe();
+    EXPECT_NE(kernel->describe().find("workspace " + std::to_string(counted) + " bytes"),
+              std::string::npos)
+        << kernel->describe();
+    EXPECT_EQ(static_cast<int64_t>(be_->arena_used() - before), round(counted));
+  }
+  EXPECT_EQ(be_->allocation_count(), allocations)
+      << "a kernel's scratch came from outside the arena";
   EXPECT_EQ(be_->arena_overflow_bytes(), 0u);
+}
+
+// cuDNN ranks non-deterministic algorithms first for the backward passes
+// (its stand-in does, as the library often does); the plan takes the
+// deterministic ones, so a run's gradients are the same bits every time
+// (expect_matches_cpu checks the bits; this, the names).
+TEST_F(GpuConv, CudnnPlansDeterministicAlgorithms) {
+  ConvShape s = shape(2, 6, 6, 8, 8, 3, 1, 1);
+  s.algorithm = ConvAlgorithm::kAuto;
+  const std::string d = be_->plan_conv(s)->describe();
+  EXPECT_EQ(d.find("cuDNN"), 0u) << d;
+  EXPECT_NE(d.find("backward_weights ALGO_1"), std::string::npos) << d;
+  EXPECT_EQ(d.find("backward_data ALGO_0"), std::string::npos) << d;
+  EXPECT_EQ(d.find("ALGO_3"), std::string::npos) << d;
 }
 
 // A model's count is its layers' at the rows each sees: a batch of 32
@@ -250,12 +313,17 @@ TEST_F(GpuConv, AModelCountsEachLayersScratchAtItsRows) {
   m.add(std::make_unique<Conv2d>(b));
   m.set_backend(*be_);
   ASSERT_EQ(m.plan(2, 64), 16);
-  const int64_t want = be_->conv_scratch_bytes(shape(32, 8, 8, 1, 8, 3, 2, 1)) +
-                       be_->conv_scratch_bytes(shape(32, 4, 4, 8, 16, 3, 1, 1));
+  // Conv2d's default algorithm: kAuto (cuDNN, whose workspace grows with
+  // the batch where its algorithm keeps an im2col matrix or such).
+  const auto at = [&](ConvShape c) {
+    c.algorithm = ConvAlgorithm::kAuto;
+    return be_->conv_scratch_bytes(c);
+  };
+  const int64_t want = at(shape(32, 8, 8, 1, 8, 3, 2, 1)) + at(shape(32, 4, 4, 8, 16, 3, 1, 1));
   EXPECT_GT(want, 0);
   EXPECT_EQ(m.backend_scratch_bytes(32), want);
-  EXPECT_EQ(m.backend_scratch_bytes(2), be_->conv_scratch_bytes(shape(2, 8, 8, 1, 8, 3, 2, 1)) +
-                                            be_->conv_scratch_bytes(shape(2, 4, 4, 8, 16, 3, 1, 1)));
+  EXPECT_EQ(m.backend_scratch_bytes(2),
+            at(shape(2, 8, 8, 1, 8, 3, 2, 1)) + at(shape(2, 4, 4, 8, 16, 3, 1, 1)));
 }
 
 TEST_F(GpuConv, ShapeWithNoConvolutionIsRefusedAtPlan) {

@@ -37,8 +37,10 @@ struct AttentionShape {
 // activation, batch norm over (N, H, W)) are the row ops above.
 // How a device may compute a convolution: kAuto lets it pick its fastest
 // kernels for the shape (on the CPU, Winograd for 3x3 layers of 32 or more
-// channels, whose rounding differs from a direct sum's); kDirect keeps the
-// direct algorithm everywhere.
+// channels, whose rounding differs from a direct sum's; on a GPU, cuDNN's
+// deterministic algorithms where cuDNN is there); kDirect keeps the direct
+// algorithm everywhere (on a GPU, Baton's own implicit-GEMM and direct
+// kernels).
 enum class ConvAlgorithm { kAuto, kDirect };
 struct ConvShape {
   int64_t n = 0, h = 0, w = 0, c_in = 0, c_out = 0, kh = 1, kw = 1, stride = 1, pad = 0;

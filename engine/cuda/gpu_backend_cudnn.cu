@@ -1,0 +1,393 @@
+// GpuBackend's convolutions through cuDNN 9's convolution API, with the
+// contract of ConvKernel (backend.h): channels-last images are NHWC
+// tensors, w (c_out, kh * kw * c_in / groups) in (ky, kx, channel) order is
+// an NHWC (KRSC) filter, cross-correlation, groups through the group count.
+// Algorithms are chosen once, at plan time, from cuDNN's heuristics
+// (cudnnGet*Algorithm_v7, which neither runs nor allocates): the first one
+// cuDNN ranks that is deterministic (backward_weights stays the same bits
+// run after run, as Baton's kernels keep it), whose workspace fits a
+// layer's share (kMaxWorkspaceBytes), and in fp32 precision that does not
+// use tensor cores (FMA math: no TF32 rounding). The workspace comes from
+// the backend's allocate() (the arena) at plan time, and
+// cudnn_conv_scratch_bytes tells the memory plan the same figure.
+#include <baton/core/error.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "cudnn_loader.h"
+#include "gpu_backend.h"
+#include "gpu_backend_cudnn.h"
+
+namespace baton::gpu {
+
+namespace {
+
+using baton_cuda::CudnnFns;
+
+// The most workspace one layer's algorithms may hold (each layer holds its
+// own: the memory plan counts it).
+constexpr size_t kMaxWorkspaceBytes = size_t{16} << 20;
+
+void check_dnn(const CudnnFns& f, cudnnStatus_t st, const char* what) {
+  if (st != CUDNN_STATUS_SUCCESS) {
+    throw RuntimeError(std::string("cuDNN: ") + what + " failed: " + f.GetErrorString(st));
+  }
+}
+
+const char* forward_name(cudnnConvolutionFwdAlgo_t a) {
+  static const char* const kNames[] = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  const int i = static_cast<int>(a);
+  return i >= 0 && i < 8 ? kNames[i] : "?";
+}
+const char* backward_data_name(cudnnConvolutionBwdDataAlgo_t a) {
+  static const char* const kNames[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                       "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  const int i = static_cast<int>(a);
+  return i >= 0 && i < 6 ? kNames[i] : "?";
+}
+const char* backward_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
+  static const char* const kNames[] = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  const int i = static_cast<int>(a);
+  return i >= 0 && i < 7 ? kNames[i] : "?";
+}
+
+// The descriptors of one layer: x and y at the batch of the last call (set
+// again when it changes), the filter, and the convolution.
+class Descriptors {
+ public:
+  Descriptors(const CudnnFns& f, const ConvShape& s, Precision precision) : f_(f), s_(s) {
+    try {
+      check_dnn(f_, f_.CreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
+      check_dnn(f_, f_.CreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
+      check_dnn(f_, f_.CreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
+      check_dnn(f_, f_.CreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
+      check_dnn(f_,
+                f_.SetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, to_int(s.c_out),
+                                         to_int(s.c_in / s.groups), to_int(s.kh), to_int(s.kw)),
+                "cudnnSetFilter4dDescriptor");
+      check_dnn(f_,
+                f_.SetConvolution2dDescriptor(conv_, to_int(s.pad), to_int(s.pad), to_int(s.stride),
+                                              to_int(s.stride), 1, 1, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT),
+                "cudnnSetConvolution2dDescriptor");
+      check_dnn(f_, f_.SetConvolutionGroupCount(conv_, to_int(s.groups)),
+                "cudnnSetConvolutionGroupCount");
+      // fp32: no tensor cores (TF32 would round the operands); otherwise
+      // cuDNN may use them (TF32 for float data).
+      check_dnn(f_,
+                f_.SetConvolutionMathType(
+                    conv_, precision == Precision::kFp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH),
+                "cudnnSetConvolutionMathType");
+      set_batch(s.n);
+    } catch (...) {
+      destroy();
+      throw;
+    }
+  }
+  ~Descriptors() { destroy(); }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+
+  void set_batch(int64_t n) {
+    if (n == n_) return;
+    check_dnn(f_,
+              f_.SetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, to_int(n),
+                                       to_int(s_.c_in), to_int(s_.h), to_int(s_.w)),
+              "cudnnSetTensor4dDescriptor (x)");
+    check_dnn(f_,
+              f_.SetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, to_int(n),
+                                       to_int(s_.c_out), to_int(s_.oh()), to_int(s_.ow())),
+              "cudnnSetTensor4dDescriptor (y)");
+    n_ = n;
+  }
+
+  cudnnTensorDescriptor_t x() const { return x_; }
+  cudnnTensorDescriptor_t y() const { return y_; }
+  cudnnFilterDescriptor_t w() const { return w_; }
+  cudnnConvolutionDescriptor_t conv() const { return conv_; }
+
+ private:
+  static int to_int(int64_t v) {
+    if (v > INT32_MAX) throw RuntimeError("cuDNN: a convolution dimension past 2^31");
+    return static_cast<int>(v);
+  }
+  void destroy() {
+    if (conv_ != nullptr) (void)f_.DestroyConvolutionDescriptor(conv_);
+    if (w_ != nullptr) (void)f_.DestroyFilterDescriptor(w_);
+    if (y_ != nullptr) (void)f_.DestroyTensorDescriptor(y_);
+    if (x_ != nullptr) (void)f_.DestroyTensorDescriptor(x_);
+    conv_ = nullptr;
+    w_ = nullptr;
+    y_ = nullptr;
+    x_ = nullptr;
+  }
+
+  const CudnnFns& f_;
+  ConvShape s_;
+  int64_t n_ = -1;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+};
+
+// The algorithms of one layer and their workspace at the planned batch.
+struct Choice {
+  cudnnConvolutionFwdAlgo_t forward{};
+  cudnnConvolutionBwdDataAlgo_t backward_data{};
+  cudnnConvolutionBwdFilterAlgo_t backward_filter{};
+  size_t workspace = 0;  // the largest of the three
+  std::string why;       // empty: chosen
+};
+
+// The first of cuDNN's ranked results that this backend may use.
+template <class Perf>
+const Perf* first_usable(const Perf* results, int count, bool fp32) {
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = results[i];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
+    if (p.memory > kMaxWorkspaceBytes) continue;
+    if (fp32 &&
+        (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
+    return &p;
+  }
+  return nullptr;
+}
+
+Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp32) {
+  Choice c;
+  {
+    cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    check_dnn(f,
+              f.GetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(),
+                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, r),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+    const auto* p = first_usable(r, count, fp32);
+    if (p == nullptr) {
+      c.why = "cuDNN has no deterministic forward algorithm for this layer";
+      return c;
+    }
+    c.forward = p->algo;
+    size_t bytes = 0;
+    check_dnn(
+        f,
+        f.GetConvolutionForwardWorkspaceSize(h, d.x(), d.w(), d.conv(), d.y(), c.forward, &bytes),
+        "cudnnGetConvolutionForwardWorkspaceSize");
+    c.workspace = std::max(c.workspace, bytes);
+  }
+  {
+    cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    check_dnn(
+        f,
+        f.GetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(),
+                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, r),
+        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    const auto* p = first_usable(r, count, fp32);
+    if (p == nullptr) {
+      c.why = "cuDNN has no deterministic backward-data algorithm for this layer";
+      return c;
+    }
+    c.backward_data = p->algo;
+    size_t bytes = 0;
+    check_dnn(f,
+              f.GetConvolutionBackwardDataWorkspaceSize(h, d.w(), d.y(), d.conv(), d.x(),
+                                                        c.backward_data, &bytes),
+              "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    c.workspace = std::max(c.workspace, bytes);
+  }
+  {
+    cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int count = 0;
+    check_dnn(
+        f,
+        f.GetConvolutionBackwardFilterAlgorithm_v7(
+            h, d.x(), d.y(), d.conv(), d.w(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, r),
+        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    const auto* p = first_usable(r, count, fp32);
+    if (p == nullptr) {
+      c.why = "cuDNN has no deterministic backward-filter algorithm for this layer";
+      return c;
+    }
+    c.backward_filter = p->algo;
+    size_t bytes = 0;
+    check_dnn(f,
+              f.GetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(),
+                                                          c.backward_filter, &bytes),
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    c.workspace = std::max(c.workspace, bytes);
+  }
+  return c;
+}
+
+class CudnnConv final : public ConvKernel {
+ public:
+  CudnnConv(GpuBackend& be, const CudnnFns& f, cudnnHandle_t h, const ConvShape& s,
+            std::unique_ptr<Descriptors> d, const Choice& c)
+      : be_(be), f_(f), h_(h), s_(s), d_(std::move(d)), c_(c) {
+    if (c_.workspace > 0) workspace_ = be_.allocate(c_.workspace);  // counted; planned once
+  }
+  ~CudnnConv() override { be_.release(workspace_); }
+  CudnnConv(const CudnnConv&) = delete;
+  CudnnConv& operator=(const CudnnConv&) = delete;
+
+  void forward(const float* x, const float* w, float* y, int64_t n) override {
+    at_batch(n);
+    size_t bytes = 0;
+    check_dnn(f_,
+              f_.GetConvolutionForwardWorkspaceSize(h_, d_->x(), d_->w(), d_->conv(), d_->y(),
+                                                    c_.forward, &bytes),
+              "cudnnGetConvolutionForwardWorkspaceSize");
+    fits(bytes, "forward");
+    const float one = 1.0f, zero = 0.0f;
+    check_dnn(f_,
+              f_.ConvolutionForward(h_, &one, d_->x(), x, d_->w(), w, d_->conv(), c_.forward,
+                                    workspace_, c_.workspace, &zero, d_->y(), y),
+              "cudnnConvolutionForward");
+  }
+
+  void backward_data(const float* dy, const float* w, float* dx, int64_t n) override {
+    at_batch(n);
+    size_t bytes = 0;
+    check_dnn(f_,
+              f_.GetConvolutionBackwardDataWorkspaceSize(h_, d_->w(), d_->y(), d_->conv(), d_->x(),
+                                                         c_.backward_data, &bytes),
+              "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    fits(bytes, "backward_data");
+    const float one = 1.0f, zero = 0.0f;
+    check_dnn(
+        f_,
+        f_.ConvolutionBackwardData(h_, &one, d_->w(), w, d_->y(), dy, d_->conv(), c_.backward_data,
+                                   workspace_, c_.workspace, &zero, d_->x(), dx),
+        "cudnnConvolutionBackwardData");
+  }
+
+  void backward_weights(const float* x, const float* dy, float* dw, int64_t n) override {
+    at_batch(n);
+    size_t bytes = 0;
+    check_dnn(f_,
+              f_.GetConvolutionBackwardFilterWorkspaceSize(h_, d_->x(), d_->y(), d_->conv(),
+                                                           d_->w(), c_.backward_filter, &bytes),
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    fits(bytes, "backward_weights");
+    const float one = 1.0f, zero = 0.0f;
+    check_dnn(f_,
+              f_.ConvolutionBackwardFilter(h_, &one, d_->x(), x, d_->y(), dy, d_->conv(),
+                                           c_.backward_filter, workspace_, c_.workspace, &zero,
+                                           d_->w(), dw),
+              "cudnnConvolutionBackwardFilter");
+  }
+
+  std::string describe() const override {
+    const int v = static_cast<int>(f_.GetVersion());
+    return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
+           " convolution: forward " + forward_name(c_.forward) + ", backward_data " +
+           backward_data_name(c_.backward_data) + ", backward_weights " +
+           backward_filter_name(c_.backward_filter) + " (deterministic; workspace " +
+           std::to_string(c_.workspace) + " bytes)";
+  }
+
+ private:
+  void at_batch(int64_t n) {
+    if (n < 1 || n > s_.n) {
+      throw RuntimeError("convolution: a batch of " + std::to_string(n) +
+                         " images, planned for at most " + std::to_string(s_.n));
+    }
+    d_->set_batch(n);
+  }
+  void fits(size_t bytes, const char* pass) const {
+    if (bytes > c_.workspace) {
+      throw RuntimeError(std::string("cuDNN: the ") + pass + " algorithm wants " +
+                         std::to_string(bytes) + " bytes of workspace at this batch, more than " +
+                         "the " + std::to_string(c_.workspace) + " planned");
+    }
+  }
+
+  GpuBackend& be_;
+  const CudnnFns& f_;
+  cudnnHandle_t h_;
+  ConvShape s_;
+  std::unique_ptr<Descriptors> d_;
+  Choice c_;
+  void* workspace_ = nullptr;
+};
+
+// The handle and the layer's descriptors and choice, or null with *why.
+struct Planned {
+  const CudnnFns* f = nullptr;
+  cudnnHandle_t h = nullptr;
+  std::unique_ptr<Descriptors> d;
+  Choice c;
+};
+
+Planned plan(const GpuBackend& be, const ConvShape& s, std::string* why) {
+  Planned p;
+  std::string reason;
+  p.h = be.cudnn(&reason);
+  if (p.h == nullptr) {
+    if (why != nullptr) *why = reason;
+    return p;
+  }
+  p.f = baton_cuda::load_cudnn(nullptr);
+  p.d = std::make_unique<Descriptors>(*p.f, s, be.precision());
+  p.c = choose(*p.f, p.h, *p.d, be.precision() == Precision::kFp32);
+  if (!p.c.why.empty()) {
+    if (why != nullptr) *why = p.c.why;
+    p.h = nullptr;
+  }
+  return p;
+}
+
+}  // namespace
+
+std::unique_ptr<ConvKernel> plan_cudnn_conv(GpuBackend& be, const ConvShape& s, std::string* why) {
+  Planned p = plan(be, s, why);
+  if (p.h == nullptr) return nullptr;
+  return std::make_unique<CudnnConv>(be, *p.f, p.h, s, std::move(p.d), p.c);
+}
+
+int64_t cudnn_conv_scratch_bytes(const GpuBackend& be, const ConvShape& s) {
+  const Planned p = plan(be, s, nullptr);
+  return p.h == nullptr ? -1 : static_cast<int64_t>(p.c.workspace);
+}
+
+cudnnHandle_t GpuBackend::cudnn(std::string* why) const {
+  std::call_once(cudnn_once_, [this] {
+    std::string reason;
+    const CudnnFns* f = baton_cuda::load_cudnn(&reason);
+    if (f == nullptr) {
+      cudnn_why_ = reason;
+      return;
+    }
+    cudnnHandle_t h = nullptr;
+    if (cudaSetDevice(device_) != cudaSuccess) {
+      cudnn_why_ = "cudaSetDevice failed before cudnnCreate";
+      return;
+    }
+    if (const cudnnStatus_t st = f->Create(&h); st != CUDNN_STATUS_SUCCESS) {
+      cudnn_why_ = std::string("cudnnCreate failed: ") + f->GetErrorString(st);
+      return;
+    }
+    if (const cudnnStatus_t st = f->SetStream(h, stream_); st != CUDNN_STATUS_SUCCESS) {
+      cudnn_why_ = std::string("cudnnSetStream failed: ") + f->GetErrorString(st);
+      (void)f->Destroy(h);
+      return;
+    }
+    cudnn_ = h;
+  });
+  if (cudnn_ == nullptr && why != nullptr) *why = cudnn_why_;
+  return cudnn_;
+}
+
+void GpuBackend::release_cudnn() {
+  if (cudnn_ != nullptr) (void)baton_cuda::load_cudnn(nullptr)->Destroy(cudnn_);
+  cudnn_ = nullptr;
+}
+
+}  // namespace baton::gpu

@@ -1,0 +1,782 @@
+// The cuDNN stand-in of the GPU emulator: cuDNN 9's legacy convolution API
+// (cudnn_cnn.h) and what it needs, with the real header's signatures,
+// computing with plain reference loops on the stream's thread and checking
+// the contract the cuDNN API reference documents, so that the backend's
+// misuse fails here as it would on a GPU:
+// - Handles and descriptors: a null or destroyed one is BAD_PARAM (a null
+//   handle NOT_INITIALIZED); a descriptor used before it is set, BAD_PARAM.
+// - Types: FLOAT data and compute only (others NOT_SUPPORTED here); tensor
+//   and filter formats NCHW or NHWC; cross-correlation or convolution; any
+//   padding, stride and dilation; a group count dividing both channel
+//   counts (the filter's C is the input's channels per group).
+// - Shapes: y's dimensions are cudnnGetConvolution2dForwardOutputDim's
+//   ((h + 2 pad - dil (r - 1) - 1) / stride + 1), batches equal, else
+//   BAD_PARAM.
+// - Pointers: every tensor over its whole extent in device memory, float
+//   aligned; the workspace, when the algorithm needs one, in device memory
+//   and at least its cudnnGet*WorkspaceSize (else BAD_PARAM); alpha and
+//   beta host pointers; y is read only when beta is not 0.
+// - Algorithms (modelled: what the real heuristics rank differs by GPU):
+//   forward IMPLICIT_PRECOMP_GEMM (an index table of workspace),
+//   IMPLICIT_GEMM (none), GEMM (groups 1: the im2col matrix); backward
+//   data ALGO_0 (non-deterministic) ranked before ALGO_1 (workspace);
+//   backward filter ALGO_0 and ALGO_3 (non-deterministic) ranked before
+//   ALGO_1 (workspace), as cuDNN often ranks them. A non-deterministic
+//   algorithm sums the batch in a random order each call, so its results
+//   differ in their last bits run to run, as atomics make them on a GPU;
+//   the others are refused with NOT_SUPPORTED. While an algorithm runs its
+//   workspace is overwritten with NaN, so data kept there is lost.
+// - Math: FMA_MATH computes in float; DEFAULT and TENSOR_OP math round the
+//   operands to TF32 first (what Ampere and later do for float data).
+// With CUDNN_LOGLEVEL_DBG >= 1 in the environment (the vendor's switch) a
+// refusal prints why to stderr.
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cublaslt_stand_in.h"
+#include "simt_host.h"
+
+namespace {
+
+constexpr uint64_t kHandleMagic = 0x63646e6e48616e64ull;
+constexpr uint64_t kTensorMagic = 0x63646e6e54656e73ull;
+constexpr uint64_t kFilterMagic = 0x63646e6e46696c74ull;
+constexpr uint64_t kConvMagic = 0x63646e6e436f6e76ull;
+
+}  // namespace
+
+struct cudnnContext {
+  uint64_t magic = kHandleMagic;
+  cudaStream_t stream = nullptr;
+};
+struct cudnnTensorStruct {
+  uint64_t magic = kTensorMagic;
+  bool set = false;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t sn = 0, sc = 0, sh = 0, sw = 0;  // strides in elements
+};
+struct cudnnFilterStruct {
+  uint64_t magic = kFilterMagic;
+  bool set = false;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
+  int64_t k = 0, c = 0, r = 0, s = 0;
+};
+struct cudnnConvolutionStruct {
+  uint64_t magic = kConvMagic;
+  bool set = false;
+  int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  int64_t groups = 1;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+namespace {
+
+using baton::simt::lt::round_tf32;
+
+cudnnStatus_t refuse(cudnnStatus_t st, const char* where, const std::string& why) {
+  const char* level = std::getenv("CUDNN_LOGLEVEL_DBG");
+  if (level != nullptr && std::atoi(level) >= 1)
+    std::fprintf(stderr, "cuDNN stand-in: %s: %s\n", where, why.c_str());
+  return st;
+}
+
+bool live(cudnnHandle_t h) { return h != nullptr && h->magic == kHandleMagic; }
+bool ready(const cudnnTensorStruct* t) {
+  return t != nullptr && t->magic == kTensorMagic && t->set;
+}
+bool ready(const cudnnFilterStruct* f) {
+  return f != nullptr && f->magic == kFilterMagic && f->set;
+}
+bool ready(const cudnnConvolutionStruct* c) {
+  return c != nullptr && c->magic == kConvMagic && c->set;
+}
+
+// One convolution's geometry, from its descriptors, checked.
+struct Geometry {
+  cudnnTensorStruct x, y;
+  cudnnFilterStruct w;
+  cudnnConvolutionStruct conv;
+  int64_t cig = 0, cog = 0;  // channels per group, in and out
+  // Filter strides in elements (k, c, r, s).
+  int64_t wk = 0, wc = 0, wr = 0, ws = 0;
+  bool tf32 = false;
+};
+
+int64_t out_dim(int64_t in, int64_t pad, int64_t dil, int64_t r, int64_t stride) {
+  return (in + 2 * pad - dil * (r - 1) - 1) / stride + 1;
+}
+
+cudnnStatus_t geometry(cudnnHandle_t h, const cudnnTensorStruct* x, const cudnnFilterStruct* w,
+                       const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                       const char* where, Geometry* g) {
+  if (!live(h)) return refuse(CUDNN_STATUS_NOT_INITIALIZED, where, "not a live handle");
+  if (!ready(x) || !ready(y))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "a tensor descriptor is null or not set");
+  if (!ready(w))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "the filter descriptor is null or not set");
+  if (!ready(conv))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "the convolution descriptor is null or not set");
+  if (x->type != CUDNN_DATA_FLOAT || y->type != CUDNN_DATA_FLOAT || w->type != CUDNN_DATA_FLOAT ||
+      conv->compute != CUDNN_DATA_FLOAT)
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "float data and compute only here");
+  if (x->c != w->c * conv->groups)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where,
+                  "x has " + std::to_string(x->c) + " channels, the filter " +
+                      std::to_string(w->c) + " per group x " + std::to_string(conv->groups) +
+                      " groups");
+  if (w->k % conv->groups != 0)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "the group count does not divide K");
+  const int64_t oh = out_dim(x->h, conv->pad_h, conv->dil_h, w->r, conv->stride_h);
+  const int64_t ow = out_dim(x->w, conv->pad_w, conv->dil_w, w->s, conv->stride_w);
+  if (oh < 1 || ow < 1) return refuse(CUDNN_STATUS_BAD_PARAM, where, "the filter does not fit");
+  if (y->n != x->n || y->c != w->k || y->h != oh || y->w != ow)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where,
+                  "y is " + std::to_string(y->n) + "x" + std::to_string(y->c) + "x" +
+                      std::to_string(y->h) + "x" + std::to_string(y->w) + ", the convolution's " +
+                      std::to_string(x->n) + "x" + std::to_string(w->k) + "x" + std::to_string(oh) +
+                      "x" + std::to_string(ow));
+  g->x = *x;
+  g->y = *y;
+  g->w = *w;
+  g->conv = *conv;
+  g->cig = w->c;
+  g->cog = w->k / conv->groups;
+  if (w->format == CUDNN_TENSOR_NHWC) {  // KRSC
+    g->wc = 1;
+    g->ws = w->c;
+    g->wr = w->s * w->c;
+    g->wk = w->r * w->s * w->c;
+  } else {  // KCRS
+    g->ws = 1;
+    g->wr = w->s;
+    g->wc = w->r * w->s;
+    g->wk = w->c * w->r * w->s;
+  }
+  g->tf32 = conv->math != CUDNN_FMA_MATH;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+size_t tensor_bytes(const cudnnTensorStruct& t) {
+  const int64_t last = (t.n - 1) * t.sn + (t.c - 1) * t.sc + (t.h - 1) * t.sh + (t.w - 1) * t.sw;
+  return static_cast<size_t>(last + 1) * sizeof(float);
+}
+size_t filter_bytes(const cudnnFilterStruct& f) {
+  return static_cast<size_t>(f.k * f.c * f.r * f.s) * sizeof(float);
+}
+
+bool device_floats(const void* p, size_t bytes) {
+  return p != nullptr && reinterpret_cast<uintptr_t>(p) % alignof(float) == 0 &&
+         baton::simt::is_device_range(p, bytes);
+}
+
+// The modelled algorithms: workspace bytes, or -1 where the algorithm is not
+// modelled (or not for this geometry).
+int64_t forward_workspace(const Geometry& g, cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+      return g.cig * g.w.r * g.w.s * static_cast<int64_t>(sizeof(int32_t));
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+      return 0;
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+      if (g.conv.groups != 1) return -1;
+      return g.x.n * g.y.h * g.y.w * g.cig * g.w.r * g.w.s * static_cast<int64_t>(sizeof(float));
+    default:
+      return -1;
+  }
+}
+int64_t backward_data_workspace(const Geometry& g, cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+      return 0;
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+      return g.x.c * g.w.r * g.w.s * static_cast<int64_t>(sizeof(float));
+    default:
+      return -1;
+  }
+}
+int64_t backward_filter_workspace(const Geometry& g, cudnnConvolutionBwdFilterAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
+      return 0;
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
+      return g.w.k * g.cig * g.w.r * g.w.s * static_cast<int64_t>(sizeof(float));
+    default:
+      return -1;
+  }
+}
+
+template <class Perf, class Algo>
+void add_perf(Perf* out, int requested, int* count, Algo algo, int64_t workspace,
+              cudnnDeterminism_t det, cudnnMathType_t math) {
+  if (workspace < 0 || *count >= requested) return;
+  Perf p{};
+  p.algo = algo;
+  p.status = CUDNN_STATUS_SUCCESS;
+  p.time = -1.0f;  // a heuristic's answer: nothing was timed
+  p.memory = static_cast<size_t>(workspace);
+  p.determinism = det;
+  p.mathType = math;
+  out[(*count)++] = p;
+}
+
+// The execution-time checks every pass shares: pointers, workspace, scalars.
+cudnnStatus_t check_run(const char* where, const void* alpha, const void* beta, void* workspace,
+                        size_t given, int64_t needed) {
+  if (needed < 0)
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED, where,
+                  "this algorithm is not modelled here for this convolution");
+  if (alpha == nullptr || beta == nullptr)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "alpha or beta is null");
+  if (given < static_cast<size_t>(needed))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where,
+                  "the algorithm needs " + std::to_string(needed) + " bytes of workspace, given " +
+                      std::to_string(given));
+  if (needed > 0 && !device_floats(workspace, static_cast<size_t>(needed)))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "the workspace is not device memory of that size");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+void spoil(void* workspace, int64_t bytes) {
+  float* f = static_cast<float*>(workspace);
+  for (int64_t i = 0; i < bytes / static_cast<int64_t>(sizeof(float)); ++i)
+    f[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+float operand(float v, bool tf32) { return tf32 ? round_tf32(v) : v; }
+
+// Filter tap (r, s) of the sum at filter position (fr, fs): flipped for a
+// true convolution.
+int64_t tap_r(const Geometry& g, int64_t r) {
+  return g.conv.mode == CUDNN_CONVOLUTION ? g.w.r - 1 - r : r;
+}
+int64_t tap_s(const Geometry& g, int64_t s) {
+  return g.conv.mode == CUDNN_CONVOLUTION ? g.w.s - 1 - s : s;
+}
+
+float blend(float alpha, float acc, float beta, const float* out) {
+  return beta == 0.0f ? alpha * acc : alpha * acc + beta * *out;
+}
+
+void run_forward(const Geometry& g, float alpha, const float* x, const float* w, float beta,
+                 float* y) {
+  for (int64_t n = 0; n < g.x.n; ++n)
+    for (int64_t k = 0; k < g.w.k; ++k) {
+      const int64_t grp = k / g.cog;
+      for (int64_t oy = 0; oy < g.y.h; ++oy)
+        for (int64_t ox = 0; ox < g.y.w; ++ox) {
+          float acc = 0;
+          for (int64_t r = 0; r < g.w.r; ++r) {
+            const int64_t iy = oy * g.conv.stride_h - g.conv.pad_h + r * g.conv.dil_h;
+            if (iy < 0 || iy >= g.x.h) continue;
+            for (int64_t s = 0; s < g.w.s; ++s) {
+              const int64_t ix = ox * g.conv.stride_w - g.conv.pad_w + s * g.conv.dil_w;
+              if (ix < 0 || ix >= g.x.w) continue;
+              for (int64_t c = 0; c < g.cig; ++c) {
+                const float xv =
+                    x[n * g.x.sn + (grp * g.cig + c) * g.x.sc + iy * g.x.sh + ix * g.x.sw];
+                const float wv = w[k * g.wk + c * g.wc + tap_r(g, r) * g.wr + tap_s(g, s) * g.ws];
+                acc += operand(xv, g.tf32) * operand(wv, g.tf32);
+              }
+            }
+          }
+          float* out = y + n * g.y.sn + k * g.y.sc + oy * g.y.sh + ox * g.y.sw;
+          *out = blend(alpha, acc, beta, out);
+        }
+    }
+}
+
+// The images of a batch in the order a sum takes them: in order, or shuffled
+// for a non-deterministic algorithm.
+std::vector<int64_t> image_order(int64_t n, bool shuffled) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (shuffled) {
+    std::random_device rd;
+    std::mt19937 gen(rd());
+    std::shuffle(order.begin(), order.end(), gen);
+  }
+  return order;
+}
+
+void run_backward_data(const Geometry& g, float alpha, const float* w, const float* dy, float beta,
+                       float* dx, bool shuffled) {
+  // Non-deterministic: the output channels' contributions in a random order.
+  std::vector<int64_t> ks(static_cast<size_t>(g.cog));
+  std::iota(ks.begin(), ks.end(), 0);
+  for (int64_t n = 0; n < g.x.n; ++n)
+    for (int64_t ci = 0; ci < g.x.c; ++ci) {
+      const int64_t grp = ci / g.cig, c = ci % g.cig;
+      for (int64_t iy = 0; iy < g.x.h; ++iy)
+        for (int64_t ix = 0; ix < g.x.w; ++ix) {
+          if (shuffled) ks = image_order(g.cog, true);
+          float acc = 0;
+          for (const int64_t kk : ks) {
+            const int64_t k = grp * g.cog + kk;
+            for (int64_t r = 0; r < g.w.r; ++r) {
+              const int64_t ty = iy + g.conv.pad_h - r * g.conv.dil_h;
+              if (ty < 0 || ty % g.conv.stride_h != 0) continue;
+              const int64_t oy = ty / g.conv.stride_h;
+              if (oy >= g.y.h) continue;
+              for (int64_t s = 0; s < g.w.s; ++s) {
+                const int64_t tx = ix + g.conv.pad_w - s * g.conv.dil_w;
+                if (tx < 0 || tx % g.conv.stride_w != 0) continue;
+                const int64_t ox = tx / g.conv.stride_w;
+                if (ox >= g.y.w) continue;
+                const float dv = dy[n * g.y.sn + k * g.y.sc + oy * g.y.sh + ox * g.y.sw];
+                const float wv = w[k * g.wk + c * g.wc + tap_r(g, r) * g.wr + tap_s(g, s) * g.ws];
+                acc += operand(dv, g.tf32) * operand(wv, g.tf32);
+              }
+            }
+          }
+          float* out = dx + n * g.x.sn + ci * g.x.sc + iy * g.x.sh + ix * g.x.sw;
+          *out = blend(alpha, acc, beta, out);
+        }
+    }
+}
+
+void run_backward_filter(const Geometry& g, float alpha, const float* x, const float* dy,
+                         float beta, float* dw, bool shuffled) {
+  const std::vector<int64_t> images = image_order(g.x.n, shuffled);
+  for (int64_t k = 0; k < g.w.k; ++k) {
+    const int64_t grp = k / g.cog;
+    for (int64_t c = 0; c < g.cig; ++c)
+      for (int64_t r = 0; r < g.w.r; ++r)
+        for (int64_t s = 0; s < g.w.s; ++s) {
+          float acc = 0;
+          for (const int64_t n : images)
+            for (int64_t oy = 0; oy < g.y.h; ++oy) {
+              const int64_t iy = oy * g.conv.stride_h - g.conv.pad_h + r * g.conv.dil_h;
+              if (iy < 0 || iy >= g.x.h) continue;
+              for (int64_t ox = 0; ox < g.y.w; ++ox) {
+                const int64_t ix = ox * g.conv.stride_w - g.conv.pad_w + s * g.conv.dil_w;
+                if (ix < 0 || ix >= g.x.w) continue;
+                const float xv =
+                    x[n * g.x.sn + (grp * g.cig + c) * g.x.sc + iy * g.x.sh + ix * g.x.sw];
+                const float dv = dy[n * g.y.sn + k * g.y.sc + oy * g.y.sh + ox * g.y.sw];
+                acc += operand(xv, g.tf32) * operand(dv, g.tf32);
+              }
+            }
+          float* out = dw + k * g.wk + c * g.wc + tap_r(g, r) * g.wr + tap_s(g, s) * g.ws;
+          *out = blend(alpha, acc, beta, out);
+        }
+  }
+}
+
+cudaError_t enqueue(cudnnHandle_t h, const char* what, std::function<void()> body) {
+  return baton::simt::enqueue(h->stream, what, [body = std::move(body)] {
+    body();
+    return cudaSuccess;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+size_t CUDNNWINAPI cudnnGetVersion(void) { return CUDNN_VERSION; }
+
+const char* CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t status) {
+  switch (status) {
+    case CUDNN_STATUS_SUCCESS:
+      return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_NOT_INITIALIZED:
+      return "CUDNN_STATUS_NOT_INITIALIZED";
+    case CUDNN_STATUS_BAD_PARAM:
+      return "CUDNN_STATUS_BAD_PARAM";
+    case CUDNN_STATUS_NOT_SUPPORTED:
+      return "CUDNN_STATUS_NOT_SUPPORTED";
+    case CUDNN_STATUS_EXECUTION_FAILED:
+      return "CUDNN_STATUS_EXECUTION_FAILED";
+    default:
+      return "CUDNN_STATUS_UNKNOWN";
+  }
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t* handle) {
+  if (handle == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnCreate", "handle is null");
+  *handle = new cudnnContext;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnDestroy(cudnnHandle_t handle) {
+  if (!live(handle))
+    return refuse(CUDNN_STATUS_NOT_INITIALIZED, "cudnnDestroy", "not a live handle");
+  handle->magic = 0;
+  delete handle;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
+  if (!live(handle))
+    return refuse(CUDNN_STATUS_NOT_INITIALIZED, "cudnnSetStream", "not a live handle");
+  handle->stream = streamId;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) {
+  if (d == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnCreateTensorDescriptor", "null");
+  *d = new cudnnTensorStruct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d,
+                                                     cudnnTensorFormat_t format,
+                                                     cudnnDataType_t dataType, int n, int c, int h,
+                                                     int w) {
+  const char* where = "cudnnSetTensor4dDescriptor";
+  if (d == nullptr || d->magic != kTensorMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "not a live descriptor");
+  if (n < 1 || c < 1 || h < 1 || w < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "a dimension below 1");
+  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "NCHW or NHWC only here");
+  d->type = dataType;
+  d->n = n;
+  d->c = c;
+  d->h = h;
+  d->w = w;
+  if (format == CUDNN_TENSOR_NHWC) {
+    d->sc = 1;
+    d->sw = c;
+    d->sh = int64_t{w} * c;
+    d->sn = int64_t{h} * w * c;
+  } else {
+    d->sw = 1;
+    d->sh = w;
+    d->sc = int64_t{h} * w;
+    d->sn = int64_t{c} * h * w;
+  }
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
+  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
+  if (d->magic != kTensorMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyTensorDescriptor", "not a live descriptor");
+  d->magic = 0;
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) {
+  if (d == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnCreateFilterDescriptor", "null");
+  *d = new cudnnFilterStruct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d,
+                                                     cudnnDataType_t dataType,
+                                                     cudnnTensorFormat_t format, int k, int c,
+                                                     int h, int w) {
+  const char* where = "cudnnSetFilter4dDescriptor";
+  if (d == nullptr || d->magic != kFilterMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "not a live descriptor");
+  if (k < 1 || c < 1 || h < 1 || w < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "a dimension below 1");
+  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "NCHW or NHWC only here");
+  d->type = dataType;
+  d->format = format;
+  d->k = k;
+  d->c = c;
+  d->r = h;
+  d->s = w;
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
+  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
+  if (d->magic != kFilterMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyFilterDescriptor", "not a live descriptor");
+  d->magic = 0;
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) {
+  if (d == nullptr)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnCreateConvolutionDescriptor", "null");
+  *d = new cudnnConvolutionStruct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h,
+                                                          int pad_w, int u, int v, int dilation_h,
+                                                          int dilation_w,
+                                                          cudnnConvolutionMode_t mode,
+                                                          cudnnDataType_t computeType) {
+  const char* where = "cudnnSetConvolution2dDescriptor";
+  if (d == nullptr || d->magic != kConvMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "not a live descriptor");
+  if (pad_h < 0 || pad_w < 0 || u < 1 || v < 1 || dilation_h < 1 || dilation_w < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where,
+                  "negative padding or a stride or dilation below 1");
+  if (mode != CUDNN_CONVOLUTION && mode != CUDNN_CROSS_CORRELATION)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "unknown mode");
+  d->pad_h = pad_h;
+  d->pad_w = pad_w;
+  d->stride_h = u;
+  d->stride_w = v;
+  d->dil_h = dilation_h;
+  d->dil_w = dilation_w;
+  d->mode = mode;
+  d->compute = computeType;
+  d->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d,
+                                                        int groupCount) {
+  if (d == nullptr || d->magic != kConvMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionGroupCount", "not a live descriptor");
+  if (groupCount < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionGroupCount", "below 1");
+  d->groups = groupCount;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d,
+                                                      cudnnMathType_t mathType) {
+  if (d == nullptr || d->magic != kConvMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionMathType", "not a live descriptor");
+  if (mathType != CUDNN_DEFAULT_MATH && mathType != CUDNN_TENSOR_OP_MATH &&
+      mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && mathType != CUDNN_FMA_MATH)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnSetConvolutionMathType", "unknown math type");
+  d->math = mathType;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
+  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
+  if (d->magic != kConvMagic)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyConvolutionDescriptor",
+                  "not a live descriptor");
+  d->magic = 0;
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int* returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t* perfResults) {
+  const char* where = "cudnnGetConvolutionForwardAlgorithm_v7";
+  Geometry g;
+  if (const auto st = geometry(handle, srcDesc, filterDesc, convDesc, destDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (returnedAlgoCount == nullptr || perfResults == nullptr || requestedAlgoCount < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
+  *returnedAlgoCount = 0;
+  for (const auto a : {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                       CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_GEMM})
+    add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, a, forward_workspace(g, a),
+             CUDNN_DETERMINISTIC, g.conv.math);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int* returnedAlgoCount,
+    cudnnConvolutionBwdDataAlgoPerf_t* perfResults) {
+  const char* where = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+  Geometry g;
+  if (const auto st = geometry(handle, gradDesc, filterDesc, convDesc, diffDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (returnedAlgoCount == nullptr || perfResults == nullptr || requestedAlgoCount < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
+  *returnedAlgoCount = 0;
+  add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+           backward_data_workspace(g, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0), CUDNN_NON_DETERMINISTIC,
+           g.conv.math);
+  add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+           backward_data_workspace(g, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1), CUDNN_DETERMINISTIC,
+           g.conv.math);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+    const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount, int* returnedAlgoCount,
+    cudnnConvolutionBwdFilterAlgoPerf_t* perfResults) {
+  const char* where = "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
+  Geometry g;
+  if (const auto st = geometry(handle, srcDesc, gradDesc, convDesc, diffDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (returnedAlgoCount == nullptr || perfResults == nullptr || requestedAlgoCount < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
+  *returnedAlgoCount = 0;
+  for (const auto a : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3})
+    add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, a, backward_filter_workspace(g, a),
+             CUDNN_NON_DETERMINISTIC, g.conv.math);
+  add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+           backward_filter_workspace(g, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1), CUDNN_DETERMINISTIC,
+           g.conv.math);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardWorkspaceSize(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnFilterDescriptor_t wDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc,
+    cudnnConvolutionFwdAlgo_t algo, size_t* sizeInBytes) {
+  const char* where = "cudnnGetConvolutionForwardWorkspaceSize";
+  Geometry g;
+  if (const auto st = geometry(handle, xDesc, wDesc, convDesc, yDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (sizeInBytes == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "sizeInBytes is null");
+  const int64_t bytes = forward_workspace(g, algo);
+  if (bytes < 0) return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "algorithm not modelled here");
+  *sizeInBytes = static_cast<size_t>(bytes);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataWorkspaceSize(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc,
+    cudnnConvolutionBwdDataAlgo_t algo, size_t* sizeInBytes) {
+  const char* where = "cudnnGetConvolutionBackwardDataWorkspaceSize";
+  Geometry g;
+  if (const auto st = geometry(handle, dxDesc, wDesc, convDesc, dyDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (sizeInBytes == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "sizeInBytes is null");
+  const int64_t bytes = backward_data_workspace(g, algo);
+  if (bytes < 0) return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "algorithm not modelled here");
+  *sizeInBytes = static_cast<size_t>(bytes);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterWorkspaceSize(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc,
+    cudnnConvolutionBwdFilterAlgo_t algo, size_t* sizeInBytes) {
+  const char* where = "cudnnGetConvolutionBackwardFilterWorkspaceSize";
+  Geometry g;
+  if (const auto st = geometry(handle, xDesc, gradDesc, convDesc, dyDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (sizeInBytes == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "sizeInBytes is null");
+  const int64_t bytes = backward_filter_workspace(g, algo);
+  if (bytes < 0) return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "algorithm not modelled here");
+  *sizeInBytes = static_cast<size_t>(bytes);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(
+    cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+    const cudnnTensorDescriptor_t yDesc, void* y) {
+  const char* where = "cudnnConvolutionForward";
+  Geometry g;
+  if (const auto st = geometry(handle, xDesc, wDesc, convDesc, yDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  const int64_t need = forward_workspace(g, algo);
+  if (const auto st = check_run(where, alpha, beta, workSpace, workSpaceSizeInBytes, need);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (!device_floats(x, tensor_bytes(g.x)) || !device_floats(w, filter_bytes(g.w)) ||
+      !device_floats(y, tensor_bytes(g.y)))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "x, w or y is not device memory over its extent");
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  const auto* xf = static_cast<const float*>(x);
+  const auto* wf = static_cast<const float*>(w);
+  auto* yf = static_cast<float*>(y);
+  if (enqueue(handle, where, [=] {
+        if (need > 0) spoil(workSpace, need);
+        run_forward(g, a, xf, wf, b, yf);
+      }) != cudaSuccess)
+    return refuse(CUDNN_STATUS_EXECUTION_FAILED, where, "the stream refused the work");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(
+    cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc, const void* w,
+    const cudnnTensorDescriptor_t dyDesc, const void* dy,
+    const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdDataAlgo_t algo,
+    void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+    const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  const char* where = "cudnnConvolutionBackwardData";
+  Geometry g;
+  if (const auto st = geometry(handle, dxDesc, wDesc, convDesc, dyDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  const int64_t need = backward_data_workspace(g, algo);
+  if (const auto st = check_run(where, alpha, beta, workSpace, workSpaceSizeInBytes, need);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (!device_floats(dx, tensor_bytes(g.x)) || !device_floats(w, filter_bytes(g.w)) ||
+      !device_floats(dy, tensor_bytes(g.y)))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where,
+                  "w, dy or dx is not device memory over its extent");
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  const auto* wf = static_cast<const float*>(w);
+  const auto* dyf = static_cast<const float*>(dy);
+  auto* dxf = static_cast<float*>(dx);
+  const bool shuffled = algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  if (enqueue(handle, where, [=] {
+        if (need > 0) spoil(workSpace, need);
+        run_backward_data(g, a, wf, dyf, b, dxf, shuffled);
+      }) != cudaSuccess)
+    return refuse(CUDNN_STATUS_EXECUTION_FAILED, where, "the stream refused the work");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardFilter(
+    cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnTensorDescriptor_t dyDesc, const void* dy,
+    const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdFilterAlgo_t algo,
+    void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
+    const cudnnFilterDescriptor_t dwDesc, void* dw) {
+  const char* where = "cudnnConvolutionBackwardFilter";
+  Geometry g;
+  if (const auto st = geometry(handle, xDesc, dwDesc, convDesc, dyDesc, where, &g);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  const int64_t need = backward_filter_workspace(g, algo);
+  if (const auto st = check_run(where, alpha, beta, workSpace, workSpaceSizeInBytes, need);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (!device_floats(x, tensor_bytes(g.x)) || !device_floats(dw, filter_bytes(g.w)) ||
+      !device_floats(dy, tensor_bytes(g.y)))
+    return refuse(CUDNN_STATUS_BAD_PARAM, where,
+                  "x, dy or dw is not device memory over its extent");
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  const auto* xf = static_cast<const float*>(x);
+  const auto* dyf = static_cast<const float*>(dy);
+  auto* dwf = static_cast<float*>(dw);
+  const bool shuffled = algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  if (enqueue(handle, where, [=] {
+        if (need > 0) spoil(workSpace, need);
+        run_backward_filter(g, a, xf, dyf, b, dwf, shuffled);
+      }) != cudaSuccess)
+    return refuse(CUDNN_STATUS_EXECUTION_FAILED, where, "the stream refused the work");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+}  // extern "C"
