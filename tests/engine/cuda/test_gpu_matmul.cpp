@@ -185,7 +185,9 @@ TEST_F(GpuMatmul, DenseForwardMatchesTheCpuFusedOrNot) {
         be_->linear_forward(dev(x), dev(w), with_bias ? dev(b) : nullptr, dy,
                             keep_pre ? dpre : nullptr, n, in, out, act);
         EXPECT_TRUE(all_close(host(dy, y.size()), y, 4e-6f * in, 16.0f)) << "y";
-        if (keep_pre) EXPECT_TRUE(all_close(host(dpre, pre.size()), pre, 4e-6f * in, 16.0f)) << "pre";
+        if (keep_pre) {
+          EXPECT_TRUE(all_close(host(dpre, pre.size()), pre, 4e-6f * in, 16.0f)) << "pre";
+        }
       }
     }
   }
