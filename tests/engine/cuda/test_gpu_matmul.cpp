@@ -157,6 +157,54 @@ TEST_F(GpuMatmul, Bf16MatchesCpuAtBf16Tolerance) {
   for (const Case& c : cases()) EXPECT_TRUE(agree(c, 1.5e-2f, 4.0f, kEpsBf16, seed += 7));
 }
 
+// The bf16 operand scratch: a product within what reserve_product_scratch
+// made (from the arena, counted in product_scratch_bytes) allocates
+// nothing; a larger one grows it, once, as a counted allocation outside
+// the arena; both stay correct; reserving less than is held changes
+// nothing.
+TEST_F(GpuMatmul, Bf16ProductScratchIsReservedAndGrowsOnlyPastIt) {
+  open("bf16");
+  be_->reserve_arena(size_t{4} << 20);
+  const Case small{Trans::kNo, Trans::kYes, 24, 16, 32, 0, 1.0f, 0.0f};  // A 24x32, B 16x32
+  const Case large{Trans::kNo, Trans::kNo, 40, 24, 48, 0, 1.0f, 0.0f};   // A 40x48, B 48x24
+  const int64_t bytes = be_->product_scratch_bytes(24 * 32, 16 * 32);
+  ASSERT_GT(bytes, 0);
+  EXPECT_LT(bytes, be_->product_scratch_bytes(40 * 48, 48 * 24));
+  const size_t used = be_->arena_used();
+  be_->reserve_product_scratch(static_cast<size_t>(bytes));
+  EXPECT_EQ(be_->arena_used() - used, static_cast<size_t>((bytes + 255) / 256 * 256));
+  be_->reserve_product_scratch(static_cast<size_t>(bytes) / 2);  // less: nothing changes
+  EXPECT_EQ(be_->arena_used() - used, static_cast<size_t>((bytes + 255) / 256 * 256));
+  // The operands first, so that only the products can allocate below.
+  const auto a = matrix(24, 32, 32, 1), b = matrix(16, 32, 32, 2);
+  const auto a2 = matrix(40, 48, 48, 3), b2 = matrix(48, 24, 24, 4);
+  float* da = dev(a);
+  float* db = dev(b);
+  float* dc = dev_zeros<float>(24 * 16);
+  float* da2 = dev(a2);
+  float* db2 = dev(b2);
+  float* dc2 = dev_zeros<float>(40 * 24);
+  const int64_t allocations = be_->allocation_count();
+  be_->matmul(small.ta, small.tb, 24, 16, 32, 1.0f, da, 32, db, 32, 0.0f, dc, 16);
+  be_->synchronize();
+  EXPECT_EQ(be_->allocation_count(), allocations) << "a product within the reserve allocated";
+  EXPECT_EQ(be_->arena_overflow_bytes(), 0u);
+  be_->matmul(large.ta, large.tb, 40, 24, 48, 1.0f, da2, 48, db2, 24, 0.0f, dc2, 24);
+  be_->synchronize();
+  EXPECT_EQ(be_->allocation_count(), allocations + 1) << "a larger product grows the scratch once";
+  EXPECT_GT(be_->arena_overflow_bytes(), 0u) << "the growth is reported as beyond the arena";
+  be_->matmul(large.ta, large.tb, 40, 24, 48, 1.0f, da2, 48, db2, 24, 0.0f, dc2, 24);
+  be_->matmul(small.ta, small.tb, 24, 16, 32, 1.0f, da, 32, db, 32, 0.0f, dc, 16);
+  EXPECT_EQ(be_->allocation_count(), allocations + 1) << "grown once, then reused";
+  std::vector<float> want(24 * 16), want2(40 * 24);
+  cpu_backend().matmul(small.ta, small.tb, 24, 16, 32, 1.0f, a.data(), 32, b.data(), 32, 0.0f,
+                       want.data(), 16);
+  cpu_backend().matmul(large.ta, large.tb, 40, 24, 48, 1.0f, a2.data(), 48, b2.data(), 24, 0.0f,
+                       want2.data(), 24);
+  EXPECT_TRUE(all_close(host(dc, want.size()), want, 1.5e-2f * 32, 4.0f, kEpsBf16)) << "small";
+  EXPECT_TRUE(all_close(host(dc2, want2.size()), want2, 1.5e-2f * 48, 4.0f, kEpsBf16)) << "large";
+}
+
 // ---- the cuBLASLt stand-in itself (this binary's own emulator)
 
 // A dense layer's forward (linear_forward): the bias and the activation in
