@@ -289,8 +289,7 @@ class CudnnConv final : public ConvKernel {
     return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
            " convolution: forward " + forward_name(c_.forward) + ", backward_data " +
            backward_data_name(c_.backward_data) + ", backward_weights " +
-           backward_filter_name(c_.backward_filter) + " (deterministic; workspace " +
-           std::to_string(c_.workspace) + " bytes)";
+           backward_filter_name(c_.backward_filter) + " (deterministic)";
   }
 
  private:

@@ -107,6 +107,10 @@ std::string Conv2d::describe() const {
   return s + ")";
 }
 
+void Conv2d::kernel_notes(KernelNotes& out) const {
+  if (kernel_) out.emplace_back(describe(), kernel_->describe());
+}
+
 int64_t Conv2d::plan(int64_t max_rows, int64_t in_features) {
   if (in_features != o_.in.c) {
     throw InputError("Conv2d expects " + std::to_string(o_.in.c) + " channels, got " +
@@ -457,6 +461,11 @@ int64_t ResidualBlock::product_scratch_bytes(int64_t max_rows) const {
     bytes = std::max(bytes, l.product_scratch_bytes(rows));
   });
   return bytes;
+}
+
+void ResidualBlock::kernel_notes(KernelNotes& out) const {
+  for (const auto& l : main_) l->kernel_notes(out);
+  for (const auto& l : shortcut_) l->kernel_notes(out);
 }
 
 int64_t ResidualBlock::backend_scratch_bytes(int64_t max_rows) const {

@@ -113,6 +113,12 @@ int64_t Sequential::num_parameters() {
   return n;
 }
 
+KernelNotes Sequential::kernel_notes() const {
+  KernelNotes out;
+  for (const auto& l : layers_) l->kernel_notes(out);
+  return out;
+}
+
 std::string Sequential::describe() const {
   std::string s;
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -301,6 +301,29 @@ double Trainer::model_flops_per_step() const {
          static_cast<double>(cfg_.global_batch);
 }
 
+// The kernels planned for the first replica's layers on a GPU (a
+// convolution's implementation: cuDNN's or Baton's own), one info line per
+// kind, naming the layers that run it. The CPU's convolutions are planned
+// on first use (per batch and thread count): at the start they have
+// nothing to say.
+void Trainer::log_kernel_notes() {
+  if (!device_) return;
+  std::vector<std::pair<std::string, std::vector<std::string>>> kinds;
+  for (const auto& [layer, kernel] : replicas_[0]->model->kernel_notes()) {
+    auto it = std::find_if(kinds.begin(), kinds.end(),
+                           [&](const auto& k) { return k.first == kernel; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), {kernel, {}});
+    it->second.push_back(layer);
+  }
+  for (const auto& [kernel, layers] : kinds) {
+    std::string names;
+    for (size_t i = 0; i < layers.size() && i < 3; ++i) names += (i ? ", " : "") + layers[i];
+    if (layers.size() > 3) names += " and " + std::to_string(layers.size() - 3) + " more";
+    log(LogLevel::kInfo, "kernels: " + kernel + " (" + std::to_string(layers.size()) + " layer" +
+                             (layers.size() == 1 ? "" : "s") + ": " + names + ")");
+  }
+}
+
 void Trainer::emit_run_start(const RunState& s) {
   RunStartEvent start;
   start.run = opt_.run_id;
@@ -324,6 +347,7 @@ void Trainer::emit_run_start(const RunState& s) {
   start.config = cfg_.raw;
   emit(start);
   log(LogLevel::kInfo, "device " + device_note_);
+  log_kernel_notes();
   if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);
   if (const std::string note = strategy_->communication_note(); !note.empty()) {
     log(LogLevel::kWarning, note);

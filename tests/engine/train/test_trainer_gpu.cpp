@@ -184,11 +184,21 @@ TEST_F(TrainerGpu, ACnnsConvolutionScratchIsInTheArenaThePlanSized) {
       {"optimizer", {{"type", "adam"}, {"lr", 0.003}}},
       {"train", {{"steps", 3}, {"global_batch_size", 32}, {"log_every_steps", 1}}},
       {"checkpoint", {{"every_epoch", false}}}};
-  const TrainSummary gpu = train(config(doc, gpu_device()));
+  std::vector<Event> events;
+  const TrainSummary gpu = train(config(doc, gpu_device()), {}, &events);
   const TrainSummary cpu = train(config(doc, "cpu"));
   expect_same_losses(gpu.step_losses, cpu.step_losses);
   EXPECT_TRUE(has(gpu.device_note, "; 1 device allocation while planning")) << gpu.device_note;
   EXPECT_FALSE(has(gpu.device_note, "beyond the arena")) << gpu.device_note;
+  // The run log names the convolutions' kernels: cuDNN's (conv_algorithm
+  // auto), for both layers.
+  std::string kernels;
+  for (const Event& e : events) {
+    if (const auto* l = std::get_if<LogEvent>(&e); l != nullptr && has(l->message, "kernels: "))
+      kernels += l->message + "\n";
+  }
+  EXPECT_TRUE(has(kernels, "kernels: cuDNN ")) << kernels;
+  EXPECT_TRUE(has(kernels, "(2 layers: Conv2d(1 -> 8, 3x3), Conv2d(8 -> 16, 3x3))")) << kernels;
 }
 
 TEST_F(TrainerGpu, OneSeedGivesTheSameLossesBitForBit) {

@@ -59,6 +59,7 @@ class Conv2d final : public Layer {
   int64_t flops_per_row() const override;
   int64_t saved_floats_per_row(int64_t out_width) const override;
   int64_t backend_scratch_bytes(int64_t max_rows) const override;
+  void kernel_notes(KernelNotes& out) const override;
   void init(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
@@ -121,6 +122,7 @@ class ResidualBlock final : public Layer {
   int64_t flops_per_row() const override;
   int64_t saved_floats_per_row(int64_t out_width) const override;
   int64_t backend_scratch_bytes(int64_t max_rows) const override;
+  void kernel_notes(KernelNotes& out) const override;
   int64_t product_scratch_bytes(int64_t max_rows) const override;
   void init(Rng& rng) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;

@@ -51,6 +51,9 @@ struct Param {
   bool weight_decay = true;  // false for biases and norm gains
 };
 
+// (layer, kernel) descriptions: Layer::kernel_notes.
+using KernelNotes = std::vector<std::pair<std::string, std::string>>;
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -74,6 +77,11 @@ class Layer {
   // Bytes the bound backend holds for this layer planned for `max_rows`
   // input rows, beyond its tensors (a GPU convolution's partial sums), for
   // the memory plan.
+  // The kernels the layer's backend planned for it, for the run log: (the
+  // layer, the kernel) pairs, a convolution's kernel the implementation
+  // chosen ("cuDNN 9.19 convolution: ..."), appended to `out`; none by
+  // default.
+  virtual void kernel_notes(KernelNotes& /*out*/) const {}
   virtual int64_t backend_scratch_bytes(int64_t /*max_rows*/) const { return 0; }
   // The largest product scratch (Backend::product_scratch_bytes) the bound
   // backend needs for this layer's products, forward and backward, planned

@@ -42,6 +42,8 @@ class Sequential {
   // (Layer::backend_scratch_bytes) when planned for `max_batch` samples;
   // valid after plan() (for any batch).
   int64_t backend_scratch_bytes(int64_t max_batch) const;
+  // Its layers' kernel notes (Layer::kernel_notes), in order.
+  KernelNotes kernel_notes() const;
   // The largest product scratch a layer needs (Layer::product_scratch_bytes)
   // when planned for `max_batch` samples: one scratch serves them all.
   int64_t product_scratch_bytes(int64_t max_batch) const;

@@ -150,6 +150,7 @@ class Trainer {
   TrainSummary serve(RunState& s);  // a parameter server's whole run
   void join_servers(RunState& s);   // a worker of servers over TCP: values, and where to start
   void emit_run_start(const RunState& s);
+  void log_kernel_notes();
   // A token model's tokens per sample (0 otherwise), and the counted model
   // FLOPs of one training step of the global batch.
   int64_t tokens_per_sample() const;
