@@ -1,36 +1,18 @@
-#include <mutex>
+#include <cstdlib>
 
 #include "cudnn_loader.h"
-
-#if defined(__CUDACC__)
-#include <dlfcn.h>
-
-#include <cstdlib>
-#endif
+#include "loaded_table.h"
 
 namespace baton_cuda {
 namespace {
 
-// The process's one copy of a dlopen'ed library: loading is global by
-// nature (the loader keeps it), so the table that points into it is too.
-struct Loaded {
-  CudnnFns fns{};
-  bool ok = false;
-  std::string why;
-};
-
 #if defined(__CUDACC__)
-template <class F>
-void bind(void* lib, const char* name, F& fn, std::string& missing) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (fn == nullptr && missing.empty()) missing = name;
-}
-#define BATON_CUDNN_BIND(fn) bind(lib, "cudnn" #fn, f.fn, missing)
+#define BATON_CUDNN_BIND(fn) bind_symbol(lib, "cudnn" #fn, f.fn, missing)
 #else
 #define BATON_CUDNN_BIND(fn) f.fn = &cudnn##fn
 #endif
 
-void load(Loaded& l) {
+void load(LoadedTable<CudnnFns>& l) {
   CudnnFns& f = l.fns;
 #if defined(__CUDACC__)
   const char* env = std::getenv("BATON_CUDNN_LIBRARY");
@@ -87,15 +69,6 @@ void load(Loaded& l) {
 
 }  // namespace
 
-const CudnnFns* load_cudnn(std::string* why) {
-  static Loaded loaded;
-  static std::once_flag once;
-  std::call_once(once, [] { load(loaded); });
-  if (!loaded.ok) {
-    if (why != nullptr) *why = loaded.why;
-    return nullptr;
-  }
-  return &loaded.fns;
-}
+const CudnnFns* load_cudnn(std::string* why) { return load_once<CudnnFns>(load, why); }
 
 }  // namespace baton_cuda

@@ -159,70 +159,64 @@ const Perf* first_usable(const Perf* results, int count, bool fp32) {
   return nullptr;
 }
 
+// One pass's choice: cuDNN's ranking (`rank`: the pass's
+// cudnnGet*Algorithm_v7), the first usable algorithm, and its workspace
+// (`size`: the pass's cudnnGet*WorkspaceSize). False, with c.why, when
+// none is usable.
+template <class Perf, int kCount, class Algo, class Rank, class Size>
+bool choose_pass(const CudnnFns& f, bool fp32, const char* pass, Rank rank, Size size, Algo* algo,
+                 Choice& c) {
+  Perf r[kCount];
+  int count = 0;
+  check_dnn(f, rank(kCount, &count, r), "cudnnGetConvolution*Algorithm_v7");
+  const Perf* p = first_usable(r, count, fp32);
+  if (p == nullptr) {
+    c.why = std::string("cuDNN has no deterministic ") + pass + " algorithm for this layer";
+    return false;
+  }
+  *algo = p->algo;
+  size_t bytes = 0;
+  check_dnn(f, size(p->algo, &bytes), "cudnnGetConvolution*WorkspaceSize");
+  c.workspace = std::max(c.workspace, bytes);
+  return true;
+}
+
 Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp32) {
   Choice c;
-  {
-    cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int count = 0;
-    check_dnn(f,
-              f.GetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(),
-                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, r),
-              "cudnnGetConvolutionForwardAlgorithm_v7");
-    const auto* p = first_usable(r, count, fp32);
-    if (p == nullptr) {
-      c.why = "cuDNN has no deterministic forward algorithm for this layer";
-      return c;
-    }
-    c.forward = p->algo;
-    size_t bytes = 0;
-    check_dnn(
-        f,
-        f.GetConvolutionForwardWorkspaceSize(h, d.x(), d.w(), d.conv(), d.y(), c.forward, &bytes),
-        "cudnnGetConvolutionForwardWorkspaceSize");
-    c.workspace = std::max(c.workspace, bytes);
-  }
-  {
-    cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int count = 0;
-    check_dnn(
-        f,
-        f.GetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(),
-                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, r),
-        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    const auto* p = first_usable(r, count, fp32);
-    if (p == nullptr) {
-      c.why = "cuDNN has no deterministic backward-data algorithm for this layer";
-      return c;
-    }
-    c.backward_data = p->algo;
-    size_t bytes = 0;
-    check_dnn(f,
-              f.GetConvolutionBackwardDataWorkspaceSize(h, d.w(), d.y(), d.conv(), d.x(),
-                                                        c.backward_data, &bytes),
-              "cudnnGetConvolutionBackwardDataWorkspaceSize");
-    c.workspace = std::max(c.workspace, bytes);
-  }
-  {
-    cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int count = 0;
-    check_dnn(
-        f,
-        f.GetConvolutionBackwardFilterAlgorithm_v7(
-            h, d.x(), d.y(), d.conv(), d.w(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, r),
-        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    const auto* p = first_usable(r, count, fp32);
-    if (p == nullptr) {
-      c.why = "cuDNN has no deterministic backward-filter algorithm for this layer";
-      return c;
-    }
-    c.backward_filter = p->algo;
-    size_t bytes = 0;
-    check_dnn(f,
-              f.GetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(),
-                                                          c.backward_filter, &bytes),
-              "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-    c.workspace = std::max(c.workspace, bytes);
-  }
+  const bool ok =
+      choose_pass<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+          f, fp32, "forward",
+          [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
+            return f.GetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(), want, got,
+                                                       r);
+          },
+          [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+            return f.GetConvolutionForwardWorkspaceSize(h, d.x(), d.w(), d.conv(), d.y(), a, bytes);
+          },
+          &c.forward, c) &&
+      choose_pass<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          f, fp32, "backward-data",
+          [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
+            return f.GetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(), want,
+                                                            got, r);
+          },
+          [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+            return f.GetConvolutionBackwardDataWorkspaceSize(h, d.w(), d.y(), d.conv(), d.x(), a,
+                                                             bytes);
+          },
+          &c.backward_data, c) &&
+      choose_pass<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+          f, fp32, "backward-filter",
+          [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
+            return f.GetConvolutionBackwardFilterAlgorithm_v7(h, d.x(), d.y(), d.conv(), d.w(),
+                                                              want, got, r);
+          },
+          [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+            return f.GetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(), a,
+                                                               bytes);
+          },
+          &c.backward_filter, c);
+  (void)ok;  // c.why says which pass had none
   return c;
 }
 
@@ -238,50 +232,44 @@ class CudnnConv final : public ConvKernel {
   CudnnConv& operator=(const CudnnConv&) = delete;
 
   void forward(const float* x, const float* w, float* y, int64_t n) override {
-    at_batch(n);
-    size_t bytes = 0;
-    check_dnn(f_,
-              f_.GetConvolutionForwardWorkspaceSize(h_, d_->x(), d_->w(), d_->conv(), d_->y(),
-                                                    c_.forward, &bytes),
-              "cudnnGetConvolutionForwardWorkspaceSize");
-    fits(bytes, "forward");
-    const float one = 1.0f, zero = 0.0f;
-    check_dnn(f_,
-              f_.ConvolutionForward(h_, &one, d_->x(), x, d_->w(), w, d_->conv(), c_.forward,
-                                    workspace_, c_.workspace, &zero, d_->y(), y),
-              "cudnnConvolutionForward");
+    run(
+        n, "forward",
+        [&](size_t* bytes) {
+          return f_.GetConvolutionForwardWorkspaceSize(h_, d_->x(), d_->w(), d_->conv(), d_->y(),
+                                                       c_.forward, bytes);
+        },
+        [&](const float* one, const float* zero) {
+          return f_.ConvolutionForward(h_, one, d_->x(), x, d_->w(), w, d_->conv(), c_.forward,
+                                       workspace_, c_.workspace, zero, d_->y(), y);
+        });
   }
 
   void backward_data(const float* dy, const float* w, float* dx, int64_t n) override {
-    at_batch(n);
-    size_t bytes = 0;
-    check_dnn(f_,
-              f_.GetConvolutionBackwardDataWorkspaceSize(h_, d_->w(), d_->y(), d_->conv(), d_->x(),
-                                                         c_.backward_data, &bytes),
-              "cudnnGetConvolutionBackwardDataWorkspaceSize");
-    fits(bytes, "backward_data");
-    const float one = 1.0f, zero = 0.0f;
-    check_dnn(
-        f_,
-        f_.ConvolutionBackwardData(h_, &one, d_->w(), w, d_->y(), dy, d_->conv(), c_.backward_data,
-                                   workspace_, c_.workspace, &zero, d_->x(), dx),
-        "cudnnConvolutionBackwardData");
+    run(
+        n, "backward_data",
+        [&](size_t* bytes) {
+          return f_.GetConvolutionBackwardDataWorkspaceSize(h_, d_->w(), d_->y(), d_->conv(),
+                                                            d_->x(), c_.backward_data, bytes);
+        },
+        [&](const float* one, const float* zero) {
+          return f_.ConvolutionBackwardData(h_, one, d_->w(), w, d_->y(), dy, d_->conv(),
+                                            c_.backward_data, workspace_, c_.workspace, zero,
+                                            d_->x(), dx);
+        });
   }
 
   void backward_weights(const float* x, const float* dy, float* dw, int64_t n) override {
-    at_batch(n);
-    size_t bytes = 0;
-    check_dnn(f_,
-              f_.GetConvolutionBackwardFilterWorkspaceSize(h_, d_->x(), d_->y(), d_->conv(),
-                                                           d_->w(), c_.backward_filter, &bytes),
-              "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-    fits(bytes, "backward_weights");
-    const float one = 1.0f, zero = 0.0f;
-    check_dnn(f_,
-              f_.ConvolutionBackwardFilter(h_, &one, d_->x(), x, d_->y(), dy, d_->conv(),
-                                           c_.backward_filter, workspace_, c_.workspace, &zero,
-                                           d_->w(), dw),
-              "cudnnConvolutionBackwardFilter");
+    run(
+        n, "backward_weights",
+        [&](size_t* bytes) {
+          return f_.GetConvolutionBackwardFilterWorkspaceSize(h_, d_->x(), d_->y(), d_->conv(),
+                                                              d_->w(), c_.backward_filter, bytes);
+        },
+        [&](const float* one, const float* zero) {
+          return f_.ConvolutionBackwardFilter(h_, one, d_->x(), x, d_->y(), dy, d_->conv(),
+                                              c_.backward_filter, workspace_, c_.workspace, zero,
+                                              d_->w(), dw);
+        });
   }
 
   std::string describe() const override {
@@ -299,6 +287,18 @@ class CudnnConv final : public ConvKernel {
                          " images, planned for at most " + std::to_string(s_.n));
     }
     d_->set_batch(n);
+  }
+  // One pass at batch n: the descriptors at n, its algorithm's workspace
+  // at n within the planned one (`size`), then the call (`call(alpha,
+  // beta)`: 1 and 0, overwriting the output).
+  template <class Size, class Call>
+  void run(int64_t n, const char* pass, Size size, Call call) {
+    at_batch(n);
+    size_t bytes = 0;
+    check_dnn(f_, size(&bytes), "cudnnGetConvolution*WorkspaceSize");
+    fits(bytes, pass);
+    const float one = 1.0f, zero = 0.0f;
+    check_dnn(f_, call(&one, &zero), pass);
   }
   void fits(size_t bytes, const char* pass) const {
     if (bytes > c_.workspace) {

@@ -1,29 +1,12 @@
-#include <dlfcn.h>
-
 #include <cstdlib>
-#include <mutex>
 
+#include "loaded_table.h"
 #include "nccl_loader.h"
 
 namespace baton_cuda {
 namespace {
 
-// The process's one copy of a dlopen'ed library: loading is global by
-// nature (the loader keeps it), so the table that points into it is too.
-struct Loaded {
-  NcclFns fns{};
-  bool ok = false;
-  std::string why;
-};
-
-template <class F>
-bool bind(void* lib, const char* name, F& fn, std::string& missing) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (fn == nullptr && missing.empty()) missing = name;
-  return fn != nullptr;
-}
-
-void load(Loaded& l) {
+void load(LoadedTable<NcclFns>& l) {
   const char* env = std::getenv("BATON_NCCL_LIBRARY");
   const std::string path = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -35,25 +18,25 @@ void load(Loaded& l) {
   }
   std::string missing;
   NcclFns& f = l.fns;
-  bind(lib, "ncclGetVersion", f.GetVersion, missing);
-  bind(lib, "ncclGetErrorString", f.GetErrorString, missing);
-  bind(lib, "ncclGetLastError", f.GetLastError, missing);
-  bind(lib, "ncclGetUniqueId", f.GetUniqueId, missing);
-  bind(lib, "ncclCommInitRank", f.CommInitRank, missing);
-  bind(lib, "ncclCommInitAll", f.CommInitAll, missing);
-  bind(lib, "ncclCommDestroy", f.CommDestroy, missing);
-  bind(lib, "ncclCommAbort", f.CommAbort, missing);
-  bind(lib, "ncclCommCount", f.CommCount, missing);
-  bind(lib, "ncclCommUserRank", f.CommUserRank, missing);
-  bind(lib, "ncclCommGetAsyncError", f.CommGetAsyncError, missing);
-  bind(lib, "ncclAllReduce", f.AllReduce, missing);
-  bind(lib, "ncclReduceScatter", f.ReduceScatter, missing);
-  bind(lib, "ncclAllGather", f.AllGather, missing);
-  bind(lib, "ncclBroadcast", f.Broadcast, missing);
-  bind(lib, "ncclSend", f.Send, missing);
-  bind(lib, "ncclRecv", f.Recv, missing);
-  bind(lib, "ncclGroupStart", f.GroupStart, missing);
-  bind(lib, "ncclGroupEnd", f.GroupEnd, missing);
+  bind_symbol(lib, "ncclGetVersion", f.GetVersion, missing);
+  bind_symbol(lib, "ncclGetErrorString", f.GetErrorString, missing);
+  bind_symbol(lib, "ncclGetLastError", f.GetLastError, missing);
+  bind_symbol(lib, "ncclGetUniqueId", f.GetUniqueId, missing);
+  bind_symbol(lib, "ncclCommInitRank", f.CommInitRank, missing);
+  bind_symbol(lib, "ncclCommInitAll", f.CommInitAll, missing);
+  bind_symbol(lib, "ncclCommDestroy", f.CommDestroy, missing);
+  bind_symbol(lib, "ncclCommAbort", f.CommAbort, missing);
+  bind_symbol(lib, "ncclCommCount", f.CommCount, missing);
+  bind_symbol(lib, "ncclCommUserRank", f.CommUserRank, missing);
+  bind_symbol(lib, "ncclCommGetAsyncError", f.CommGetAsyncError, missing);
+  bind_symbol(lib, "ncclAllReduce", f.AllReduce, missing);
+  bind_symbol(lib, "ncclReduceScatter", f.ReduceScatter, missing);
+  bind_symbol(lib, "ncclAllGather", f.AllGather, missing);
+  bind_symbol(lib, "ncclBroadcast", f.Broadcast, missing);
+  bind_symbol(lib, "ncclSend", f.Send, missing);
+  bind_symbol(lib, "ncclRecv", f.Recv, missing);
+  bind_symbol(lib, "ncclGroupStart", f.GroupStart, missing);
+  bind_symbol(lib, "ncclGroupEnd", f.GroupEnd, missing);
   if (!missing.empty()) {
     l.why = path + " has no " + missing + " (an NCCL older than 2.13?)";
     return;
@@ -63,15 +46,6 @@ void load(Loaded& l) {
 
 }  // namespace
 
-const NcclFns* load_nccl(std::string* why) {
-  static Loaded loaded;
-  static std::once_flag once;
-  std::call_once(once, [] { load(loaded); });
-  if (!loaded.ok) {
-    if (why != nullptr) *why = loaded.why;
-    return nullptr;
-  }
-  return &loaded.fns;
-}
+const NcclFns* load_nccl(std::string* why) { return load_once<NcclFns>(load, why); }
 
 }  // namespace baton_cuda

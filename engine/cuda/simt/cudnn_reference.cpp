@@ -38,10 +38,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cublaslt_stand_in.h"
@@ -385,6 +387,80 @@ cudaError_t enqueue(cudnnHandle_t h, const char* what, std::function<void()> bod
   });
 }
 
+// A cudnnGet*Algorithm_v7: the geometry checked, then the modelled
+// algorithms in the stand-in's ranking (those `model` gives a workspace
+// for this geometry), as many as asked for.
+template <class Perf, class Algo>
+cudnnStatus_t rank(const char* where, cudnnHandle_t h, const cudnnTensorStruct* x,
+                   const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
+                   const cudnnTensorStruct* y, int64_t (*model)(const Geometry&, Algo),
+                   std::initializer_list<std::pair<Algo, cudnnDeterminism_t>> ranking,
+                   int requested, int* returned, Perf* out) {
+  Geometry g;
+  if (const auto st = geometry(h, x, w, conv, y, where, &g); st != CUDNN_STATUS_SUCCESS) return st;
+  if (returned == nullptr || out == nullptr || requested < 1)
+    return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
+  *returned = 0;
+  for (const auto& [algo, det] : ranking)
+    add_perf(out, requested, returned, algo, model(g, algo), det, g.conv.math);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// A cudnnGet*WorkspaceSize: the geometry checked, then the pass's
+// modelled size for `algo` (`model`).
+template <class Algo>
+cudnnStatus_t workspace_size(const char* where, cudnnHandle_t h, const cudnnTensorStruct* x,
+                             const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
+                             const cudnnTensorStruct* y, int64_t (*model)(const Geometry&, Algo),
+                             Algo algo, size_t* out) {
+  Geometry g;
+  if (const auto st = geometry(h, x, w, conv, y, where, &g); st != CUDNN_STATUS_SUCCESS) return st;
+  if (out == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "sizeInBytes is null");
+  const int64_t bytes = model(g, algo);
+  if (bytes < 0) return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "algorithm not modelled here");
+  *out = static_cast<size_t>(bytes);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// What a pass's call gives: its scalars, workspace, and the x-side,
+// filter-side and y-side tensors (input or output by pass).
+struct Run {
+  const char* where;
+  const void *alpha, *beta;
+  void* workspace;
+  size_t workspace_bytes;
+  const void *x, *w, *y;
+};
+
+// A pass: the geometry, the workspace and scalars checked, the tensors in
+// device memory over their extents; then, on the handle's stream, the
+// workspace spoiled and `body(geometry, alpha, beta)` run.
+template <class Algo, class Body>
+cudnnStatus_t execute(const Run& r, cudnnHandle_t h, const cudnnTensorStruct* x,
+                      const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
+                      const cudnnTensorStruct* y, int64_t (*model)(const Geometry&, Algo),
+                      Algo algo, Body body) {
+  Geometry g;
+  if (const auto st = geometry(h, x, w, conv, y, r.where, &g); st != CUDNN_STATUS_SUCCESS)
+    return st;
+  const int64_t need = model(g, algo);
+  if (const auto st = check_run(r.where, r.alpha, r.beta, r.workspace, r.workspace_bytes, need);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
+  if (!device_floats(r.x, tensor_bytes(g.x)) || !device_floats(r.w, filter_bytes(g.w)) ||
+      !device_floats(r.y, tensor_bytes(g.y)))
+    return refuse(CUDNN_STATUS_BAD_PARAM, r.where,
+                  "a tensor or the filter is not device memory over its extent");
+  const float a = *static_cast<const float*>(r.alpha), b = *static_cast<const float*>(r.beta);
+  void* ws = r.workspace;
+  if (enqueue(h, r.where, [=] {
+        if (need > 0) spoil(ws, need);
+        body(g, a, b);
+      }) != cudaSuccess)
+    return refuse(CUDNN_STATUS_EXECUTION_FAILED, r.where, "the stream refused the work");
+  return CUDNN_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -579,19 +655,12 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(
     const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
     const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int* returnedAlgoCount,
     cudnnConvolutionFwdAlgoPerf_t* perfResults) {
-  const char* where = "cudnnGetConvolutionForwardAlgorithm_v7";
-  Geometry g;
-  if (const auto st = geometry(handle, srcDesc, filterDesc, convDesc, destDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (returnedAlgoCount == nullptr || perfResults == nullptr || requestedAlgoCount < 1)
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
-  *returnedAlgoCount = 0;
-  for (const auto a : {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
-                       CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_GEMM})
-    add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, a, forward_workspace(g, a),
-             CUDNN_DETERMINISTIC, g.conv.math);
-  return CUDNN_STATUS_SUCCESS;
+  return rank("cudnnGetConvolutionForwardAlgorithm_v7", handle, srcDesc, filterDesc, convDesc,
+              destDesc, forward_workspace,
+              {{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_DETERMINISTIC},
+               {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DETERMINISTIC},
+               {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_DETERMINISTIC}},
+              requestedAlgoCount, returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -599,21 +668,11 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(
     const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
     const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int* returnedAlgoCount,
     cudnnConvolutionBwdDataAlgoPerf_t* perfResults) {
-  const char* where = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
-  Geometry g;
-  if (const auto st = geometry(handle, gradDesc, filterDesc, convDesc, diffDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (returnedAlgoCount == nullptr || perfResults == nullptr || requestedAlgoCount < 1)
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
-  *returnedAlgoCount = 0;
-  add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
-           backward_data_workspace(g, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0), CUDNN_NON_DETERMINISTIC,
-           g.conv.math);
-  add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
-           backward_data_workspace(g, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1), CUDNN_DETERMINISTIC,
-           g.conv.math);
-  return CUDNN_STATUS_SUCCESS;
+  return rank("cudnnGetConvolutionBackwardDataAlgorithm_v7", handle, gradDesc, filterDesc, convDesc,
+              diffDesc, backward_data_workspace,
+              {{CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, CUDNN_NON_DETERMINISTIC},
+               {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_DETERMINISTIC}},
+              requestedAlgoCount, returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -621,69 +680,36 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterAlgorithm_v7(
     const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
     const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount, int* returnedAlgoCount,
     cudnnConvolutionBwdFilterAlgoPerf_t* perfResults) {
-  const char* where = "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
-  Geometry g;
-  if (const auto st = geometry(handle, srcDesc, gradDesc, convDesc, diffDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (returnedAlgoCount == nullptr || perfResults == nullptr || requestedAlgoCount < 1)
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
-  *returnedAlgoCount = 0;
-  for (const auto a : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3})
-    add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, a, backward_filter_workspace(g, a),
-             CUDNN_NON_DETERMINISTIC, g.conv.math);
-  add_perf(perfResults, requestedAlgoCount, returnedAlgoCount, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
-           backward_filter_workspace(g, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1), CUDNN_DETERMINISTIC,
-           g.conv.math);
-  return CUDNN_STATUS_SUCCESS;
+  return rank("cudnnGetConvolutionBackwardFilterAlgorithm_v7", handle, srcDesc, gradDesc, convDesc,
+              diffDesc, backward_filter_workspace,
+              {{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_NON_DETERMINISTIC},
+               {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, CUDNN_NON_DETERMINISTIC},
+               {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_DETERMINISTIC}},
+              requestedAlgoCount, returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardWorkspaceSize(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnFilterDescriptor_t wDesc,
     const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc,
     cudnnConvolutionFwdAlgo_t algo, size_t* sizeInBytes) {
-  const char* where = "cudnnGetConvolutionForwardWorkspaceSize";
-  Geometry g;
-  if (const auto st = geometry(handle, xDesc, wDesc, convDesc, yDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (sizeInBytes == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "sizeInBytes is null");
-  const int64_t bytes = forward_workspace(g, algo);
-  if (bytes < 0) return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "algorithm not modelled here");
-  *sizeInBytes = static_cast<size_t>(bytes);
-  return CUDNN_STATUS_SUCCESS;
+  return workspace_size("cudnnGetConvolutionForwardWorkspaceSize", handle, xDesc, wDesc, convDesc,
+                        yDesc, forward_workspace, algo, sizeInBytes);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataWorkspaceSize(
     cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
     const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc,
     cudnnConvolutionBwdDataAlgo_t algo, size_t* sizeInBytes) {
-  const char* where = "cudnnGetConvolutionBackwardDataWorkspaceSize";
-  Geometry g;
-  if (const auto st = geometry(handle, dxDesc, wDesc, convDesc, dyDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (sizeInBytes == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "sizeInBytes is null");
-  const int64_t bytes = backward_data_workspace(g, algo);
-  if (bytes < 0) return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "algorithm not modelled here");
-  *sizeInBytes = static_cast<size_t>(bytes);
-  return CUDNN_STATUS_SUCCESS;
+  return workspace_size("cudnnGetConvolutionBackwardDataWorkspaceSize", handle, dxDesc, wDesc,
+                        convDesc, dyDesc, backward_data_workspace, algo, sizeInBytes);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterWorkspaceSize(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t dyDesc,
     const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t gradDesc,
     cudnnConvolutionBwdFilterAlgo_t algo, size_t* sizeInBytes) {
-  const char* where = "cudnnGetConvolutionBackwardFilterWorkspaceSize";
-  Geometry g;
-  if (const auto st = geometry(handle, xDesc, gradDesc, convDesc, dyDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (sizeInBytes == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "sizeInBytes is null");
-  const int64_t bytes = backward_filter_workspace(g, algo);
-  if (bytes < 0) return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "algorithm not modelled here");
-  *sizeInBytes = static_cast<size_t>(bytes);
-  return CUDNN_STATUS_SUCCESS;
+  return workspace_size("cudnnGetConvolutionBackwardFilterWorkspaceSize", handle, xDesc, gradDesc,
+                        convDesc, dyDesc, backward_filter_workspace, algo, sizeInBytes);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(
@@ -691,28 +717,12 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(
     const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
     cudnnConvolutionFwdAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnTensorDescriptor_t yDesc, void* y) {
-  const char* where = "cudnnConvolutionForward";
-  Geometry g;
-  if (const auto st = geometry(handle, xDesc, wDesc, convDesc, yDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  const int64_t need = forward_workspace(g, algo);
-  if (const auto st = check_run(where, alpha, beta, workSpace, workSpaceSizeInBytes, need);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (!device_floats(x, tensor_bytes(g.x)) || !device_floats(w, filter_bytes(g.w)) ||
-      !device_floats(y, tensor_bytes(g.y)))
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "x, w or y is not device memory over its extent");
-  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  const auto* xf = static_cast<const float*>(x);
-  const auto* wf = static_cast<const float*>(w);
-  auto* yf = static_cast<float*>(y);
-  if (enqueue(handle, where, [=] {
-        if (need > 0) spoil(workSpace, need);
-        run_forward(g, a, xf, wf, b, yf);
-      }) != cudaSuccess)
-    return refuse(CUDNN_STATUS_EXECUTION_FAILED, where, "the stream refused the work");
-  return CUDNN_STATUS_SUCCESS;
+  const Run r{"cudnnConvolutionForward", alpha, beta, workSpace, workSpaceSizeInBytes, x, w, y};
+  return execute(r, handle, xDesc, wDesc, convDesc, yDesc, forward_workspace, algo,
+                 [=](const Geometry& g, float a, float b) {
+                   run_forward(g, a, static_cast<const float*>(x), static_cast<const float*>(w), b,
+                               static_cast<float*>(y));
+                 });
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(
@@ -721,30 +731,15 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(
     const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdDataAlgo_t algo,
     void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnTensorDescriptor_t dxDesc, void* dx) {
-  const char* where = "cudnnConvolutionBackwardData";
-  Geometry g;
-  if (const auto st = geometry(handle, dxDesc, wDesc, convDesc, dyDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  const int64_t need = backward_data_workspace(g, algo);
-  if (const auto st = check_run(where, alpha, beta, workSpace, workSpaceSizeInBytes, need);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (!device_floats(dx, tensor_bytes(g.x)) || !device_floats(w, filter_bytes(g.w)) ||
-      !device_floats(dy, tensor_bytes(g.y)))
-    return refuse(CUDNN_STATUS_BAD_PARAM, where,
-                  "w, dy or dx is not device memory over its extent");
-  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  const auto* wf = static_cast<const float*>(w);
-  const auto* dyf = static_cast<const float*>(dy);
-  auto* dxf = static_cast<float*>(dx);
+  const Run r{"cudnnConvolutionBackwardData", alpha, beta, workSpace,
+              workSpaceSizeInBytes,           dx,    w,    dy};
   const bool shuffled = algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-  if (enqueue(handle, where, [=] {
-        if (need > 0) spoil(workSpace, need);
-        run_backward_data(g, a, wf, dyf, b, dxf, shuffled);
-      }) != cudaSuccess)
-    return refuse(CUDNN_STATUS_EXECUTION_FAILED, where, "the stream refused the work");
-  return CUDNN_STATUS_SUCCESS;
+  return execute(r, handle, dxDesc, wDesc, convDesc, dyDesc, backward_data_workspace, algo,
+                 [=](const Geometry& g, float a, float b) {
+                   run_backward_data(g, a, static_cast<const float*>(w),
+                                     static_cast<const float*>(dy), b, static_cast<float*>(dx),
+                                     shuffled);
+                 });
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardFilter(
@@ -753,30 +748,15 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardFilter(
     const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdFilterAlgo_t algo,
     void* workSpace, size_t workSpaceSizeInBytes, const void* beta,
     const cudnnFilterDescriptor_t dwDesc, void* dw) {
-  const char* where = "cudnnConvolutionBackwardFilter";
-  Geometry g;
-  if (const auto st = geometry(handle, xDesc, dwDesc, convDesc, dyDesc, where, &g);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  const int64_t need = backward_filter_workspace(g, algo);
-  if (const auto st = check_run(where, alpha, beta, workSpace, workSpaceSizeInBytes, need);
-      st != CUDNN_STATUS_SUCCESS)
-    return st;
-  if (!device_floats(x, tensor_bytes(g.x)) || !device_floats(dw, filter_bytes(g.w)) ||
-      !device_floats(dy, tensor_bytes(g.y)))
-    return refuse(CUDNN_STATUS_BAD_PARAM, where,
-                  "x, dy or dw is not device memory over its extent");
-  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  const auto* xf = static_cast<const float*>(x);
-  const auto* dyf = static_cast<const float*>(dy);
-  auto* dwf = static_cast<float*>(dw);
+  const Run r{
+      "cudnnConvolutionBackwardFilter", alpha, beta, workSpace, workSpaceSizeInBytes, x, dw, dy};
   const bool shuffled = algo != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-  if (enqueue(handle, where, [=] {
-        if (need > 0) spoil(workSpace, need);
-        run_backward_filter(g, a, xf, dyf, b, dwf, shuffled);
-      }) != cudaSuccess)
-    return refuse(CUDNN_STATUS_EXECUTION_FAILED, where, "the stream refused the work");
-  return CUDNN_STATUS_SUCCESS;
+  return execute(r, handle, xDesc, dwDesc, convDesc, dyDesc, backward_filter_workspace, algo,
+                 [=](const Geometry& g, float a, float b) {
+                   run_backward_filter(g, a, static_cast<const float*>(x),
+                                       static_cast<const float*>(dy), b, static_cast<float*>(dw),
+                                       shuffled);
+                 });
 }
 
 }  // extern "C"
