@@ -387,6 +387,35 @@ cudaError_t enqueue(cudnnHandle_t h, const char* what, std::function<void()> bod
   });
 }
 
+// A 4-d descriptor's setting: live, every dimension at least 1, a format
+// the stand-in models.
+cudnnStatus_t check_4d(const char* where, bool live, std::initializer_list<int> dims,
+                       cudnnTensorFormat_t format) {
+  if (!live) return refuse(CUDNN_STATUS_BAD_PARAM, where, "not a live descriptor");
+  for (const int d : dims)
+    if (d < 1) return refuse(CUDNN_STATUS_BAD_PARAM, where, "a dimension below 1");
+  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "NCHW or NHWC only here");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// A descriptor's creation and destruction (T: one of the structs above,
+// whose default magic marks a live one).
+template <class T>
+cudnnStatus_t create_descriptor(T** d, const char* where) {
+  if (d == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, where, "null");
+  *d = new T;
+  return CUDNN_STATUS_SUCCESS;
+}
+template <class T>
+cudnnStatus_t destroy_descriptor(T* d, const char* where) {
+  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
+  if (d->magic != T{}.magic) return refuse(CUDNN_STATUS_BAD_PARAM, where, "not a live descriptor");
+  d->magic = 0;
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 // A cudnnGet*Algorithm_v7: the geometry checked, then the modelled
 // algorithms in the stand-in's ranking (those `model` gives a workspace
 // for this geometry), as many as asked for.
@@ -506,22 +535,17 @@ cudnnStatus_t CUDNNWINAPI cudnnSetStream(cudnnHandle_t handle, cudaStream_t stre
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) {
-  if (d == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnCreateTensorDescriptor", "null");
-  *d = new cudnnTensorStruct;
-  return CUDNN_STATUS_SUCCESS;
+  return create_descriptor(d, "cudnnCreateTensorDescriptor");
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d,
                                                      cudnnTensorFormat_t format,
                                                      cudnnDataType_t dataType, int n, int c, int h,
                                                      int w) {
-  const char* where = "cudnnSetTensor4dDescriptor";
-  if (d == nullptr || d->magic != kTensorMagic)
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "not a live descriptor");
-  if (n < 1 || c < 1 || h < 1 || w < 1)
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "a dimension below 1");
-  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "NCHW or NHWC only here");
+  if (const auto st = check_4d("cudnnSetTensor4dDescriptor",
+                               d != nullptr && d->magic == kTensorMagic, {n, c, h, w}, format);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
   d->type = dataType;
   d->n = n;
   d->c = c;
@@ -543,31 +567,21 @@ cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d,
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
-  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
-  if (d->magic != kTensorMagic)
-    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyTensorDescriptor", "not a live descriptor");
-  d->magic = 0;
-  delete d;
-  return CUDNN_STATUS_SUCCESS;
+  return destroy_descriptor(d, "cudnnDestroyTensorDescriptor");
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) {
-  if (d == nullptr) return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnCreateFilterDescriptor", "null");
-  *d = new cudnnFilterStruct;
-  return CUDNN_STATUS_SUCCESS;
+  return create_descriptor(d, "cudnnCreateFilterDescriptor");
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d,
                                                      cudnnDataType_t dataType,
                                                      cudnnTensorFormat_t format, int k, int c,
                                                      int h, int w) {
-  const char* where = "cudnnSetFilter4dDescriptor";
-  if (d == nullptr || d->magic != kFilterMagic)
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "not a live descriptor");
-  if (k < 1 || c < 1 || h < 1 || w < 1)
-    return refuse(CUDNN_STATUS_BAD_PARAM, where, "a dimension below 1");
-  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC)
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED, where, "NCHW or NHWC only here");
+  if (const auto st = check_4d("cudnnSetFilter4dDescriptor",
+                               d != nullptr && d->magic == kFilterMagic, {k, c, h, w}, format);
+      st != CUDNN_STATUS_SUCCESS)
+    return st;
   d->type = dataType;
   d->format = format;
   d->k = k;
@@ -579,19 +593,11 @@ cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d,
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
-  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
-  if (d->magic != kFilterMagic)
-    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyFilterDescriptor", "not a live descriptor");
-  d->magic = 0;
-  delete d;
-  return CUDNN_STATUS_SUCCESS;
+  return destroy_descriptor(d, "cudnnDestroyFilterDescriptor");
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) {
-  if (d == nullptr)
-    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnCreateConvolutionDescriptor", "null");
-  *d = new cudnnConvolutionStruct;
-  return CUDNN_STATUS_SUCCESS;
+  return create_descriptor(d, "cudnnCreateConvolutionDescriptor");
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h,
@@ -641,13 +647,7 @@ cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionMathType(cudnnConvolutionDescriptor
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
-  if (d == nullptr) return CUDNN_STATUS_SUCCESS;
-  if (d->magic != kConvMagic)
-    return refuse(CUDNN_STATUS_BAD_PARAM, "cudnnDestroyConvolutionDescriptor",
-                  "not a live descriptor");
-  d->magic = 0;
-  delete d;
-  return CUDNN_STATUS_SUCCESS;
+  return destroy_descriptor(d, "cudnnDestroyConvolutionDescriptor");
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(
