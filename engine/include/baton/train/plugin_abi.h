@@ -18,7 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BATON_PLUGIN_ABI_VERSION 1u
+/* 2: the C++ classes a plugin's factories build on changed layout (Layer
+ * gained product_scratch_bytes and kernel_notes): a plugin built against
+ * version 1 would call the wrong virtual functions. */
+#define BATON_PLUGIN_ABI_VERSION 2u
 #define BATON_PLUGIN_ENTRY_SYMBOL "baton_plugin_entry"
 
 #ifdef __cplusplus
