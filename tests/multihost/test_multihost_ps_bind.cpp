@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -38,10 +39,11 @@ namespace {
 using testing_launch::of_type;
 
 const char* kPrefix = "bt-b";  // the hosts: bt-b1 (10.77.0.11), bt-b2 (10.77.0.12)
-// Steps of the tiny MLP: about 3 s of a worker here, so that the launcher's
-// ranks events (every heartbeat, 0.2 s) see worker 2 inside the probe's
-// window (step 200 to half its steps) however fast the ranks start; at
-// 20000 steps the whole run took 1.6 s and the window was sometimes missed.
+// Steps of the tiny MLP (about 2 s of a run here). The probes no longer
+// depend on catching a window of steps: the trainers are held while they
+// run (expect_bound_to_its_place); a 40000-step run once finished before
+// any ranks event (one a second, or on a change) fell inside the old
+// window of steps 200-20000.
 constexpr int64_t kSteps = 40000;
 
 const std::string kConfig = testing_launch::digits_config(R"({
@@ -94,11 +96,10 @@ class MultiHostPsBind : public testing::Test {
 
   // Runs `baton launch` with `placement` (--hostfile FILE or --tf-config
   // FILE); the server is on host `ns`, placed at `placed`, and `other`
-  // (added here) is a second address of that host. Once worker 2 has
-  // trained 200 steps (and not half its steps): the server's port (from the chief's run_start) is
-  // at `placed` and reachable there from host `from`, and refused on the
-  // server's own host at `other` and at 127.0.0.1. Then the job trains on
-  // to its end.
+  // (added here) is a second address of that host. Once worker 2 runs (and
+  // has not finished), with the chief and the workers held: the server's port (from the chief's
+  // run_start) is at `placed` and reachable there from host `from`, and refused on the server's own
+  // host at `other` and at 127.0.0.1. Then the job trains on to its end.
   void expect_bound_to_its_place(const std::string& run_id, std::vector<std::string> placement,
                                  const std::string& ns, const std::string& placed,
                                  const std::string& other, const std::string& from) {
@@ -127,22 +128,35 @@ class MultiHostPsBind : public testing::Test {
             port = std::stoi(s.substr(placed.size() + 1));
           }
           if (probed || port == 0 || type != "ranks") return;
+          bool worker_running = false;
+          std::vector<pid_t> trainers;  // the chief and the workers (ranks 0-2)
           for (const auto& r : e["ranks"]) {
-            // Early in its run: the job trains on after the probes.
-            const int64_t step = r.value("step", int64_t{-1});
-            if (r.value("rank", -1) == 2 && step >= 200 && step < kSteps / 2) {
-              at_placed = connect_from(from, placed, port);
-              at_other = connect_from(ns, other, port);
-              at_loopback = connect_from(ns, "127.0.0.1", port);
-              probed = true;
-            }
+            const int rank = r.value("rank", -1);
+            const long pid = r.value("pid", 0L);
+            if (rank == 2 && r.value("state", "") == "running" &&
+                r.value("step", int64_t{-1}) < kSteps)
+              worker_running = true;
+            if (rank >= 0 && rank < 3 && pid > 0) trainers.push_back(static_cast<pid_t>(pid));
           }
+          if (!worker_running) return;
+          // Mid-run, held there while the probes run (SIGSTOP: the server
+          // is not stopped and keeps listening; the job cannot reach its
+          // end first, however fast it runs; 30 s without a beat would be
+          // a hang, the probes take well under a second), then it trains
+          // on to its end.
+          std::vector<pid_t> held;
+          for (const pid_t p : trainers)
+            if (::kill(p, SIGSTOP) == 0) held.push_back(p);
+          at_placed = connect_from(from, placed, port);
+          at_other = connect_from(ns, other, port);
+          at_loopback = connect_from(ns, "127.0.0.1", port);
+          for (const pid_t p : held) ::kill(p, SIGCONT);
+          probed = true;
         },
         120);
     ip_in(ns, {"link", "del", "extra0"});
     ASSERT_EQ(job.exit_code, 0) << job.err;
-    ASSERT_TRUE(probed) << "worker 2 never seen between step 200 and " << kSteps / 2 << "\n"
-                        << job.err;
+    ASSERT_TRUE(probed) << "worker 2 never seen running before the end\n" << job.err;
     std::printf("server port %d: at %s: %s; at %s: %s; at %s's 127.0.0.1: %s\n", port,
                 placed.c_str(), at_placed.c_str(), other.c_str(), at_other.c_str(), ns.c_str(),
                 at_loopback.c_str());
