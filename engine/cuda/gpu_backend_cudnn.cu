@@ -182,9 +182,9 @@ bool choose_pass(const CudnnFns& f, bool fp32, const char* pass, Rank rank, Size
 }
 
 Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp32) {
+  // The passes in turn; the first with none usable ends it, c.why saying which.
   Choice c;
-  const bool ok =
-      choose_pass<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+  if (!choose_pass<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
           f, fp32, "forward",
           [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
             return f.GetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(), want, got,
@@ -193,8 +193,9 @@ Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp3
           [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
             return f.GetConvolutionForwardWorkspaceSize(h, d.x(), d.w(), d.conv(), d.y(), a, bytes);
           },
-          &c.forward, c) &&
-      choose_pass<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          &c.forward, c))
+    return c;
+  if (!choose_pass<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
           f, fp32, "backward-data",
           [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
             return f.GetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(), want,
@@ -204,19 +205,19 @@ Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp3
             return f.GetConvolutionBackwardDataWorkspaceSize(h, d.w(), d.y(), d.conv(), d.x(), a,
                                                              bytes);
           },
-          &c.backward_data, c) &&
-      choose_pass<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-          f, fp32, "backward-filter",
-          [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
-            return f.GetConvolutionBackwardFilterAlgorithm_v7(h, d.x(), d.y(), d.conv(), d.w(),
-                                                              want, got, r);
-          },
-          [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
-            return f.GetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(), a,
-                                                               bytes);
-          },
-          &c.backward_filter, c);
-  (void)ok;  // c.why says which pass had none
+          &c.backward_data, c))
+    return c;
+  choose_pass<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+      f, fp32, "backward-filter",
+      [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
+        return f.GetConvolutionBackwardFilterAlgorithm_v7(h, d.x(), d.y(), d.conv(), d.w(), want,
+                                                          got, r);
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+        return f.GetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(), a,
+                                                           bytes);
+      },
+      &c.backward_filter, c);
   return c;
 }
 

@@ -74,14 +74,14 @@ class Layer {
   // saved activations and scratch), for the memory estimate; by default
   // three per output width (output, its gradient, a saved copy).
   virtual int64_t saved_floats_per_row(int64_t out_width) const { return 3 * out_width; }
-  // Bytes the bound backend holds for this layer planned for `max_rows`
-  // input rows, beyond its tensors (a GPU convolution's partial sums), for
-  // the memory plan.
   // The kernels the layer's backend planned for it, for the run log: (the
   // layer, the kernel) pairs, a convolution's kernel the implementation
   // chosen ("cuDNN 9.19 convolution: ..."), appended to `out`; none by
   // default.
   virtual void kernel_notes(KernelNotes& /*out*/) const {}
+  // Bytes the bound backend holds for this layer planned for `max_rows`
+  // input rows, beyond its tensors (a GPU convolution's partial sums), for
+  // the memory plan.
   virtual int64_t backend_scratch_bytes(int64_t /*max_rows*/) const { return 0; }
   // The largest product scratch (Backend::product_scratch_bytes) the bound
   // backend needs for this layer's products, forward and backward, planned
