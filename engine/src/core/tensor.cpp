@@ -208,6 +208,29 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   return v;
 }
 
+Tensor Tensor::slice(int64_t offset, std::vector<int64_t> shape) const {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw RuntimeError("Tensor::slice: negative dimension in shape");
+    n *= d;
+  }
+  if (!is_contiguous() || offset < 0 || offset + n > capacity_) {
+    throw RuntimeError("Tensor::slice: " + std::to_string(n) + " values from " +
+                       std::to_string(offset) + " of a tensor " + shape_string() +
+                       " with room for " + std::to_string(capacity_) +
+                       " (a contiguous tensor, the piece within it)");
+  }
+  Tensor v;
+  v.shape_ = std::move(shape);
+  v.numel_ = n;
+  v.capacity_ = n;
+  // Aliasing: the piece's pointer, the whole allocation's lifetime.
+  if (data_ != nullptr) v.data_ = std::shared_ptr<float[]>(data_, data_.get() + offset);
+  v.device_ = device_;
+  v.recompute_strides();
+  return v;
+}
+
 Tensor Tensor::transposed(size_t a, size_t b) const {
   if (a >= shape_.size() || b >= shape_.size()) {
     throw RuntimeError("Tensor::transposed(" + std::to_string(a) + ", " + std::to_string(b) +

@@ -38,8 +38,11 @@ bool BatchNorm::fuse_next(Layer& next) {
 }
 
 int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
-  gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
-  bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+  // Made at the first plan and kept by later ones (LayerNorm::plan).
+  if (gain_.value.numel() != f) {
+    gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
+    bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+  }
   running_mean_ = buffer({f});
   running_var_ = buffer({f}, 1.0f);
   mean_ = buffer({f});

@@ -12,8 +12,13 @@ LayerNorm::LayerNorm(float eps) : eps_(eps) {}
 std::string LayerNorm::describe() const { return "LayerNorm"; }
 
 int64_t LayerNorm::plan(int64_t max_batch, int64_t f) {
-  gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
-  bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+  // The parameters are made at the first plan (the width known), and kept
+  // by a plan for another batch: their values and their place (flat
+  // buffers, flat_parameters.h) survive it.
+  if (gain_.value.numel() != f) {
+    gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
+    bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+  }
   xhat_ = buffer({max_batch, f});
   rstd_ = buffer({max_batch});
   y_ = buffer({max_batch, f});
@@ -49,7 +54,8 @@ RMSNorm::RMSNorm(float eps) : eps_(eps) {}
 std::string RMSNorm::describe() const { return "RMSNorm"; }
 
 int64_t RMSNorm::plan(int64_t max_batch, int64_t f) {
-  gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
+  // Made at the first plan and kept by later ones (LayerNorm::plan).
+  if (gain_.value.numel() != f) gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
   rstd_ = buffer({max_batch});
   y_ = buffer({max_batch, f});
   dx_ = buffer({max_batch, f});

@@ -7,16 +7,46 @@
 
 namespace baton {
 
-Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params, const Backend& be)
+namespace {
+
+// Views of a flat parameters' whole buffers (not copies), the layout
+// copied: what an optimizer or a gradient list keeps of them.
+FlatParameters views_of(const FlatParameters& flat) {
+  FlatParameters v;
+  v.layout = flat.layout;
+  v.values = flat.values.slice(0, {flat.layout.total});
+  v.grads = flat.grads.slice(0, {flat.layout.total});
+  return v;
+}
+
+}  // namespace
+
+Optimizer::Optimizer(OptimizerOptions options, std::vector<Param*> params, const Backend& be,
+                     const FlatParameters* flat)
     : opt_(options), params_(std::move(params)), be_(&be) {
   const bool adam = opt_.kind == OptimizerKind::kAdam || opt_.kind == OptimizerKind::kAdamW;
   const bool momentum = opt_.kind == OptimizerKind::kSgd && opt_.momentum > 0.0f;
+  if (flat != nullptr && is_flat(params_, *flat)) {
+    flat_ = views_of(*flat);
+    // The state in the parameters' layout, its gaps zero as theirs are.
+    const FlatLayout& l = flat_.layout;
+    DeviceMemory* memory = flat_.values.device_memory();
+    if (adam || momentum) m_flat_ = Tensor({l.total}, memory, 0.0f);
+    if (adam) v_flat_ = Tensor({l.total}, memory, 0.0f);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const std::vector<int64_t>& shape = params_[i]->value.shape();
+      if (adam || momentum) m_.push_back(m_flat_.slice(l.offset[i], shape));
+      if (adam) v_.push_back(v_flat_.slice(l.offset[i], shape));
+    }
+    return;
+  }
   for (Param* p : params_) {
     if (adam || momentum) m_.emplace_back(p->value.shape(), p->value.device_memory());
     if (adam) v_.emplace_back(p->value.shape(), p->value.device_memory());
   }
-  slots_.resize(params_.size());
 }
+
+bool Optimizer::updates_flat() const { return flat_.layout.total > 0 && is_flat(params_, flat_); }
 
 void Optimizer::step(float lr) {
   ++t_;
@@ -37,7 +67,28 @@ void Optimizer::step(float lr) {
 
 void Optimizer::refresh_slots() {
   // The parameters' buffers as they are now: a strategy may have made them
-  // views (shared values, gradient buckets) after construction.
+  // views (shared values) after construction. Flat ones still are pieces
+  // of the buffers the state follows: the two groups as a slot each.
+  if (updates_flat()) {
+    const int64_t decayed = flat_.layout.decayed;
+    Backend::ParamSlot group;
+    group.value = flat_.values.data();
+    group.grad = flat_.grads.data();
+    group.m = m_flat_.empty() ? nullptr : m_flat_.data();
+    group.v = v_flat_.empty() ? nullptr : v_flat_.data();
+    group.n = decayed;
+    group.weight_decay = opt_.weight_decay;
+    slots_.resize(2);
+    slots_[0] = group;
+    group.value += decayed;
+    group.grad += decayed;
+    if (group.m != nullptr) group.m += decayed;
+    if (group.v != nullptr) group.v += decayed;
+    group.n = flat_.layout.total - decayed;
+    group.weight_decay = 0.0f;
+    slots_[1] = group;
+    return;
+  }
   slots_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     Param* p = params_[i];
@@ -53,23 +104,53 @@ void Optimizer::refresh_slots() {
   }
 }
 
+std::string Optimizer::describe_update() const {
+  const char* kind = opt_.kind == OptimizerKind::kSgd    ? "sgd"
+                     : opt_.kind == OptimizerKind::kAdam ? "adam"
+                                                         : "adamw";
+  if (!updates_flat()) {
+    return std::string(kind) + " per parameter tensor (" + std::to_string(params_.size()) +
+           " tensors a step)";
+  }
+  int64_t decayed = 0, rest = 0;
+  for (const Param* p : params_) (p->weight_decay ? decayed : rest) += p->value.numel();
+  return std::string(kind) + " over the flat parameter buffers: 2 tensors a step for " +
+         std::to_string(params_.size()) + " parameters (" + std::to_string(decayed) +
+         " values decayed, " + std::to_string(rest) + " not; " +
+         std::to_string(flat_.layout.total - decayed - rest) + " values of alignment padding)";
+}
+
 std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {
   std::vector<std::pair<std::string, Tensor*>> out;
-  for (size_t i = 0; i < m_.size(); ++i) out.emplace_back("m" + std::to_string(i), &m_[i]);
-  for (size_t i = 0; i < v_.size(); ++i) out.emplace_back("v" + std::to_string(i), &v_[i]);
+  // Named "m<i>" and "v<i>" (appended, not "m" + ...: g++ 12 warns on the
+  // inlined operator+ here).
+  const auto name = [](char kind, size_t i) {
+    std::string n(1, kind);
+    n += std::to_string(i);
+    return n;
+  };
+  for (size_t i = 0; i < m_.size(); ++i) out.emplace_back(name('m', i), &m_[i]);
+  for (size_t i = 0; i < v_.size(); ++i) out.emplace_back(name('v', i), &v_[i]);
   return out;
 }
 
 double clip_global_norm(const std::vector<Param*>& params, float max_norm, const Backend& be,
-                        std::vector<Backend::ParamSlot>* slots) {
-  std::vector<Backend::ParamSlot> own;
-  std::vector<Backend::ParamSlot>& grads = slots != nullptr ? *slots : own;
-  grads.resize(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    grads[i].grad = params[i]->grad.data();
-    grads[i].n = params[i]->grad.numel();
+                        GradientSlots* list, FlatParameters* flat) {
+  GradientSlots own;
+  GradientSlots& l = list != nullptr ? *list : own;
+  if (flat != nullptr && is_flat(params, *flat)) {
+    Backend::ParamSlot all;
+    all.grad = flat->grads.data();
+    all.n = flat->layout.total;
+    l.each.assign(1, all);
+    return be.clip_grad_norm(l.each, max_norm);
   }
-  return be.clip_grad_norm(grads, max_norm);
+  l.each.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    l.each[i].grad = params[i]->grad.data();
+    l.each[i].n = params[i]->grad.numel();
+  }
+  return be.clip_grad_norm(l.each, max_norm);
 }
 
 float scheduled_lr(const ScheduleOptions& s, float base_lr, int64_t step, int64_t total_steps) {

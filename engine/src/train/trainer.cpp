@@ -126,6 +126,13 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     rep->index = r;
     ConfigNode node(cfg_.model, cfg_.file, "model");
     rep->model = r == 0 ? std::move(first_model) : factory(node, shape);
+    // The parameters in flat buffers where the backend keeps them (binding
+    // then leaves them there): the optimizer's state follows, and its
+    // update and the gradients' norm run over whole buffers. Some layers
+    // make theirs at their first plan (a norm's width): a plan for one
+    // row on the host first (replica 0's model has had it).
+    if (r > 0) rep->model->plan(1, shape.in_features);
+    rep->flat = flatten_parameters(rep->model->params(), backend_->memory());
     rep->model->set_backend(*backend_);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);
     const bool padded = rep->model->pads_outputs() && out > shape.out_features;
@@ -139,7 +146,8 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     refuse_unlinked_cross_replica_layers(*rep->model, r);
     rep->model->attach(strategy_->replica_communicator(r));
     rep->params = rep->model->params();
-    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params, *backend_);
+    rep->optimizer =
+        std::make_unique<Optimizer>(cfg_.optimizer, rep->params, *backend_, &rep->flat);
     if (rep->model->out_rows_per_sample() != labels_per_sample_) {
       throw InputError(cfg_.file + ": model: gives " +
                        std::to_string(rep->model->out_rows_per_sample()) +
@@ -231,10 +239,9 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   on_device.rows = plan.rows;
   on_device.floats_per_row =
       probe->saved_floats_per_sample() + 2 * (shape.in_features + train_->target_width() + 1);
-  on_device.fixed_bytes =
-      probe->num_parameters() * 4 * 4 +
-      (probe->backend_scratch_bytes(replica_batch) + device_product_scratch_) *
-          strategy_->local_replicas();
+  on_device.fixed_bytes = probe->num_parameters() * 4 * 4 +
+                          (probe->backend_scratch_bytes(replica_batch) + device_product_scratch_) *
+                              strategy_->local_replicas();
   check_memory_plan(on_device, cfg_.global_batch,
                     static_cast<int64_t>(device_->free_memory_bytes()), cfg_.file, device_name_);
   device_plan_bytes_ = on_device.bytes();
@@ -274,13 +281,12 @@ void Trainer::note_device_memory() {
   };
   const int64_t allocations = device_->allocation_count() - device_allocations_start_;
   device_allocations_planned_ = allocations;
-  std::string note = "; device memory: one arena of " +
-                     mib(static_cast<double>(device_->arena_bytes())) +
-                     " reserved from the memory plan, " +
-                     mib(static_cast<double>(device_->arena_used())) +
-                     " of it holding the model, its optimizer state and the input slots; " +
-                     std::to_string(allocations) + " device allocation" +
-                     (allocations == 1 ? "" : "s") + " while planning";
+  std::string note =
+      "; device memory: one arena of " + mib(static_cast<double>(device_->arena_bytes())) +
+      " reserved from the memory plan, " + mib(static_cast<double>(device_->arena_used())) +
+      " of it holding the model, its optimizer state and the input slots; " +
+      std::to_string(allocations) + " device allocation" + (allocations == 1 ? "" : "s") +
+      " while planning";
   if (device_->arena_overflow_bytes() > 0) {
     note += " (" + mib(static_cast<double>(device_->arena_overflow_bytes())) +
             " beyond the arena: the plan undercounted)";
@@ -359,8 +365,10 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   }
   // A GPU's tensors come to the host: a checkpoint is the same file
   // whichever device wrote it.
-  for (auto& [name, t] : rep.model->buffers()) d.tensors.emplace_back("buffer." + name, t->to_host());
-  for (auto& [name, t] : rep.optimizer->state()) d.tensors.emplace_back("optim." + name, t->to_host());
+  for (auto& [name, t] : rep.model->buffers())
+    d.tensors.emplace_back("buffer." + name, t->to_host());
+  for (auto& [name, t] : rep.optimizer->state())
+    d.tensors.emplace_back("optim." + name, t->to_host());
   d.meta = {{"step", step},
             {"epoch", epoch},
             {"batch_in_epoch", batch_in_epoch},
@@ -498,7 +506,7 @@ void Trainer::replica_update(int r, const UpdateInputs& in) {
   // Where the gradients are summed remotely the clipping happens there.
   if (in.need_norm && !strategy_->clips_remotely()) {
     const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm, *backend_,
-                                         &rep.clip_slots);
+                                         &rep.clip_list, &rep.flat);
     if (r == 0) *in.grad_norm = norm;
   }
   // Under a parameter server the servers own the optimizer.
@@ -528,7 +536,8 @@ Trainer::DeviceInputs Trainer::on_device(Replica& rep, const Batch& b) {
   rep.next_slot ^= 1;
   slot.x.set_rows(b.rows);
   if (b.x.numel() > 0) {
-    device_->upload_async(slot.x.data(), b.x.data(), sizeof(float) * static_cast<size_t>(b.x.numel()));
+    device_->upload_async(slot.x.data(), b.x.data(),
+                          sizeof(float) * static_cast<size_t>(b.x.numel()));
   }
   if (!b.labels.empty()) {
     slot.labels.set_rows(static_cast<int64_t>(b.labels.size()));

@@ -27,13 +27,14 @@ struct Trainer::Replica {
   std::unique_ptr<Sequential> model;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<Param*> params;
-  std::vector<Backend::ParamSlot> clip_slots;  // clip_global_norm's list, reused every step
+  FlatParameters flat;      // the parameters' flat buffers
+  GradientSlots clip_list;  // clip_global_norm's, reused every step
   // layer_first_param[i]: the index in `params` of layer i's first
   // parameter; with gradient overlap, backward reports each finished layer
   // through on_layer_done (built once: the step does not allocate).
   std::vector<size_t> layer_first_param;
   std::function<void(size_t)> on_layer_done;
-  Tensor doutput;            // (shard batch, outputs), on the replica's device
+  Tensor doutput;  // (shard batch, outputs), on the replica's device
   // On a GPU: two slots of the batch's features, labels and targets, used
   // in turn, so a batch uploads while the last step's backward and update
   // may still read the other (Trainer::on_device).

@@ -310,8 +310,8 @@ void Trainer::log_kernel_notes() {
   if (!device_) return;
   std::vector<std::pair<std::string, std::vector<std::string>>> kinds;
   for (const auto& [layer, kernel] : replicas_[0]->model->kernel_notes()) {
-    auto it = std::find_if(kinds.begin(), kinds.end(),
-                           [&](const auto& k) { return k.first == kernel; });
+    auto it =
+        std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kernel; });
     if (it == kinds.end()) it = kinds.insert(kinds.end(), {kernel, {}});
     it->second.push_back(layer);
   }
@@ -348,6 +348,9 @@ void Trainer::emit_run_start(const RunState& s) {
   emit(start);
   log(LogLevel::kInfo, "device " + device_note_);
   log_kernel_notes();
+  if (!strategy_->remote_updates()) {
+    log(LogLevel::kInfo, "optimizer: " + replicas_[0]->optimizer->describe_update());
+  }
   if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);
   if (const std::string note = strategy_->communication_note(); !note.empty()) {
     log(LogLevel::kWarning, note);
@@ -528,8 +531,8 @@ void Trainer::report_window(RunState& s, float lr) {
   }
   for (const LinkSample& l : strategy_->drain_links()) {
     emit(LinkEvent{opt_.run_id, s.step, l.src, l.dst, l.num_bytes, l.seconds,
-                   l.seconds > 0 ? l.num_bytes / l.seconds / 1e9 : 0.0, l.estimated,
-                   l.wait_seconds, l.eager});
+                   l.seconds > 0 ? l.num_bytes / l.seconds / 1e9 : 0.0, l.estimated, l.wait_seconds,
+                   l.eager});
   }
 }
 

@@ -199,6 +199,15 @@ TEST_F(TrainerGpu, ACnnsConvolutionScratchIsInTheArenaThePlanSized) {
   }
   EXPECT_TRUE(has(kernels, "kernels: cuDNN ")) << kernels;
   EXPECT_TRUE(has(kernels, "(2 layers: Conv2d(1 -> 8, 3x3), Conv2d(8 -> 16, 3x3))")) << kernels;
+  // The optimizer updates the parameters' flat buffers (in the arena) as
+  // two tensors, however many parameters the model has.
+  std::string optimizer;
+  for (const Event& e : events) {
+    if (const auto* l = std::get_if<LogEvent>(&e); l != nullptr && has(l->message, "optimizer: "))
+      optimizer += l->message + "\n";
+  }
+  EXPECT_TRUE(has(optimizer, "optimizer: adam over the flat parameter buffers: 2 tensors a step"))
+      << optimizer;
 }
 
 TEST_F(TrainerGpu, OneSeedGivesTheSameLossesBitForBit) {

@@ -96,6 +96,15 @@ class Tensor {
   Tensor reshaped(std::vector<int64_t> shape) const;
   // A view with dimensions a and b swapped (no copy; not contiguous).
   Tensor transposed(size_t a, size_t b) const;
+  // A contiguous view in `shape` of the elements from `offset` on: a piece
+  // of a flat buffer (no copy). The tensor must be contiguous and the piece
+  // within its capacity; the piece's capacity is its own size.
+  Tensor slice(int64_t offset, std::vector<int64_t> shape) const;
+  // Whether both are views of one allocation (share(), reshaped(),
+  // transposed() and slice() views of one tensor, at any offset).
+  bool shares_allocation_with(const Tensor& other) const {
+    return data_ != nullptr && !data_.owner_before(other.data_) && !other.data_.owner_before(data_);
+  }
 
   // Changes dim 0 within the allocated capacity. Never allocates; throws
   // RuntimeError if the capacity would be exceeded.
