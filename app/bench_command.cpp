@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "bench_allreduce.h"
@@ -68,7 +70,20 @@ Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
   if (p.backend == CommBackend::kNccl) {
     // What this build lacks is bad input (exit 2); what this machine lacks
     // (the library, a driver, GPUs) is found when the run starts (exit 1).
-    if (const std::string why = nccl_build_unavailable_reason(); !why.empty()) {
+    // BATON_CUDA_EMULATE=1: the emulator's devices (BATON_SIMT_DEVICES of
+    // them) and its NCCL stand-in, in baton_cuda_emu.so beside the real
+    // library: what it measures is the stand-in's copies, not a GPU's.
+    const char* emulate = std::getenv("BATON_CUDA_EMULATE");
+    p.emulated = emulate != nullptr && std::string(emulate) == "1";
+    p.cuda_library = cuda_library;
+    if (p.emulated) {
+      p.cuda_library =
+          (std::filesystem::path(cuda_library).parent_path() / "baton_cuda_emu.so").string();
+      if (!std::filesystem::exists(p.cuda_library)) {
+        throw InputError("--backend nccl with BATON_CUDA_EMULATE=1: this build has no " +
+                         p.cuda_library + " (it needs the CUDA toolkit's headers and nccl.h)");
+      }
+    } else if (const std::string why = nccl_build_unavailable_reason(); !why.empty()) {
       throw InputError("--backend nccl: " + why);
     }
     if (std::count(p.algorithms.begin(), p.algorithms.end(), CommAlgorithm::kHierarchical) > 0) {
@@ -86,7 +101,6 @@ Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
           "--ranks: not with --backend nccl under mpirun (the ranks are mpirun's -n, one GPU "
           "each)");
     }
-    p.cuda_library = cuda_library;
   }
   if (p.backend == CommBackend::kMpi) {
     if (!MpiRuntime::available()) {

@@ -20,6 +20,7 @@ struct Plan {
   CommAlgorithm algorithm = CommAlgorithm::kNative;
   int local_ranks = 2;          // local; nccl alone: 0 means every GPU
   std::string cuda_library;     // nccl
+  bool emulated = false;        // nccl on the GPU emulator's devices (BATON_CUDA_EMULATE=1)
   std::vector<int64_t> counts;  // floats per size, ascending
   int64_t min_bytes = 0, max_bytes = 0;
   double step_factor = 2;

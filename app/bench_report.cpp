@@ -55,6 +55,7 @@ void Reporter::begin(const std::string& comm, CommAlgorithm algorithm, int ranks
           {"backend", comm_backend_name(plan_.backend)},
           {"algorithm", comm_algorithm_name(algorithm)},
           {"ranks", ranks},
+          {"emulated", plan_.emulated},
           {"type", "float"},
           {"redop", "sum"},
           {"min_bytes", plan_.min_bytes},
@@ -81,6 +82,11 @@ void Reporter::begin(const std::string& comm, CommAlgorithm algorithm, int ranks
       "# time: mean over the iterations, then mean over the ranks (nccl-tests takes the max "
       "over ranks); busbw = algbw * 2(n-1)/n\n");
   if (ranks == 1) std::printf("# note: 1 rank, so nothing moves and busbw is 0\n");
+  if (plan_.emulated) {
+    std::printf(
+        "# note: emulated GPUs (BATON_CUDA_EMULATE=1): NCCL's stand-in copies on the CPU; these "
+        "figures say nothing of a GPU's\n");
+  }
   std::printf("#\n");
   const std::string group = std::string(static_cast<size_t>(kLeadWidth), ' ') + "  " +
                             centered("out-of-place", kModeWidth - 2) + "  " +

@@ -42,9 +42,9 @@ void load(LoadedTable<CudnnFns>& l) {
   BATON_CUDNN_BIND(SetConvolutionGroupCount);
   BATON_CUDNN_BIND(SetConvolutionMathType);
   BATON_CUDNN_BIND(DestroyConvolutionDescriptor);
-  BATON_CUDNN_BIND(GetConvolutionForwardAlgorithm_v7);
-  BATON_CUDNN_BIND(GetConvolutionBackwardDataAlgorithm_v7);
-  BATON_CUDNN_BIND(GetConvolutionBackwardFilterAlgorithm_v7);
+  BATON_CUDNN_BIND(FindConvolutionForwardAlgorithmEx);
+  BATON_CUDNN_BIND(FindConvolutionBackwardDataAlgorithmEx);
+  BATON_CUDNN_BIND(FindConvolutionBackwardFilterAlgorithmEx);
   BATON_CUDNN_BIND(GetConvolutionForwardWorkspaceSize);
   BATON_CUDNN_BIND(GetConvolutionBackwardDataWorkspaceSize);
   BATON_CUDNN_BIND(GetConvolutionBackwardFilterWorkspaceSize);

@@ -33,9 +33,9 @@ struct CudnnFns {
   decltype(&cudnnSetConvolutionGroupCount) SetConvolutionGroupCount;
   decltype(&cudnnSetConvolutionMathType) SetConvolutionMathType;
   decltype(&cudnnDestroyConvolutionDescriptor) DestroyConvolutionDescriptor;
-  decltype(&cudnnGetConvolutionForwardAlgorithm_v7) GetConvolutionForwardAlgorithm_v7;
-  decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7) GetConvolutionBackwardDataAlgorithm_v7;
-  decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) GetConvolutionBackwardFilterAlgorithm_v7;
+  decltype(&cudnnFindConvolutionForwardAlgorithmEx) FindConvolutionForwardAlgorithmEx;
+  decltype(&cudnnFindConvolutionBackwardDataAlgorithmEx) FindConvolutionBackwardDataAlgorithmEx;
+  decltype(&cudnnFindConvolutionBackwardFilterAlgorithmEx) FindConvolutionBackwardFilterAlgorithmEx;
   decltype(&cudnnGetConvolutionForwardWorkspaceSize) GetConvolutionForwardWorkspaceSize;
   decltype(&cudnnGetConvolutionBackwardDataWorkspaceSize) GetConvolutionBackwardDataWorkspaceSize;
   decltype(&cudnnGetConvolutionBackwardFilterWorkspaceSize)

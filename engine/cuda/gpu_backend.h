@@ -9,7 +9,6 @@
 #pragma once
 
 #include <baton/nn/device_backend.h>
-
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -114,8 +113,8 @@ class GpuBackend final : public DeviceBackend {
   void batch_norm_apply(const float* x, const float* mean, const float* rstd, const float* gain,
                         const float* bias, float* xhat, float* y, int64_t rows, int64_t f,
                         bool relu) const override;
-  void batch_norm_param_grads(const float* dy, const float* relu_y, const float* xhat,
-                              float* dgain, float* dbias, int64_t rows, int64_t f) const override;
+  void batch_norm_param_grads(const float* dy, const float* relu_y, const float* xhat, float* dgain,
+                              float* dbias, int64_t rows, int64_t f) const override;
   void batch_norm_input_grad(const float* dy, const float* relu_y, const float* xhat,
                              const float* gain, const float* rstd, const float* sum_dy,
                              const float* sum_dy_xhat, float inv_rows, float* dx, int64_t rows,
@@ -199,6 +198,14 @@ class GpuBackend final : public DeviceBackend {
   // handle, on its stream, made on first use; null, with the reason in
   // *why, where cuDNN cannot be loaded or made.
   cudnnHandle_t cudnn(std::string* why) const;
+  // The convolution algorithms cuDNN's Find chose per layer shape, so that
+  // the memory plan's count and the layer's plan time them once and agree
+  // (gpu_backend_cudnn.cu).
+  struct ConvChoices;
+  struct ConvChoicesDeleter {
+    void operator()(ConvChoices* p) const;
+  };
+  ConvChoices& conv_choices() const;
 
  private:
   // Cached cuBLASLt descriptors, layouts and algorithms per product shape,
@@ -219,6 +226,8 @@ class GpuBackend final : public DeviceBackend {
   double* partials(int64_t count) const;
 
   void release_cudnn();
+  mutable std::once_flag conv_choices_once_;
+  mutable std::unique_ptr<ConvChoices, ConvChoicesDeleter> conv_choices_;
   mutable std::once_flag cudnn_once_;
   mutable cudnnHandle_t cudnn_ = nullptr;
   mutable std::string cudnn_why_;

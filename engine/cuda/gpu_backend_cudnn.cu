@@ -2,25 +2,57 @@
 // contract of ConvKernel (backend.h): channels-last images are NHWC
 // tensors, w (c_out, kh * kw * c_in / groups) in (ky, kx, channel) order is
 // an NHWC (KRSC) filter, cross-correlation, groups through the group count.
-// Algorithms are chosen once, at plan time, from cuDNN's heuristics
-// (cudnnGet*Algorithm_v7, which neither runs nor allocates): the first one
-// cuDNN ranks that is deterministic (backward_weights stays the same bits
-// run after run, as Baton's kernels keep it), whose workspace fits a
-// layer's share (kMaxWorkspaceBytes), and in fp32 precision that does not
-// use tensor cores (FMA math: no TF32 rounding). The workspace comes from
-// the backend's allocate() (the arena) at plan time, and
-// cudnn_conv_scratch_bytes tells the memory plan the same figure.
+// Algorithms are chosen once, at plan time, by timing them: cuDNN's Find
+// (cudnnFind*AlgorithmEx) runs every algorithm of each pass at the planned
+// batch on trial buffers (allocated for the search and freed after it,
+// never in a step), and the plan takes, by pick_timed (timed_choice.h), the
+// fastest that is deterministic (backward_weights stays the same bits run
+// after run, as Baton's kernels keep it), whose workspace fits a layer's
+// share (kMaxWorkspaceBytes), and in fp32 precision that does not use
+// tensor cores (FMA math: no TF32 rounding). A plan is made per backend,
+// so each replica times its own; the layer's description names what was
+// taken. The workspace comes from the backend's allocate() (the arena) at
+// plan time, and cudnn_conv_scratch_bytes tells the memory plan the same
+// figure.
 #include <baton/core/error.h>
+#include <baton/nn/timed_choice.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cudnn_loader.h"
 #include "gpu_backend.h"
 #include "gpu_backend_cudnn.h"
 
 namespace baton::gpu {
+
+// The algorithms of one layer, and their workspace at the planned batch.
+struct ConvChoice {
+  cudnnConvolutionFwdAlgo_t forward{};
+  cudnnConvolutionBwdDataAlgo_t backward_data{};
+  cudnnConvolutionBwdFilterAlgo_t backward_filter{};
+  size_t workspace = 0;  // the largest of the three
+  std::string why;       // empty: chosen
+};
+
+// Choices per layer shape (all of ConvShape but the algorithm; the
+// precision is the backend's), made once.
+struct GpuBackend::ConvChoices {
+  std::mutex mutex;
+  std::map<std::array<int64_t, 10>, ConvChoice> made;
+};
+
+void GpuBackend::ConvChoicesDeleter::operator()(ConvChoices* p) const { delete p; }
+
+GpuBackend::ConvChoices& GpuBackend::conv_choices() const {
+  std::call_once(conv_choices_once_, [this] { conv_choices_.reset(new ConvChoices); });
+  return *conv_choices_;
+}
 
 namespace {
 
@@ -135,60 +167,122 @@ class Descriptors {
   cudnnConvolutionDescriptor_t conv_ = nullptr;
 };
 
-// The algorithms of one layer and their workspace at the planned batch.
-struct Choice {
-  cudnnConvolutionFwdAlgo_t forward{};
-  cudnnConvolutionBwdDataAlgo_t backward_data{};
-  cudnnConvolutionBwdFilterAlgo_t backward_filter{};
-  size_t workspace = 0;  // the largest of the three
-  std::string why;       // empty: chosen
+// A device buffer for Find's trial runs, zeroed on the stream: plan time
+// only (cudaMalloc outside the arena, freed once the choice is made). ok()
+// false where the device has no room, the error cleared.
+class TrialBuffer {
+ public:
+  TrialBuffer(size_t bytes, cudaStream_t stream) {
+    if (bytes == 0) return;
+    if (cudaMalloc(&p_, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      p_ = nullptr;
+      ok_ = false;
+      return;
+    }
+    check(cudaMemsetAsync(p_, 0, bytes, stream), "cudaMemsetAsync (cuDNN Find's trial buffers)");
+  }
+  ~TrialBuffer() {
+    if (p_ != nullptr) (void)cudaFree(p_);
+  }
+  TrialBuffer(const TrialBuffer&) = delete;
+  TrialBuffer& operator=(const TrialBuffer&) = delete;
+  void* get() const { return p_; }
+  bool ok() const { return ok_; }
+
+ private:
+  void* p_ = nullptr;
+  bool ok_ = true;
 };
 
-// The first of cuDNN's ranked results that this backend may use.
+// Whether the plan may take an algorithm Find reported: it ran, it is
+// deterministic, its workspace fits a layer's share, and in fp32 it does
+// not use tensor cores.
 template <class Perf>
-const Perf* first_usable(const Perf* results, int count, bool fp32) {
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = results[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (p.memory > kMaxWorkspaceBytes) continue;
-    if (fp32 &&
-        (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-      continue;
-    return &p;
-  }
-  return nullptr;
+bool usable(const Perf& p, bool fp32) {
+  if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) return false;
+  if (p.memory > kMaxWorkspaceBytes) return false;
+  return !(fp32 && (p.mathType == CUDNN_TENSOR_OP_MATH ||
+                    p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
 }
 
-// One pass's choice: cuDNN's ranking (`rank`: the pass's
-// cudnnGet*Algorithm_v7), the first usable algorithm, and its workspace
-// (`size`: the pass's cudnnGet*WorkspaceSize). False, with c.why, when
-// none is usable.
-template <class Perf, int kCount, class Algo, class Rank, class Size>
-bool choose_pass(const CudnnFns& f, bool fp32, const char* pass, Rank rank, Size size, Algo* algo,
-                 Choice& c) {
+// One pass's choice: Find's results (`find`: the pass's
+// cudnnFind*AlgorithmEx on the trial buffers), the one pick_timed takes,
+// and its workspace (`size`: the pass's cudnnGet*WorkspaceSize, which the
+// step checks against the plan). False, with c.why, when none is usable.
+template <class Perf, int kCount, class Algo, class Find, class Size>
+bool choose_pass(const CudnnFns& f, bool fp32, const char* pass, Find find, Size size, Algo* algo,
+                 ConvChoice& c) {
   Perf r[kCount];
   int count = 0;
-  check_dnn(f, rank(kCount, &count, r), "cudnnGetConvolution*Algorithm_v7");
-  const Perf* p = first_usable(r, count, fp32);
-  if (p == nullptr) {
+  check_dnn(f, find(kCount, &count, r), "cudnnFind*AlgorithmEx");
+  std::vector<TimedCandidate> candidates;
+  for (int i = 0; i < count; ++i) {
+    candidates.push_back({r[i].status == CUDNN_STATUS_SUCCESS ? double{r[i].time} : -1.0,
+                          r[i].memory, usable(r[i], fp32)});
+  }
+  const int i = pick_timed(candidates);
+  if (i < 0) {
     c.why = std::string("cuDNN has no deterministic ") + pass + " algorithm for this layer";
     return false;
   }
-  *algo = p->algo;
+  *algo = r[i].algo;
   size_t bytes = 0;
-  check_dnn(f, size(p->algo, &bytes), "cudnnGetConvolution*WorkspaceSize");
-  c.workspace = std::max(c.workspace, bytes);
+  check_dnn(f, size(r[i].algo, &bytes), "cudnnGetConvolution*WorkspaceSize");
+  c.workspace = std::max({c.workspace, bytes, r[i].memory});
   return true;
 }
 
-Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp32) {
+// The most workspace any algorithm of the three passes asks for here within
+// a layer's share: Find's trials get that much.
+size_t trial_workspace(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d) {
+  size_t most = 0;
+  // The size is read after the call has written it.
+  const auto take = [&most](cudnnStatus_t st, const size_t& bytes) {
+    if (st == CUDNN_STATUS_SUCCESS && bytes <= kMaxWorkspaceBytes) most = std::max(most, bytes);
+  };
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+    size_t b = 0;
+    const cudnnStatus_t st = f.GetConvolutionForwardWorkspaceSize(
+        h, d.x(), d.w(), d.conv(), d.y(), static_cast<cudnnConvolutionFwdAlgo_t>(a), &b);
+    take(st, b);
+  }
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
+    size_t b = 0;
+    const cudnnStatus_t st = f.GetConvolutionBackwardDataWorkspaceSize(
+        h, d.w(), d.y(), d.conv(), d.x(), static_cast<cudnnConvolutionBwdDataAlgo_t>(a), &b);
+    take(st, b);
+  }
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
+    size_t b = 0;
+    const cudnnStatus_t st = f.GetConvolutionBackwardFilterWorkspaceSize(
+        h, d.x(), d.y(), d.conv(), d.w(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), &b);
+    take(st, b);
+  }
+  return most;
+}
+
+ConvChoice choose(const CudnnFns& f, cudnnHandle_t h, cudaStream_t stream, const ConvShape& s,
+                  const Descriptors& d, bool fp32) {
+  ConvChoice c;
+  const size_t fl = sizeof(float);
+  const TrialBuffer x(static_cast<size_t>(s.n * s.h * s.w * s.c_in) * fl, stream);
+  const TrialBuffer w(static_cast<size_t>(s.c_out * s.kh * s.kw * (s.c_in / s.groups)) * fl,
+                      stream);
+  const TrialBuffer y(static_cast<size_t>(s.n * s.oh() * s.ow() * s.c_out) * fl, stream);
+  const size_t ws_bytes = trial_workspace(f, h, d);
+  const TrialBuffer ws(ws_bytes, stream);
+  if (!x.ok() || !w.ok() || !y.ok() || !ws.ok()) {
+    c.why = "the device has no room for cuDNN Find's trial buffers";
+    return c;
+  }
   // The passes in turn; the first with none usable ends it, c.why saying which.
-  Choice c;
   if (!choose_pass<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
           f, fp32, "forward",
           [&](int want, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
-            return f.GetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(), want, got,
-                                                       r);
+            return f.FindConvolutionForwardAlgorithmEx(h, d.x(), x.get(), d.w(), w.get(), d.conv(),
+                                                       d.y(), y.get(), want, got, r, ws.get(),
+                                                       ws_bytes);
           },
           [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
             return f.GetConvolutionForwardWorkspaceSize(h, d.x(), d.w(), d.conv(), d.y(), a, bytes);
@@ -198,8 +292,9 @@ Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp3
   if (!choose_pass<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
           f, fp32, "backward-data",
           [&](int want, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
-            return f.GetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(), want,
-                                                            got, r);
+            return f.FindConvolutionBackwardDataAlgorithmEx(h, d.w(), w.get(), d.y(), y.get(),
+                                                            d.conv(), d.x(), x.get(), want, got, r,
+                                                            ws.get(), ws_bytes);
           },
           [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
             return f.GetConvolutionBackwardDataWorkspaceSize(h, d.w(), d.y(), d.conv(), d.x(), a,
@@ -210,8 +305,9 @@ Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp3
   choose_pass<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
       f, fp32, "backward-filter",
       [&](int want, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
-        return f.GetConvolutionBackwardFilterAlgorithm_v7(h, d.x(), d.y(), d.conv(), d.w(), want,
-                                                          got, r);
+        return f.FindConvolutionBackwardFilterAlgorithmEx(h, d.x(), x.get(), d.y(), y.get(),
+                                                          d.conv(), d.w(), w.get(), want, got, r,
+                                                          ws.get(), ws_bytes);
       },
       [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
         return f.GetConvolutionBackwardFilterWorkspaceSize(h, d.x(), d.y(), d.conv(), d.w(), a,
@@ -224,7 +320,7 @@ Choice choose(const CudnnFns& f, cudnnHandle_t h, const Descriptors& d, bool fp3
 class CudnnConv final : public ConvKernel {
  public:
   CudnnConv(GpuBackend& be, const CudnnFns& f, cudnnHandle_t h, const ConvShape& s,
-            std::unique_ptr<Descriptors> d, const Choice& c)
+            std::unique_ptr<Descriptors> d, const ConvChoice& c)
       : be_(be), f_(f), h_(h), s_(s), d_(std::move(d)), c_(c) {
     if (c_.workspace > 0) workspace_ = be_.allocate(c_.workspace);  // counted; planned once
   }
@@ -276,9 +372,9 @@ class CudnnConv final : public ConvKernel {
   std::string describe() const override {
     const int v = static_cast<int>(f_.GetVersion());
     return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
-           " convolution: forward " + forward_name(c_.forward) + ", backward_data " +
-           backward_data_name(c_.backward_data) + ", backward_weights " +
-           backward_filter_name(c_.backward_filter) + " (deterministic)";
+           " convolution, algorithms timed by Find at plan time: forward " +
+           forward_name(c_.forward) + ", backward_data " + backward_data_name(c_.backward_data) +
+           ", backward_weights " + backward_filter_name(c_.backward_filter) + " (deterministic)";
   }
 
  private:
@@ -314,7 +410,7 @@ class CudnnConv final : public ConvKernel {
   cudnnHandle_t h_;
   ConvShape s_;
   std::unique_ptr<Descriptors> d_;
-  Choice c_;
+  ConvChoice c_;
   void* workspace_ = nullptr;
 };
 
@@ -323,7 +419,7 @@ struct Planned {
   const CudnnFns* f = nullptr;
   cudnnHandle_t h = nullptr;
   std::unique_ptr<Descriptors> d;
-  Choice c;
+  ConvChoice c;
 };
 
 Planned plan(const GpuBackend& be, const ConvShape& s, std::string* why) {
@@ -336,7 +432,19 @@ Planned plan(const GpuBackend& be, const ConvShape& s, std::string* why) {
   }
   p.f = baton_cuda::load_cudnn(nullptr);
   p.d = std::make_unique<Descriptors>(*p.f, s, be.precision());
-  p.c = choose(*p.f, p.h, *p.d, be.precision() == Precision::kFp32);
+  GpuBackend::ConvChoices& cache = be.conv_choices();
+  const std::array<int64_t, 10> key{s.n,  s.h,  s.w,      s.c_in, s.c_out,
+                                    s.kh, s.kw, s.stride, s.pad,  s.groups};
+  {
+    const std::lock_guard<std::mutex> lock(cache.mutex);
+    const auto found = cache.made.find(key);
+    if (found != cache.made.end()) {
+      p.c = found->second;
+    } else {
+      p.c = choose(*p.f, p.h, be.stream(), s, *p.d, be.precision() == Precision::kFp32);
+      cache.made.emplace(key, p.c);
+    }
+  }
   if (!p.c.why.empty()) {
     if (why != nullptr) *why = p.c.why;
     p.h = nullptr;

@@ -31,15 +31,15 @@ extern "C" {
 
 // Bumped when a signature or meaning below changes; the engine refuses a
 // library of another version.
-#define BATON_NCCL_ABI_VERSION 2
+#define BATON_NCCL_ABI_VERSION 3
 #define BATON_NCCL_UNIQUE_ID_BYTES 128
 
 typedef enum BatonNcclStatus {
   BATON_NCCL_OK = 0,
   BATON_NCCL_CUDA_ERROR = 1,    // a CUDA runtime call failed
   BATON_NCCL_NCCL_ERROR = 2,    // an NCCL call failed, or the communicator reported an async error
-  BATON_NCCL_TIMEOUT = 3,       // synchronize waited past its timeout; the communicator is aborted
-  BATON_NCCL_CANCELLED = 4,     // synchronize saw *cancel != 0; the communicator is aborted
+  BATON_NCCL_TIMEOUT = 3,       // a wait (init_rank, synchronize) passed its timeout; aborted
+  BATON_NCCL_CANCELLED = 4,     // a wait saw *cancel != 0; the communicator is aborted
   BATON_NCCL_BAD_ARGUMENT = 5,  // a null handle or pointer, a negative count, an unknown op
   BATON_NCCL_ABORTED = 6,       // the handle was aborted earlier: destroy it
   BATON_NCCL_NO_DEVICE = 7,     // no CUDA device (or no driver) is visible
@@ -67,10 +67,14 @@ int baton_nccl_device_count(int* count);
 // A fresh NCCL unique id (BATON_NCCL_UNIQUE_ID_BYTES bytes into id; id_len
 // must be at least that). Rank 0 makes it and sends it to the others.
 int baton_nccl_get_unique_id(void* id, int id_len);
-// This process's rank `rank` of `nranks` on `device` (ncclCommInitRank): a
-// collective call, every rank must make it with the same id.
+// This process's rank `rank` of `nranks` on `device`: a collective call,
+// every rank must make it with the same id. The communicator is made
+// non-blocking (ncclCommInitRankConfig, blocking = 0) and its joining
+// polled: when the others have not all joined within timeout_ms (0: no
+// limit), or *cancel (when not NULL) becomes non-zero, it is aborted and
+// BATON_NCCL_TIMEOUT or BATON_NCCL_CANCELLED returned, no handle made.
 int baton_nccl_init_rank(BatonNcclComm** out, int nranks, const void* id, int id_len, int rank,
-                         int device);
+                         int device, int64_t timeout_ms, const int* cancel);
 // `ndev` ranks in this process, rank i on devices[i] (ncclCommInitAll);
 // out[0 .. ndev) receive the handles.
 int baton_nccl_init_all(BatonNcclComm** out, int ndev, const int* devices);

@@ -1,6 +1,12 @@
-// The NCCL communicator's C interface (nccl_abi.h), part of baton_cuda.so.
-// No exception leaves this file: every failure becomes a status code and a
+// The NCCL communicator's C interface (nccl_abi.h), part of baton_cuda.so
+// (and of baton_cuda_emu.so, over the emulator's NCCL stand-in). No
+// exception leaves this file: every failure becomes a status code and a
 // thread-local message.
+// Communicators made by rank (init_rank) are non-blocking (config.blocking
+// = 0): their joining is polled with a timeout, so a peer that never comes
+// ends in an error rather than a hang; any NCCL call on them may return
+// ncclInProgress, which is settled (the communicator's state polled until
+// it leaves ncclInProgress) before the next call, as NCCL requires.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -10,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "launch.cuh"
 #include "nccl_abi.h"
 #include "nccl_loader.h"
 
@@ -60,11 +67,72 @@ int nccl_fail(ncclResult_t st, const char* call, ncclComm_t comm) {
     if (st_ != cudaSuccess) return cuda_fail(st_, #call); \
   } while (0)
 
+// A call's result on a non-blocking communicator: ncclInProgress becomes
+// what the communicator settles to once the call has been taken.
+ncclResult_t settle(ncclComm_t comm, ncclResult_t st) {
+  while (st == ncclInProgress && comm != nullptr) {
+    if (nccl().CommGetAsyncError(comm, &st) != ncclSuccess) return ncclInternalError;
+    if (st == ncclInProgress) std::this_thread::yield();
+  }
+  return st;
+}
+
 #define BATON_NCCL_TRY(call, comm)                              \
   do {                                                          \
-    const ncclResult_t st_ = (call);                            \
+    const ncclResult_t st_ = settle(comm, (call));              \
     if (st_ != ncclSuccess) return nccl_fail(st_, #call, comm); \
   } while (0)
+
+// Polls until `ready()` says done (returns BATON_NCCL_OK; -1: not yet; any
+// other status: a failure fail() has reported), the communicator reports an
+// asynchronous error, timeout_ms passes (<= 0: no limit) or *cancel is
+// set. All but `done` abort the communicator (`abort()`) and return why;
+// `waiting` names what was waited for. ready() is asked only while the
+// communicator is not still in progress (a non-blocking call or joining).
+template <class Ready, class Abort>
+int poll(ncclComm_t comm, const char* waiting, int64_t timeout_ms, const int* cancel, Ready ready,
+         Abort abort) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const auto aborted = [&abort](int rc) {
+    const std::string why = t_last_error;
+    abort();
+    return fail(rc, why + "; the communicator was aborted");
+  };
+  for (int64_t polls = 0;; ++polls) {
+    ncclResult_t async = ncclSuccess;
+    if (const ncclResult_t st = nccl().CommGetAsyncError(comm, &async); st != ncclSuccess)
+      return aborted(nccl_fail(st, "ncclCommGetAsyncError", comm));
+    if (async != ncclSuccess && async != ncclInProgress)
+      return aborted(nccl_fail(async, "ncclCommGetAsyncError", comm));
+    if (async == ncclSuccess) {
+      const int r = ready();
+      if (r == BATON_NCCL_OK) return r;
+      if (r != -1) return aborted(r);
+    }
+    const int64_t waited_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (cancel != nullptr && __atomic_load_n(cancel, __ATOMIC_ACQUIRE) != 0) {
+      abort();
+      return fail(BATON_NCCL_CANCELLED, "cancelled after " + std::to_string(waited_ms) +
+                                            " ms because another rank failed; the communicator "
+                                            "was aborted");
+    }
+    if (timeout_ms > 0 && waited_ms > timeout_ms) {
+      abort();
+      return fail(BATON_NCCL_TIMEOUT, "timed out after " + std::to_string(waited_ms) +
+                                          " ms waiting for " + waiting +
+                                          "; the communicator was aborted");
+    }
+    // Spin briefly (small collectives finish in microseconds), then back
+    // off so a long wait does not burn a core.
+    if (polls < 2000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
 
 // Checks a handle and makes its device current for this thread.
 int enter(BatonNcclComm* c) {
@@ -108,29 +176,6 @@ int to_nccl_op(int op, ncclRedOp_t* out) {
   }
 }
 
-int make_handle(BatonNcclComm** out, ncclComm_t comm, int device) {
-  auto* h = new (std::nothrow) BatonNcclComm;
-  if (h == nullptr) {
-    nccl().CommDestroy(comm);
-    return fail(BATON_NCCL_CUDA_ERROR, "out of host memory for a communicator handle");
-  }
-  h->comm = comm;
-  h->device = device;
-  nccl().CommUserRank(comm, &h->rank);
-  nccl().CommCount(comm, &h->nranks);
-  cudaError_t st = cudaSetDevice(device);
-  // Non-blocking: the legacy default stream (cudaMemcpy, cudaFree's implicit
-  // work) neither waits for the collectives nor holds them up.
-  if (st == cudaSuccess) st = cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking);
-  if (st != cudaSuccess) {
-    nccl().CommDestroy(comm);
-    delete h;
-    return cuda_fail(st, "cudaStreamCreateWithFlags");
-  }
-  *out = h;
-  return BATON_NCCL_OK;
-}
-
 // Elementwise kernels for algorithms built on send/recv (the ring).
 __global__ void reduce_into_kernel(float* y, const float* x, int64_t n, int op) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -147,6 +192,37 @@ __global__ void scale_kernel(float* y, int64_t n, float factor) {
        i += stride) {
     y[i] *= factor;
   }
+}
+
+int make_handle(BatonNcclComm** out, ncclComm_t comm, int device) {
+  auto* h = new (std::nothrow) BatonNcclComm;
+  if (h == nullptr) {
+    nccl().CommDestroy(comm);
+    return fail(BATON_NCCL_CUDA_ERROR, "out of host memory for a communicator handle");
+  }
+  h->comm = comm;
+  h->device = device;
+  nccl().CommUserRank(comm, &h->rank);
+  nccl().CommCount(comm, &h->nranks);
+  cudaError_t st = cudaSetDevice(device);
+  // Non-blocking: the legacy default stream (cudaMemcpy, cudaFree's implicit
+  // work) neither waits for the collectives nor holds them up.
+  if (st == cudaSuccess) st = cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking);
+  // The ring's kernels loaded now (under CUDA's lazy module loading they
+  // would load at their first launch, mid-ring, while the peers wait).
+  cudaFuncAttributes attr;
+  if (st == cudaSuccess)
+    st = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&reduce_into_kernel));
+  if (st == cudaSuccess)
+    st = cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(&scale_kernel));
+  if (st != cudaSuccess) {
+    nccl().CommDestroy(comm);
+    if (h->stream != nullptr) cudaStreamDestroy(h->stream);
+    delete h;
+    return cuda_fail(st, "cudaStreamCreateWithFlags / cudaFuncGetAttributes");
+  }
+  *out = h;
+  return BATON_NCCL_OK;
 }
 
 unsigned grid_for(int64_t n, int threads) {
@@ -199,7 +275,7 @@ BATON_EXPORT int baton_nccl_get_unique_id(void* id, int id_len) {
 }
 
 BATON_EXPORT int baton_nccl_init_rank(BatonNcclComm** out, int nranks, const void* id, int id_len,
-                                      int rank, int device) {
+                                      int rank, int device, int64_t timeout_ms, const int* cancel) {
   if (out == nullptr || id == nullptr || id_len < static_cast<int>(sizeof(ncclUniqueId)) ||
       nranks < 1 || rank < 0 || rank >= nranks || device < 0) {
     return fail(BATON_NCCL_BAD_ARGUMENT,
@@ -211,8 +287,19 @@ BATON_EXPORT int baton_nccl_init_rank(BatonNcclComm** out, int nranks, const voi
   ncclUniqueId uid;
   std::memcpy(&uid, id, sizeof(uid));
   BATON_CUDA_TRY(cudaSetDevice(device));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  BATON_NCCL_TRY(nccl().CommInitRank(&comm, nranks, uid, rank), nullptr);
+  const ncclResult_t st = nccl().CommInitRankConfig(&comm, nranks, uid, rank, &config);
+  if (st != ncclSuccess && st != ncclInProgress) {
+    const int rc = nccl_fail(st, "ncclCommInitRankConfig", comm);
+    if (comm != nullptr) (void)nccl().CommAbort(comm);
+    return rc;
+  }
+  const int rc = poll(
+      comm, "the other ranks to join (ncclCommInitRankConfig: a peer did not start?)", timeout_ms,
+      cancel, []() -> int { return BATON_NCCL_OK; }, [&comm] { (void)nccl().CommAbort(comm); });
+  if (rc != BATON_NCCL_OK) return rc;
   return make_handle(out, comm, device);
 }
 
@@ -252,7 +339,7 @@ BATON_EXPORT int baton_nccl_destroy(BatonNcclComm* c) {
   cudaSetDevice(c->device);
   if (!c->aborted && c->comm != nullptr) {
     const ncclResult_t st = nccl().CommDestroy(c->comm);
-    if (st != ncclSuccess) rc = nccl_fail(st, "ncclCommDestroy", nullptr);
+    if (st != ncclSuccess && st != ncclInProgress) rc = nccl_fail(st, "ncclCommDestroy", nullptr);
   }
   if (c->stream != nullptr) cudaStreamDestroy(c->stream);
   delete c;
@@ -366,7 +453,8 @@ BATON_EXPORT int baton_nccl_sendrecv(BatonNcclComm* c, const float* send, int64_
     st = nccl().Recv(recv, static_cast<size_t>(recv_count), ncclFloat, src, c->comm, s);
   }
   // The group is always closed, even after a failed call inside it.
-  const ncclResult_t end = nccl().GroupEnd();
+  st = settle(c->comm, st);
+  const ncclResult_t end = settle(c->comm, nccl().GroupEnd());
   if (st != ncclSuccess) return nccl_fail(st, "ncclSend/ncclRecv", c->comm);
   if (end != ncclSuccess) return nccl_fail(end, "ncclGroupEnd", c->comm);
   return BATON_NCCL_OK;
@@ -380,9 +468,8 @@ BATON_EXPORT int baton_nccl_reduce_into(BatonNcclComm* c, float* y, const float*
     return fail(BATON_NCCL_BAD_ARGUMENT, "unknown reduce op " + std::to_string(op));
   if (count == 0) return BATON_NCCL_OK;
   constexpr int kThreads = 256;
-  reduce_into_kernel<<<grid_for(count, kThreads), kThreads, 0, stream_of(c, stream)>>>(y, x, count,
-                                                                                       op);
-  BATON_CUDA_TRY(cudaGetLastError());
+  BATON_CUDA_TRY(baton::gpu::launch(reduce_into_kernel, dim3(grid_for(count, kThreads)),
+                                    dim3(kThreads), 0, stream_of(c, stream), y, x, count, op));
   return BATON_NCCL_OK;
 }
 
@@ -392,55 +479,30 @@ BATON_EXPORT int baton_nccl_scale(BatonNcclComm* c, float* y, int64_t count, flo
   if (int rc = check_count(count, "scale"); rc != BATON_NCCL_OK) return rc;
   if (count == 0) return BATON_NCCL_OK;
   constexpr int kThreads = 256;
-  scale_kernel<<<grid_for(count, kThreads), kThreads, 0, stream_of(c, stream)>>>(y, count, factor);
-  BATON_CUDA_TRY(cudaGetLastError());
+  BATON_CUDA_TRY(baton::gpu::launch(scale_kernel, dim3(grid_for(count, kThreads)), dim3(kThreads),
+                                    0, stream_of(c, stream), y, count, factor));
   return BATON_NCCL_OK;
 }
 
 BATON_EXPORT int baton_nccl_synchronize(BatonNcclComm* c, void* stream, int64_t timeout_ms,
                                         const int* cancel) {
   if (int rc = enter(c); rc != BATON_NCCL_OK) return rc;
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
   const cudaStream_t s = stream_of(c, stream);
   // Poll rather than cudaStreamSynchronize: a peer that never arrives would
   // block that forever, and only a poll can notice NCCL's asynchronous
   // errors, a timeout or a cancel, and then abort the communicator (which
-  // also ends its kernels, so the stream drains).
-  for (int64_t polls = 0;; ++polls) {
-    const cudaError_t q = cudaStreamQuery(s);
-    if (q == cudaSuccess) return BATON_NCCL_OK;
-    if (q != cudaErrorNotReady) return cuda_fail(q, "cudaStreamQuery");
-    ncclResult_t async = ncclSuccess;
-    BATON_NCCL_TRY(nccl().CommGetAsyncError(c->comm, &async), c->comm);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      const int rc = nccl_fail(async, "ncclCommGetAsyncError", c->comm);
-      const std::string why = t_last_error;
-      baton_nccl_abort(c);
-      return fail(rc, why + "; the communicator was aborted");
-    }
-    const int64_t waited_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-    if (cancel != nullptr && __atomic_load_n(cancel, __ATOMIC_ACQUIRE) != 0) {
-      baton_nccl_abort(c);
-      return fail(BATON_NCCL_CANCELLED, "cancelled after " + std::to_string(waited_ms) +
-                                            " ms because another rank failed; the communicator "
-                                            "was aborted");
-    }
-    if (timeout_ms > 0 && waited_ms > timeout_ms) {
-      baton_nccl_abort(c);
-      return fail(BATON_NCCL_TIMEOUT, "timed out after " + std::to_string(waited_ms) +
-                                          " ms waiting for the collective (a peer did not take "
-                                          "part?); the communicator was aborted");
-    }
-    // Spin briefly (small collectives finish in microseconds), then back
-    // off so a long wait does not burn a core.
-    if (polls < 2000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
+  // also ends its kernels, so the stream drains). A CUDA error on the
+  // stream (sticky: the device is lost to this process) aborts it too, so
+  // the peers' NCCL sees this rank gone instead of waiting out its timeout.
+  return poll(
+      c->comm, "the collective (a peer did not take part?)", timeout_ms, cancel,
+      [s]() -> int {
+        const cudaError_t q = cudaStreamQuery(s);
+        if (q == cudaSuccess) return BATON_NCCL_OK;
+        if (q == cudaErrorNotReady) return -1;
+        return cuda_fail(q, "cudaStreamQuery");
+      },
+      [c] { baton_nccl_abort(c); });
 }
 
 BATON_EXPORT int baton_nccl_mem_alloc(int device, void** ptr, int64_t bytes) {

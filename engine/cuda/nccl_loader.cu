@@ -6,7 +6,15 @@
 namespace baton_cuda {
 namespace {
 
+#if defined(__CUDACC__)
+#define BATON_NCCL_BIND(fn) bind_symbol(lib, "nccl" #fn, f.fn, missing)
+#else
+#define BATON_NCCL_BIND(fn) f.fn = &nccl##fn
+#endif
+
 void load(LoadedTable<NcclFns>& l) {
+  NcclFns& f = l.fns;
+#if defined(__CUDACC__)
   const char* env = std::getenv("BATON_NCCL_LIBRARY");
   const std::string path = env != nullptr && *env != '\0' ? env : "libnccl.so.2";
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -17,32 +25,35 @@ void load(LoadedTable<NcclFns>& l) {
     return;
   }
   std::string missing;
-  NcclFns& f = l.fns;
-  bind_symbol(lib, "ncclGetVersion", f.GetVersion, missing);
-  bind_symbol(lib, "ncclGetErrorString", f.GetErrorString, missing);
-  bind_symbol(lib, "ncclGetLastError", f.GetLastError, missing);
-  bind_symbol(lib, "ncclGetUniqueId", f.GetUniqueId, missing);
-  bind_symbol(lib, "ncclCommInitRank", f.CommInitRank, missing);
-  bind_symbol(lib, "ncclCommInitAll", f.CommInitAll, missing);
-  bind_symbol(lib, "ncclCommDestroy", f.CommDestroy, missing);
-  bind_symbol(lib, "ncclCommAbort", f.CommAbort, missing);
-  bind_symbol(lib, "ncclCommCount", f.CommCount, missing);
-  bind_symbol(lib, "ncclCommUserRank", f.CommUserRank, missing);
-  bind_symbol(lib, "ncclCommGetAsyncError", f.CommGetAsyncError, missing);
-  bind_symbol(lib, "ncclAllReduce", f.AllReduce, missing);
-  bind_symbol(lib, "ncclReduceScatter", f.ReduceScatter, missing);
-  bind_symbol(lib, "ncclAllGather", f.AllGather, missing);
-  bind_symbol(lib, "ncclBroadcast", f.Broadcast, missing);
-  bind_symbol(lib, "ncclSend", f.Send, missing);
-  bind_symbol(lib, "ncclRecv", f.Recv, missing);
-  bind_symbol(lib, "ncclGroupStart", f.GroupStart, missing);
-  bind_symbol(lib, "ncclGroupEnd", f.GroupEnd, missing);
+#endif
+  BATON_NCCL_BIND(GetVersion);
+  BATON_NCCL_BIND(GetErrorString);
+  BATON_NCCL_BIND(GetLastError);
+  BATON_NCCL_BIND(GetUniqueId);
+  BATON_NCCL_BIND(CommInitRankConfig);
+  BATON_NCCL_BIND(CommInitAll);
+  BATON_NCCL_BIND(CommDestroy);
+  BATON_NCCL_BIND(CommAbort);
+  BATON_NCCL_BIND(CommCount);
+  BATON_NCCL_BIND(CommUserRank);
+  BATON_NCCL_BIND(CommGetAsyncError);
+  BATON_NCCL_BIND(AllReduce);
+  BATON_NCCL_BIND(ReduceScatter);
+  BATON_NCCL_BIND(AllGather);
+  BATON_NCCL_BIND(Broadcast);
+  BATON_NCCL_BIND(Send);
+  BATON_NCCL_BIND(Recv);
+  BATON_NCCL_BIND(GroupStart);
+  BATON_NCCL_BIND(GroupEnd);
+#if defined(__CUDACC__)
   if (!missing.empty()) {
-    l.why = path + " has no " + missing + " (an NCCL older than 2.13?)";
+    l.why = path + " has no " + missing + " (an NCCL older than 2.14?)";
     return;
   }
+#endif
   l.ok = true;
 }
+#undef BATON_NCCL_BIND
 
 }  // namespace
 

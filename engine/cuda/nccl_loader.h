@@ -3,6 +3,9 @@
 // only the NCCL communicator is then unavailable, with the loader's reason.
 // Searched: $BATON_NCCL_LIBRARY when set, then libnccl.so.2 on the loader's
 // path (this library's RUNPATH includes the NCCL it was built against).
+// In the emulation build (baton_cuda_emu.so) the table holds the emulator's
+// NCCL stand-in (simt/nccl_reference.cpp), which implements the same
+// functions with nccl.h's signatures over the emulated devices.
 #pragma once
 
 #include <nccl.h>
@@ -11,29 +14,27 @@
 
 namespace baton_cuda {
 
+// The functions Baton calls, typed from nccl.h itself.
 struct NcclFns {
-  ncclResult_t (*GetVersion)(int*);
-  const char* (*GetErrorString)(ncclResult_t);
-  const char* (*GetLastError)(ncclComm_t);
-  ncclResult_t (*GetUniqueId)(ncclUniqueId*);
-  ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
-  ncclResult_t (*CommInitAll)(ncclComm_t*, int, const int*);
-  ncclResult_t (*CommDestroy)(ncclComm_t);
-  ncclResult_t (*CommAbort)(ncclComm_t);
-  ncclResult_t (*CommCount)(const ncclComm_t, int*);
-  ncclResult_t (*CommUserRank)(const ncclComm_t, int*);
-  ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*);
-  ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                            cudaStream_t);
-  ncclResult_t (*ReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                cudaStream_t);
-  ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
-  ncclResult_t (*Broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
-                            cudaStream_t);
-  ncclResult_t (*Send)(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
-  ncclResult_t (*Recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
-  ncclResult_t (*GroupStart)();
-  ncclResult_t (*GroupEnd)();
+  decltype(&ncclGetVersion) GetVersion;
+  decltype(&ncclGetErrorString) GetErrorString;
+  decltype(&ncclGetLastError) GetLastError;
+  decltype(&ncclGetUniqueId) GetUniqueId;
+  decltype(&ncclCommInitRankConfig) CommInitRankConfig;
+  decltype(&ncclCommInitAll) CommInitAll;
+  decltype(&ncclCommDestroy) CommDestroy;
+  decltype(&ncclCommAbort) CommAbort;
+  decltype(&ncclCommCount) CommCount;
+  decltype(&ncclCommUserRank) CommUserRank;
+  decltype(&ncclCommGetAsyncError) CommGetAsyncError;
+  decltype(&ncclAllReduce) AllReduce;
+  decltype(&ncclReduceScatter) ReduceScatter;
+  decltype(&ncclAllGather) AllGather;
+  decltype(&ncclBroadcast) Broadcast;
+  decltype(&ncclSend) Send;
+  decltype(&ncclRecv) Recv;
+  decltype(&ncclGroupStart) GroupStart;
+  decltype(&ncclGroupEnd) GroupEnd;
 };
 
 // The functions, or null with *why set (the paths tried, dlerror's text,

@@ -233,7 +233,7 @@ check bench-not-a-number 2 "--max-bytes" -- "$BATON" bench allreduce --max-bytes
 # nccl: what must happen is known from the build (baton --version) and the
 # machine (baton probe): exit 2 in a build without CUDA/NCCL, exit 1 naming
 # the missing driver/GPU, or a checked run on the GPUs.
-gpus=$("$BATON" probe --json | python3 -c 'import json,sys; print(sum(d["kind"] == "gpu" for d in json.load(sys.stdin)["devices"]))')
+gpus=$("$BATON" probe --json | python3 -c 'import json,sys; print(sum(d["kind"] == "cuda" for d in json.load(sys.stdin)["devices"]))')
 if "$BATON" --version | grep -q "^nccl: built"; then
   if [ "$gpus" -gt 0 ]; then
     nccl_want=0 nccl_pattern="Wrong values +: 0 OK"
@@ -253,12 +253,20 @@ if "$BATON" --version | grep -q "^nccl: built"; then
     env BATON_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$BATON" bench allreduce --backend nccl \
     --min-bytes 4 --max-bytes 4096 --step-factor 32 --iters 2 --warmup 1
   gpus_without=$(BATON_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$BATON" probe --json |
-    python3 -c 'import json,sys; print(sum(d["kind"] == "gpu" for d in json.load(sys.stdin)["devices"]))')
+    python3 -c 'import json,sys; print(sum(d["kind"] == "cuda" for d in json.load(sys.stdin)["devices"]))')
   if [ "$gpus_without" != "$gpus" ]; then
     echo "FAIL probe-no-libnccl: $gpus_without GPUs without libnccl, $gpus with it"; fail=$((fail + 1))
   else
     echo "ok   probe-no-libnccl ($gpus GPUs either way)"; pass=$((pass + 1))
   fi
+fi
+# On the emulator's 3 devices and its NCCL stand-in (where the build has
+# them): a run whose values are all checked right (exit 0; a wrong one
+# exits 1), said to be emulated.
+if [ -f "$(dirname "$BATON")/../lib/baton/baton_cuda_emu.so" ]; then
+  check bench-nccl-emulated 0 "# note: emulated GPUs \(BATON_CUDA_EMULATE=1\)" -- \
+    env BATON_CUDA_EMULATE=1 BATON_SIMT_DEVICES=3 "$BATON" bench allreduce --backend nccl \
+    --min-bytes 4 --max-bytes 65536 --step-factor 16 --iters 2 --warmup 1 --algorithm native,ring
 fi
 check bench-nccl-hierarchical 2 "this build has no CUDA|--algorithm hierarchical: not available with --backend nccl" -- \
   "$BATON" bench allreduce --backend nccl --algorithm hierarchical

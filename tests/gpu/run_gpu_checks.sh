@@ -18,7 +18,7 @@
 #      gpu:0 in bf16 at the largest batch that fits, and the same model in
 #      PyTorch (tests/gpu/gpt2_benchmark.py): tokens/s, TFLOP/s, MFU and the
 #      ratio in $OUT/gpt2_benchmark.{txt,json};
-#   3. baton bench allreduce --backend nccl at 1, 16 and 64 MiB (native and
+#   3. baton bench allreduce --backend nccl at 1, 16 and 256 MiB (native and
 #      ring; every GPU of this process - with one GPU that is one rank, so
 #      busbw is 0 and algbw is the GPU's copy speed), under mpirun -n 2 when
 #      there are 2 GPUs, and --backend local (2 CPU threads) for comparison.
@@ -170,7 +170,7 @@ MORE_GPUS="|NoDriverOrGpu"
 for n in 2 3 4; do [[ "${GPUS:-0}" -lt $n ]] && MORE_GPUS+="|${n}gpus"; done
 [[ "${GPUS:-0}" -lt 2 ]] && MORE_GPUS+="|NcclGpuErrors.AMissingPeer|NcclGpuErrors.AbortWakes|LinkStatsAreRecorded/1gpus"
 step "ctest cuda|nccl (in-process)" 300 \
-  bash -c "ctest_no_skips --test-dir '$BUILD' -R 'cuda|nccl' -E 'nccl_mpi$MORE_GPUS' --output-on-failure --timeout 120 -j4"
+  bash -c "ctest_no_skips --test-dir '$BUILD' -R 'cuda|nccl' -E 'nccl_mpi|nccl_emu$MORE_GPUS' --output-on-failure --timeout 120 -j4"
 # The CUDA backend's op tests, which CI runs on the emulator, against this
 # GPU: the same executables with the real library.
 step "GPU op tests on the real GPU" 300 \
@@ -230,7 +230,7 @@ fi
 # baton_cuda.so loads libnccl.so.2 itself: without it, every GPU is still found.
 step "probe without libnccl.so.2" 60 bash -c "test \"\$(BATON_NCCL_LIBRARY=/nonexistent/libnccl.so.2 \
   '$BATON' probe --json | python3 -c 'import json,sys; print(sum(d[\"kind\"] == \"cuda\" for d in json.load(sys.stdin)[\"devices\"]))')\" = '${GPUS:-0}'"
-for size in 1M 16M 64M; do
+for size in 1M 16M 256M; do
   step "bench nccl/native $size" 120 "$BATON" bench allreduce --backend nccl \
     --min-bytes "$size" --max-bytes "$size" --iters 20 --warmup 5
 done
@@ -243,7 +243,7 @@ else
   echo
   echo "=== bench mpirun -n 2 nccl: skipped (needs 2 GPUs; NCCL refuses two ranks on one GPU)"
 fi
-for size in 1M 16M 64M; do
+for size in 1M 16M 256M; do
   step "bench local (2 threads) $size" 120 "$BATON" bench allreduce --backend local --ranks 2 \
     --min-bytes "$size" --max-bytes "$size" --iters 20 --warmup 5
 done

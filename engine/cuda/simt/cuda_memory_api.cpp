@@ -27,7 +27,9 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
-  synchronize_all();  // cudaFree synchronises the device
+  // cudaFree synchronises the allocation's device.
+  const int dev = device_of_range(p, 1);
+  synchronize_device(dev < 0 ? current_device() : dev);
   return device_free(p) ? cudaSuccess : record(cudaErrorInvalidValue);
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) {

@@ -101,6 +101,7 @@ int device_count() {
   return 1;
 }
 int& current_device() { return t_device; }
+int current_device_index() { return t_device; }
 
 const cudaDeviceProp& device_properties() {
   static const cudaDeviceProp prop = [] {
@@ -361,7 +362,7 @@ cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
-  synchronize_all();
+  synchronize_device(current_device());
   return record(sticky_error());
 }
 cudaError_t cudaDeviceReset(void) {
@@ -374,6 +375,19 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
   if (value < 0 || value > kOptInDynamicSmem) return record(cudaErrorInvalidValue);
   set_kernel_max_dynamic_smem(func, value);
+  return cudaSuccess;
+}
+
+// What the emulated device says of a kernel: the block limit and its
+// dynamic shared memory limit (its registers, local and constant memory
+// are not modelled: 0).
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+  if (attr == nullptr || func == nullptr) return record(cudaErrorInvalidDeviceFunction);
+  std::memset(attr, 0, sizeof *attr);
+  attr->maxThreadsPerBlock = 1024;
+  attr->maxDynamicSharedSizeBytes = kernel_max_dynamic_smem(func);
+  attr->ptxVersion = 90;
+  attr->binaryVersion = 90;
   return cudaSuccess;
 }
 

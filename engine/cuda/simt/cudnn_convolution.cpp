@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -173,6 +174,27 @@ int64_t backward_filter_workspace(const Geometry& g, cudnnConvolutionBwdFilterAl
     default:
       return -1;
   }
+}
+
+std::vector<Ranked<cudnnConvolutionFwdAlgo_t>> forward_algorithms() {
+  return {{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_DETERMINISTIC},
+          {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DETERMINISTIC},
+          {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_DETERMINISTIC}};
+}
+std::vector<Ranked<cudnnConvolutionBwdDataAlgo_t>> backward_data_algorithms() {
+  return {{CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, CUDNN_NON_DETERMINISTIC},
+          {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_DETERMINISTIC}};
+}
+std::vector<Ranked<cudnnConvolutionBwdFilterAlgo_t>> backward_filter_algorithms() {
+  return {{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_NON_DETERMINISTIC},
+          {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, CUDNN_NON_DETERMINISTIC},
+          {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_DETERMINISTIC}};
+}
+
+void spoil(void* workspace, int64_t bytes) {
+  float* f = static_cast<float*>(workspace);
+  for (int64_t i = 0; i < bytes / static_cast<int64_t>(sizeof(float)); ++i)
+    f[i] = std::numeric_limits<float>::quiet_NaN();
 }
 
 void run_forward(const Geometry& g, float alpha, const float* x, const float* w, float beta,

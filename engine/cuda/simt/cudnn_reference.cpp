@@ -25,7 +25,8 @@
 //   algorithm sums the batch in a random order each call, so its results
 //   differ in their last bits run to run, as atomics make them on a GPU;
 //   the others are refused with NOT_SUPPORTED. While an algorithm runs its
-//   workspace is overwritten with NaN, so data kept there is lost.
+//   workspace is overwritten with NaN, so data kept there is lost. Find
+//   (cudnnFind*AlgorithmEx) runs and times them: cudnn_find.cpp.
 // - Math: FMA_MATH computes in float; DEFAULT and TENSOR_OP math round the
 //   operands to TF32 first (what Ampere and later do for float data).
 // With CUDNN_LOGLEVEL_DBG >= 1 in the environment (the vendor's switch) a
@@ -77,12 +78,6 @@ cudnnStatus_t check_run(const char* where, const void* alpha, const void* beta, 
   return CUDNN_STATUS_SUCCESS;
 }
 
-void spoil(void* workspace, int64_t bytes) {
-  float* f = static_cast<float*>(workspace);
-  for (int64_t i = 0; i < bytes / static_cast<int64_t>(sizeof(float)); ++i)
-    f[i] = std::numeric_limits<float>::quiet_NaN();
-}
-
 cudaError_t enqueue(cudnnHandle_t h, const char* what, std::function<void()> body) {
   return baton::simt::enqueue(h->stream, what, [body = std::move(body)] {
     body();
@@ -126,15 +121,15 @@ template <class Perf, class Algo>
 cudnnStatus_t rank(const char* where, cudnnHandle_t h, const cudnnTensorStruct* x,
                    const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
                    const cudnnTensorStruct* y, int64_t (*model)(const Geometry&, Algo),
-                   std::initializer_list<std::pair<Algo, cudnnDeterminism_t>> ranking,
-                   int requested, int* returned, Perf* out) {
+                   const std::vector<Ranked<Algo>>& ranking, int requested, int* returned,
+                   Perf* out) {
   Geometry g;
   if (const auto st = geometry(h, x, w, conv, y, where, &g); st != CUDNN_STATUS_SUCCESS) return st;
   if (returned == nullptr || out == nullptr || requested < 1)
     return refuse(CUDNN_STATUS_BAD_PARAM, where, "no room for the results");
   *returned = 0;
-  for (const auto& [algo, det] : ranking)
-    add_perf(out, requested, returned, algo, model(g, algo), det, g.conv.math);
+  for (const Ranked<Algo>& r : ranking)
+    add_perf(out, requested, returned, r.algo, model(g, r.algo), r.determinism, g.conv.math);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -359,11 +354,8 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(
     const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int* returnedAlgoCount,
     cudnnConvolutionFwdAlgoPerf_t* perfResults) {
   return rank("cudnnGetConvolutionForwardAlgorithm_v7", handle, srcDesc, filterDesc, convDesc,
-              destDesc, forward_workspace,
-              {{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_DETERMINISTIC},
-               {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_DETERMINISTIC},
-               {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_DETERMINISTIC}},
-              requestedAlgoCount, returnedAlgoCount, perfResults);
+              destDesc, forward_workspace, forward_algorithms(), requestedAlgoCount,
+              returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -372,10 +364,8 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(
     const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int* returnedAlgoCount,
     cudnnConvolutionBwdDataAlgoPerf_t* perfResults) {
   return rank("cudnnGetConvolutionBackwardDataAlgorithm_v7", handle, gradDesc, filterDesc, convDesc,
-              diffDesc, backward_data_workspace,
-              {{CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, CUDNN_NON_DETERMINISTIC},
-               {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_DETERMINISTIC}},
-              requestedAlgoCount, returnedAlgoCount, perfResults);
+              diffDesc, backward_data_workspace, backward_data_algorithms(), requestedAlgoCount,
+              returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -384,11 +374,8 @@ cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterAlgorithm_v7(
     const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount, int* returnedAlgoCount,
     cudnnConvolutionBwdFilterAlgoPerf_t* perfResults) {
   return rank("cudnnGetConvolutionBackwardFilterAlgorithm_v7", handle, srcDesc, gradDesc, convDesc,
-              diffDesc, backward_filter_workspace,
-              {{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_NON_DETERMINISTIC},
-               {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, CUDNN_NON_DETERMINISTIC},
-               {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_DETERMINISTIC}},
-              requestedAlgoCount, returnedAlgoCount, perfResults);
+              diffDesc, backward_filter_workspace, backward_filter_algorithms(), requestedAlgoCount,
+              returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardWorkspaceSize(

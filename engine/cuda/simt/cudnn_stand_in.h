@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace baton::simt::dnn {
 
@@ -82,6 +83,22 @@ bool device_floats(const void* p, size_t bytes);
 int64_t forward_workspace(const Geometry& g, cudnnConvolutionFwdAlgo_t a);
 int64_t backward_data_workspace(const Geometry& g, cudnnConvolutionBwdDataAlgo_t a);
 int64_t backward_filter_workspace(const Geometry& g, cudnnConvolutionBwdFilterAlgo_t a);
+
+// The modelled algorithms of a pass in the stand-in's ranking (what its
+// cudnnGet*Algorithm_v7 returns, and cudnnFind*AlgorithmEx times), each with
+// its determinism.
+template <class Algo>
+struct Ranked {
+  Algo algo;
+  cudnnDeterminism_t determinism;
+};
+std::vector<Ranked<cudnnConvolutionFwdAlgo_t>> forward_algorithms();
+std::vector<Ranked<cudnnConvolutionBwdDataAlgo_t>> backward_data_algorithms();
+std::vector<Ranked<cudnnConvolutionBwdFilterAlgo_t>> backward_filter_algorithms();
+
+// Overwrites `bytes` of workspace with NaN: what an algorithm leaves there
+// is not the caller's.
+void spoil(void* workspace, int64_t bytes);
 
 // The reference passes: out = alpha * pass + beta * out (out not read when
 // beta is 0). `shuffled`: a non-deterministic algorithm's random order of

@@ -43,6 +43,11 @@ cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<cudaErr
 
 // Whether [p, p + bytes) lies inside one live device allocation.
 bool is_device_range(const void* p, size_t bytes);
+// The device of the live allocation [p, p + bytes) lies in, or -1 when it
+// lies in none.
+int device_of_range(const void* p, size_t bytes);
+// The device current on the calling thread (cudaSetDevice's).
+int current_device_index();
 
 // The last kernel or library diagnostic (empty when none).
 std::string last_diagnostic();

@@ -57,6 +57,11 @@ cudaStream_t resolve_stream(cudaStream_t s);  // 0 / legacy -> the legacy stream
 cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> op);
 cudaError_t stream_synchronize(cudaStream_t s);
 void synchronize_all();
+// Waits for the work queued so far on `device`'s streams and the legacy
+// stream (the emulator's, shared by its devices): what cudaFree and
+// cudaDeviceSynchronize wait for on a GPU, so one device's NCCL call
+// waiting for a peer does not hold up another device's cudaFree.
+void synchronize_device(int device);
 // Random delays before each queued operation (0: none).
 void set_random_delays(int max_us, unsigned seed);
 

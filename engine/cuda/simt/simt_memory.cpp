@@ -113,6 +113,17 @@ bool is_device_range(const void* p, size_t bytes) {
   return a >= it->first && a + bytes <= it->first + it->second.bytes;
 }
 
+int device_of_range(const void* p, size_t bytes) {
+  Memory& mem = memory();
+  std::lock_guard<std::mutex> lock(mem.mu);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = mem.live.upper_bound(a);
+  if (it == mem.live.begin()) return -1;
+  --it;
+  if (a < it->first || a + bytes > it->first + it->second.bytes) return -1;
+  return it->second.device;
+}
+
 size_t device_bytes_in_use(int device) {
   Memory& mem = memory();
   std::lock_guard<std::mutex> lock(mem.mu);

@@ -69,7 +69,10 @@ void StreamProgress::advance() {
 }  // namespace baton::simt
 
 CUstream_st::CUstream_st(unsigned flags_, bool legacy_)
-    : progress(std::make_shared<baton::simt::StreamProgress>()), flags(flags_), legacy(legacy_) {
+    : progress(std::make_shared<baton::simt::StreamProgress>()),
+      flags(flags_),
+      legacy(legacy_),
+      device(legacy_ ? -1 : baton::simt::current_device()) {
   baton::simt::Delays& d = baton::simt::delays();
   {
     std::lock_guard<std::mutex> lock(d.mu);
@@ -214,12 +217,15 @@ void unregister_stream(CUstream_st* s) {
   std::erase(all.every, s);
 }
 
-void synchronize_all() {
+void synchronize_all() { synchronize_device(-1); }
+
+void synchronize_device(int device) {
   std::vector<StreamPoint> targets;
   {
     Streams& all = streams();
     std::lock_guard<std::mutex> lock(all.mu);
-    for (CUstream_st* s : all.every) targets.emplace_back(s->progress, s->last());
+    for (CUstream_st* s : all.every)
+      if (device < 0 || s->device == device) targets.emplace_back(s->progress, s->last());
     if (all.legacy) targets.emplace_back(all.legacy->progress, all.legacy->last());
   }
   for (auto& [progress, target] : targets) progress->wait_until(target);

@@ -61,6 +61,9 @@ struct CUstream_st {
   const std::shared_ptr<baton::simt::StreamProgress> progress;
   const unsigned flags;
   const bool legacy;
+  // The device current when it was made (-1: the legacy stream, which the
+  // emulator shares among its devices).
+  const int device;
 
  private:
   ~CUstream_st() = default;  // by its worker, after destroy()

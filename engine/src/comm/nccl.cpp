@@ -1,5 +1,7 @@
 // The NCCL communicator (see comm_nccl.h) over the C interface of
 // baton_cuda.so (nccl_library.cpp loads it). Compiled in every build.
+#include <baton/comm/ring_schedule.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -113,8 +115,11 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclLibrary> lib, Communicato
   for (int i = 0; i < BATON_NCCL_UNIQUE_ID_BYTES; ++i) {
     id[i] = static_cast<char>(static_cast<unsigned char>(wire[i]));
   }
-  if (api.init_rank(&handle_, n, id, sizeof(id), r, local_rank) != BATON_NCCL_OK) {
-    throw CommError("nccl: rank " + std::to_string(r) + ": ncclCommInitRank on GPU " +
+  // Non-blocking, polled with the collectives' timeout: a rank that never
+  // joins makes the others throw instead of hanging in NCCL's init.
+  if (api.init_rank(&handle_, n, id, sizeof(id), r, local_rank, options_.timeout_ms, nullptr) !=
+      BATON_NCCL_OK) {
+    throw CommError("nccl: rank " + std::to_string(r) + ": ncclCommInitRankConfig on GPU " +
                     std::to_string(local_rank) + " failed: " + api.last_error());
   }
   try {
@@ -198,42 +203,30 @@ void NcclCommunicator::allreduce(float* data, int64_t count, ReduceOp op) {
                     seconds_since(t0));
 }
 
-// The schedule of ring_allreduce (comm_ring.cpp) on device memory: every
-// step is enqueued on the rank's stream (stream order keeps a segment's
-// receive, reduction and forwarding in sequence) and the whole ring is
-// waited for once.
+// The ring's schedule (ring_schedule.h) on device memory: every piece is
+// enqueued on the rank's stream (stream order keeps a segment's receive,
+// reduction and forwarding in sequence) and the whole ring is waited for
+// once.
 void NcclCommunicator::allreduce_ring(float* data, int64_t count, ReduceOp op) {
   const auto t0 = Clock::now();
   const NcclLibrary::Api& api = lib_->api();
   const int n = size_, r = rank_;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  auto start = [&](int c) { return count / n * c + std::min<int64_t>(c, count % n); };
   const int64_t seg = std::max<int64_t>(1, options_.segment_bytes / 4);
-  float* incoming = device_scratch(std::min(seg, count / n + 1));
+  float* incoming = device_scratch(ring_scratch_count(n, count, seg));
   const int aop = static_cast<int>(op == ReduceOp::kMean ? ReduceOp::kSum : op);
   int64_t sent = 0;
-  for (int phase = 0; phase < 2; ++phase) {
-    for (int s = 0; s < n - 1; ++s) {
-      // Reduce-scatter (phase 0): afterwards rank r holds chunk (r+1)%n
-      // reduced. Allgather (phase 1): the finished chunks go round.
-      const int send_c = phase == 0 ? (r - s + n) % n : (r + 1 - s + n) % n;
-      const int recv_c = phase == 0 ? (r - s - 1 + 2 * n) % n : (r - s + n) % n;
-      const int64_t send_len = start(send_c + 1) - start(send_c);
-      const int64_t recv_len = start(recv_c + 1) - start(recv_c);
-      for (int64_t off = 0; off < std::max(send_len, recv_len); off += seg) {
-        const int64_t sl = std::clamp<int64_t>(send_len - off, 0, seg);
-        const int64_t rl = std::clamp<int64_t>(recv_len - off, 0, seg);
-        float* to = phase == 0 ? incoming : data + start(recv_c) + off;
-        check(api.sendrecv(handle_, data + start(send_c) + off, sl, next, to, rl, prev, nullptr),
-              "allreduce (ring)");
-        if (phase == 0) {
-          check(api.reduce_into(handle_, data + start(recv_c) + off, incoming, rl, aop, nullptr),
-                "allreduce (ring)");
-        }
-        sent += sl;
-      }
+  for_each_ring_piece(n, r, count, seg, [&](const RingPiece& p) {
+    float* to = p.reduce ? incoming : data + p.recv_offset;
+    check(api.sendrecv(handle_, data + p.send_offset, p.send_count, next, to, p.recv_count, prev,
+                       nullptr),
+          "allreduce (ring)");
+    if (p.reduce) {
+      check(api.reduce_into(handle_, data + p.recv_offset, incoming, p.recv_count, aop, nullptr),
+            "allreduce (ring)");
     }
-  }
+    sent += p.send_count;
+  });
   if (op == ReduceOp::kMean) {
     check(api.scale(handle_, data, count, 1.0f / static_cast<float>(n), nullptr),
           "allreduce (ring)");

@@ -1,6 +1,7 @@
 // The pieces every backend shares: names, link statistics, the elementwise
 // reductions, and the ring allreduce built on sendrecv.
 #include <baton/comm/communicator.h>
+#include <baton/comm/ring_schedule.h>
 
 #include <algorithm>
 #include <cstring>
@@ -142,42 +143,20 @@ ClockOffset clock_offset_over(Communicator& comm, int root,
 
 namespace {
 
-// The ring among n members; member k is comm's rank `rank_of(k)`, this rank
-// is member r.
+// The ring among n members (ring_schedule.h); member k is comm's rank
+// `rank_of(k)`, this rank is member r.
 template <class RankOf>
 void ring_among(Communicator& comm, int n, int r, RankOf rank_of, float* data, int64_t count,
                 ReduceOp op, int64_t segment_bytes) {
   if (n == 1 || count == 0) return;
   const int next = rank_of((r + 1) % n), prev = rank_of((r + n - 1) % n);
-  // Chunk c covers [start(c), start(c+1)): sizes differ by at most one.
-  auto start = [&](int c) { return count / n * c + std::min<int64_t>(c, count % n); };
   const int64_t seg = std::max<int64_t>(1, segment_bytes / static_cast<int64_t>(sizeof(float)));
-  float* incoming = comm.scratch(std::min(seg, count / n + 1));
-
-  // Reduce-scatter: after n-1 steps rank r holds the full reduction of
-  // chunk (r + 1) % n.
-  for (int s = 0; s < n - 1; ++s) {
-    const int send_c = (r - s + n) % n, recv_c = (r - s - 1 + 2 * n) % n;
-    const int64_t send_len = start(send_c + 1) - start(send_c);
-    const int64_t recv_len = start(recv_c + 1) - start(recv_c);
-    for (int64_t off = 0; off < std::max(send_len, recv_len); off += seg) {
-      const int64_t sl = std::clamp<int64_t>(send_len - off, 0, seg);
-      const int64_t rl = std::clamp<int64_t>(recv_len - off, 0, seg);
-      comm.sendrecv(data + start(send_c) + off, sl, next, incoming, rl, prev);
-      reduce_into(data + start(recv_c) + off, incoming, rl, op);
-    }
-  }
-  // Allgather: pass the finished chunks around the ring.
-  for (int s = 0; s < n - 1; ++s) {
-    const int send_c = (r + 1 - s + n) % n, recv_c = (r - s + n) % n;
-    const int64_t send_len = start(send_c + 1) - start(send_c);
-    const int64_t recv_len = start(recv_c + 1) - start(recv_c);
-    for (int64_t off = 0; off < std::max(send_len, recv_len); off += seg) {
-      const int64_t sl = std::clamp<int64_t>(send_len - off, 0, seg);
-      const int64_t rl = std::clamp<int64_t>(recv_len - off, 0, seg);
-      comm.sendrecv(data + start(send_c) + off, sl, next, data + start(recv_c) + off, rl, prev);
-    }
-  }
+  float* incoming = comm.scratch(ring_scratch_count(n, count, seg));
+  for_each_ring_piece(n, r, count, seg, [&](const RingPiece& p) {
+    float* to = p.reduce ? incoming : data + p.recv_offset;
+    comm.sendrecv(data + p.send_offset, p.send_count, next, to, p.recv_count, prev);
+    if (p.reduce) reduce_into(data + p.recv_offset, incoming, p.recv_count, op);
+  });
   if (op == ReduceOp::kMean) {
     const float inv = 1.0f / static_cast<float>(n);
     for (int64_t i = 0; i < count; ++i) data[i] *= inv;

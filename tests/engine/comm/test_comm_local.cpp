@@ -2,6 +2,7 @@
 // a prime and a large one, checked against closed forms.
 #include <baton/comm/communicator.h>
 #include <baton/comm/local.h>
+#include <baton/comm/ring_schedule.h>
 #include <baton/discovery/discovery.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <thread>
@@ -327,6 +329,72 @@ TEST(LocalCommFailure, TimeoutIsACommError) {
   LocalGroup g(2, o);
   // Only rank 0 enters the barrier.
   EXPECT_THROW(g.rank(0).barrier(), CommError);
+}
+
+// The ring's schedule (ring_schedule.h), the one the host ring and the
+// NCCL ring both run, executed by hand: every member's pieces in the order
+// the messages allow over FIFO links (r to r + 1), a message's size
+// matching the receive it meets. Every member ends with the sum, for
+// chunks of unequal sizes and pieces smaller than a chunk, and no member is
+// left waiting (a schedule that deadlocks or mismatches fails here).
+TEST(RingSchedule, EveryMemberEndsWithTheSum) {
+  for (const int n : {2, 3, 5}) {
+    for (const int64_t count : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{101}}) {
+      for (const int64_t seg : {int64_t{1}, int64_t{3}, int64_t{1000}}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " count " + std::to_string(count) + " segment " +
+                     std::to_string(seg));
+        std::vector<std::vector<double>> data(n, std::vector<double>(count));
+        std::vector<std::vector<RingPiece>> pieces(n);
+        for (int r = 0; r < n; ++r) {
+          for (int64_t i = 0; i < count; ++i) data[r][i] = r * 1000.0 + i;
+          for_each_ring_piece(n, r, count, seg, [&](const RingPiece& p) {
+            EXPECT_LE(p.recv_count, ring_scratch_count(n, count, seg));
+            pieces[r].push_back(p);
+          });
+        }
+        std::vector<std::deque<std::vector<double>>> link(n);  // link[r]: r to r + 1
+        std::vector<size_t> at(n, 0);
+        std::vector<bool> sent(n, false);
+        for (bool moved = true; moved;) {
+          moved = false;
+          for (int r = 0; r < n; ++r) {
+            if (at[r] == pieces[r].size()) continue;
+            const RingPiece& p = pieces[r][at[r]];
+            if (!sent[r]) {
+              if (p.send_count > 0)
+                link[r].emplace_back(data[r].begin() + p.send_offset,
+                                     data[r].begin() + p.send_offset + p.send_count);
+              sent[r] = moved = true;
+            }
+            std::deque<std::vector<double>>& in = link[(r + n - 1) % n];
+            if (p.recv_count > 0) {
+              if (in.empty()) continue;
+              const std::vector<double> msg = in.front();
+              in.pop_front();
+              ASSERT_EQ(static_cast<int64_t>(msg.size()), p.recv_count) << "member " << r;
+              for (int64_t i = 0; i < p.recv_count; ++i)
+                data[r][p.recv_offset + i] =
+                    p.reduce ? data[r][p.recv_offset + i] + msg[i] : msg[i];
+            }
+            ++at[r];
+            sent[r] = false;
+            moved = true;
+          }
+        }
+        for (int r = 0; r < n; ++r) {
+          ASSERT_EQ(at[r], pieces[r].size()) << "member " << r << " left waiting";
+          EXPECT_TRUE(link[r].empty()) << "a message from " << r << " was never received";
+          for (int64_t i = 0; i < count; ++i)
+            ASSERT_EQ(data[r][i], 1000.0 * n * (n - 1) / 2 + n * static_cast<double>(i))
+                << "member " << r << " element " << i;
+        }
+      }
+    }
+  }
+  int calls = 0;
+  for_each_ring_piece(1, 0, 10, 4, [&](const RingPiece&) { ++calls; });
+  for_each_ring_piece(4, 2, 0, 4, [&](const RingPiece&) { ++calls; });
+  EXPECT_EQ(calls, 0) << "one member, or nothing to move, has no pieces";
 }
 
 }  // namespace

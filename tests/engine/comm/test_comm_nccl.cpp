@@ -8,6 +8,10 @@
 //    over a thread bootstrap, checked against closed forms on the host.
 //    Skipped, with the reason, without the library or a GPU; sizes above
 //    the number of GPUs are skipped (NCCL runs one rank per GPU).
+// Built twice: test_comm_nccl against baton_cuda.so (real GPUs, on the
+// device check), and test_comm_nccl_emu against baton_cuda_emu.so, whose
+// NCCL is the emulator's stand-in over 4 emulated GPUs (in CI); the
+// largest counts are smaller there (the emulator runs every GPU thread).
 #include <baton/comm/local.h>
 #include <baton/comm/nccl.h>
 #include <dlfcn.h>
@@ -25,8 +29,15 @@
 #include "comm_test_util.h"
 #include "nccl_abi.h"  // engine/cuda: the library's C interface
 
+#ifndef BATON_TEST_NCCL_EMULATED
+#define BATON_TEST_NCCL_EMULATED 0
+#endif
+
 namespace baton {
 namespace {
+
+// The largest count the collectives are checked at: several ring segments.
+constexpr int64_t kLargeCount = BATON_TEST_NCCL_EMULATED ? 100003 : 1000003;
 
 const std::string kLibrary = BATON_CUDA_LIBRARY;
 
@@ -57,6 +68,8 @@ std::string error_of(F&& f) {
 // ------------------------------------------------------------ everywhere
 
 TEST(NcclLoad, BuildReasonMatchesTheBuild) {
+  if (BATON_TEST_NCCL_EMULATED)
+    GTEST_SKIP() << "about baton_cuda.so's build; this is the emulator's";
   const std::string why = nccl_build_unavailable_reason();
   if (kLibrary.empty()) {
     EXPECT_NE(why.find("this build has no CUDA"), std::string::npos) << why;
@@ -179,7 +192,7 @@ TEST_P(NcclGpu, AllreduceSumMeanMaxMin) {
   o.segment_bytes = 40000;  // several ring segments for the large count
   o.timeout_ms = 60000;
   NcclGroup g(gpus().lib, n, o);
-  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, kLargeCount}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
       std::vector<std::vector<float>> got(n);
       on_ranks(g, [&](NcclCommunicator& c) {
@@ -376,7 +389,7 @@ TEST(NcclGpuKernels, ReduceIntoAndScale) {
   BatonNcclComm* comm = nullptr;
   const int device = 0;
   ASSERT_EQ(init_all(&comm, 1, &device), BATON_NCCL_OK) << last_error();
-  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, kLargeCount}) {
     for (int op = 1; op <= 4; ++op) {
       std::vector<float> y(count), x(count), got(count);
       for (int64_t i = 0; i < count; ++i) {
@@ -432,6 +445,35 @@ TEST(NcclGpuErrors, AMissingPeerTimesOutAndAborts) {
   EXPECT_THROW(g.rank(0).allreduce(d.data(), 16, ReduceOp::kSum), CommError);  // aborted
   g.abort();  // rank 1 leaves NCCL too before the group is destroyed
   EXPECT_THROW(g.rank(1).barrier(), CommError);
+}
+
+// Communicators by rank are non-blocking (ncclCommInitRankConfig,
+// blocking = 0) and their joining is polled: a rank whose peer never joins
+// times out, or is cancelled, instead of waiting in NCCL for ever; no
+// handle is left.
+TEST(NcclGpuErrors, AMissingPeerAtInitTimesOutOrIsCancelled) {
+  REQUIRE_GPUS(1);
+  void* so = dlopen(kLibrary.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(so, nullptr) << dlerror();
+  auto sym = [&](const char* name) { return dlsym(so, name); };
+  auto unique_id =
+      reinterpret_cast<decltype(&baton_nccl_get_unique_id)>(sym("baton_nccl_get_unique_id"));
+  auto init_rank = reinterpret_cast<decltype(&baton_nccl_init_rank)>(sym("baton_nccl_init_rank"));
+  auto last_error =
+      reinterpret_cast<decltype(&baton_nccl_last_error)>(sym("baton_nccl_last_error"));
+  char id[BATON_NCCL_UNIQUE_ID_BYTES];
+  ASSERT_EQ(unique_id(id, sizeof id), BATON_NCCL_OK) << last_error();
+  BatonNcclComm* comm = nullptr;
+  // Rank 0 of 2; rank 1 never comes.
+  EXPECT_EQ(init_rank(&comm, 2, id, sizeof id, 0, 0, 300, nullptr), BATON_NCCL_TIMEOUT);
+  EXPECT_EQ(comm, nullptr);
+  const std::string timed_out = last_error();
+  EXPECT_NE(timed_out.find("timed out"), std::string::npos) << timed_out;
+  EXPECT_NE(timed_out.find("join"), std::string::npos) << timed_out;
+  ASSERT_EQ(unique_id(id, sizeof id), BATON_NCCL_OK) << last_error();
+  const int cancel = 1;
+  EXPECT_EQ(init_rank(&comm, 2, id, sizeof id, 0, 0, 0, &cancel), BATON_NCCL_CANCELLED);
+  EXPECT_EQ(comm, nullptr);
 }
 
 TEST(NcclGpuErrors, AbortWakesAWaitingRank) {

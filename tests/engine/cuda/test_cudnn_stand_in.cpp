@@ -198,4 +198,85 @@ TEST_F(CudnnStandIn, BackwardFilterRanksNonDeterministicAlgorithmsFirst) {
   EXPECT_TRUE(deterministic);
 }
 
+// Find (cudnnFind*AlgorithmEx) runs every modelled algorithm on the
+// caller's buffers: the ones that ran come first, fastest first, with
+// their times; one needing more workspace than given is reported
+// ALLOC_FAILED with the workspace it needs; the output holds a real
+// result; a host pointer and no room for results are refused.
+TEST_F(CudnnStandIn, FindTimesEveryAlgorithmThatFitsTheWorkspace) {
+  describe(CUDNN_TENSOR_NHWC, 2, 4, 6, 6, 8, 3, 1, 1, 1, 1, 6, 6);
+  const auto xv = random(2 * 6 * 6 * 4, 1), wv = random(8 * 4 * 9, 2);
+  const float* x = dev(xv);
+  const float* w = dev(wv);
+  float* y = dev(std::vector<float>(2 * 6 * 6 * 8, std::numeric_limits<float>::quiet_NaN()));
+  size_t gemm = 0, precomp = 0;
+  ASSERT_EQ(cudnnGetConvolutionForwardWorkspaceSize(h_, x_, w_, conv_, y_,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_GEMM, &gemm),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnGetConvolutionForwardWorkspaceSize(
+                h_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &precomp),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_GT(gemm, precomp);
+  // Room for the precomputed indices, not for GEMM's im2col matrix.
+  float* ws = dev(std::vector<float>(precomp / sizeof(float), 0.0f));
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int count = 0;
+  ASSERT_EQ(cudnnFindConvolutionForwardAlgorithmEx(h_, x_, x, w_, w, conv_, y_, y,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf,
+                                                   ws, precomp),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(count, 3);
+  EXPECT_EQ(perf[0].status, CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(perf[1].status, CUDNN_STATUS_SUCCESS);
+  EXPECT_GE(perf[0].time, 0.0f);
+  EXPECT_LE(perf[0].time, perf[1].time) << "not fastest first";
+  EXPECT_EQ(perf[2].algo, CUDNN_CONVOLUTION_FWD_ALGO_GEMM);
+  EXPECT_EQ(perf[2].status, CUDNN_STATUS_ALLOC_FAILED);
+  EXPECT_EQ(perf[2].memory, gemm);
+  // y holds the convolution (no NaN left): one output checked by hand.
+  const auto got = host(y, 2 * 6 * 6 * 8);
+  double want = 0;  // image 0, pixel (0, 0), output channel 0: taps from (0, 0) on
+  for (int i = 1; i < 3; ++i)
+    for (int j = 1; j < 3; ++j)
+      for (int c = 0; c < 4; ++c)
+        want += double{xv[static_cast<size_t>(((i - 1) * 6 + (j - 1)) * 4 + c)]} *
+                wv[static_cast<size_t>((i * 3 + j) * 4 + c)];
+  EXPECT_NEAR(got[0], want, 1e-5);
+  // One result asked for: the fastest.
+  cudnnConvolutionFwdAlgoPerf_t one[1];
+  ASSERT_EQ(cudnnFindConvolutionForwardAlgorithmEx(h_, x_, x, w_, w, conv_, y_, y, 1, &count, one,
+                                                   ws, precomp),
+            CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(one[0].status, CUDNN_STATUS_SUCCESS);
+  // Refusals: no room for results, a host pointer for y.
+  EXPECT_EQ(cudnnFindConvolutionForwardAlgorithmEx(h_, x_, x, w_, w, conv_, y_, y, 0, &count, one,
+                                                   ws, precomp),
+            CUDNN_STATUS_BAD_PARAM);
+  std::vector<float> on_host(2 * 6 * 6 * 8);
+  EXPECT_EQ(cudnnFindConvolutionForwardAlgorithmEx(h_, x_, x, w_, w, conv_, y_, on_host.data(), 1,
+                                                   &count, one, ws, precomp),
+            CUDNN_STATUS_BAD_PARAM);
+  // The backward filter pass reports its non-deterministic algorithms too:
+  // the caller filters them.
+  float* dw = dev(std::vector<float>(8 * 4 * 9, 0.0f));
+  size_t filter_ws = 0;
+  ASSERT_EQ(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                h_, x_, y_, conv_, w_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &filter_ws),
+            CUDNN_STATUS_SUCCESS);
+  float* fws = dev(std::vector<float>(filter_ws / sizeof(float), 0.0f));
+  cudnnConvolutionBwdFilterAlgoPerf_t fperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  ASSERT_EQ(cudnnFindConvolutionBackwardFilterAlgorithmEx(h_, x_, x, y_, y, conv_, w_, dw,
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                          &count, fperf, fws, filter_ws),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(count, 3);
+  int deterministic = 0;
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ(fperf[i].status, CUDNN_STATUS_SUCCESS);
+    deterministic += fperf[i].determinism == CUDNN_DETERMINISTIC;
+  }
+  EXPECT_EQ(deterministic, 1);
+}
+
 }  // namespace

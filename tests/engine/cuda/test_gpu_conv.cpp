@@ -13,6 +13,7 @@
 #include <baton/nn/backend.h>
 #include <baton/nn/conv.h>
 #include <baton/nn/model.h>
+#include <baton/nn/timed_choice.h>
 
 #include <algorithm>
 #include <cmath>
@@ -279,18 +280,37 @@ TEST_F(GpuConv, TheScratchAKernelHoldsIsWhatThePlanCounts) {
   EXPECT_EQ(be_->arena_overflow_bytes(), 0u);
 }
 
-// cuDNN ranks non-deterministic algorithms first for the backward passes
-// (its stand-in does, as the library often does); the plan takes the
+// cuDNN's Find times non-deterministic algorithms for the backward passes
+// too (its stand-in does, as the library does); the plan takes the
 // deterministic ones, so a run's gradients are the same bits every time
-// (expect_matches_cpu checks the bits; this, the names).
+// (expect_matches_cpu checks the bits; this, the names), and says they
+// were timed.
 TEST_F(GpuConv, CudnnPlansDeterministicAlgorithms) {
   ConvShape s = shape(2, 6, 6, 8, 8, 3, 1, 1);
   s.algorithm = ConvAlgorithm::kAuto;
   const std::string d = be_->plan_conv(s)->describe();
   EXPECT_EQ(d.find("cuDNN"), 0u) << d;
+  EXPECT_NE(d.find("timed by Find at plan time"), std::string::npos) << d;
   EXPECT_NE(d.find("backward_weights ALGO_1"), std::string::npos) << d;
   EXPECT_EQ(d.find("backward_data ALGO_0"), std::string::npos) << d;
   EXPECT_EQ(d.find("ALGO_3"), std::string::npos) << d;
+}
+
+// The plan's rule over Find's timings: the fastest usable candidate; those
+// within 5% of it tie, and the tie goes to the least workspace, then the
+// first listed; unusable or untimed ones are never taken.
+TEST(TimedChoice, FastestUsableWithTiesToTheLeastWorkspace) {
+  using C = TimedCandidate;
+  EXPECT_EQ(pick_timed({}), -1);
+  EXPECT_EQ(pick_timed({C{1.0, 0, false}, C{-1.0, 0, true}}), -1);
+  EXPECT_EQ(pick_timed({C{2.0, 0, true}, C{1.0, 0, true}}), 1);
+  // The fastest is not usable (non-deterministic, say): the next one.
+  EXPECT_EQ(pick_timed({C{0.5, 0, false}, C{2.0, 0, true}, C{1.0, 64, true}}), 2);
+  // 1.04 ties with 1.0 and needs less workspace; 1.06 does not tie.
+  EXPECT_EQ(pick_timed({C{1.0, 4096, true}, C{1.04, 0, true}}), 1);
+  EXPECT_EQ(pick_timed({C{1.0, 4096, true}, C{1.06, 0, true}}), 0);
+  // Tied with equal workspace: the first listed.
+  EXPECT_EQ(pick_timed({C{1.01, 0, true}, C{1.0, 0, true}}), 0);
 }
 
 // A model's count is its layers' at the rows each sees: a batch of 32

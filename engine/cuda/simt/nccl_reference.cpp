@@ -1,0 +1,444 @@
+// The NCCL stand-in of the GPU emulator: the functions of nccl.h that Baton
+// uses, with the real header's signatures, over the emulated devices of
+// this process (BATON_SIMT_DEVICES), checking the rules NCCL documents so
+// that misuse fails here as it would on GPUs:
+// - Communicators: one rank per device (two ranks of one communicator on
+//   one device is ncclInvalidUsage, as NCCL's "duplicate GPU"); a rank in
+//   [0, nranks) taken once; ncclCommInitRank blocks until every rank has
+//   joined (forever, as NCCL does, when one never comes);
+//   ncclCommInitRankConfig with config.blocking = 0 returns ncclInProgress
+//   at once and ncclCommGetAsyncError says ncclInProgress until every rank
+//   has joined; a config not made by NCCL_CONFIG_INITIALIZER is
+//   ncclInvalidArgument. The unique id connects ranks of this process only
+//   (one made by another process is refused, saying so).
+// - Calls: a destroyed or aborted communicator, a null stream (the
+//   emulator's legacy stream is shared by all its devices, where a GPU's
+//   is per device), a buffer that is not device memory of the
+//   communicator's device over the call's extent, a root or peer out of
+//   range, or a type the stand-in does not model (float, double, int32,
+//   int64, bfloat16 are) is refused with NCCL's code and ncclGetLastError's
+//   text. Calls queue on the stream and return at once; inside
+//   ncclGroupStart/End they queue at the group's end, a rank's sends and
+//   receives progressing together (so a ring of send/recv pairs does not
+//   deadlock, as without a group it may on GPUs too).
+// - ncclCommAbort ends the rank's queued calls (outputs unspecified) and
+//   frees the handle; the other ranks wait on, as they do on GPUs, until
+//   they time out or are aborted themselves.
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nccl_stand_in.h"
+#include "simt_host.h"
+
+using namespace baton::simt::ccl;
+
+namespace {
+
+constexpr char kIdTag[8] = {'b', 't', 'n', 'c', 'c', 'l', 'i', 'd'};
+
+thread_local std::string t_last_error;
+thread_local int t_group_depth = 0;
+
+struct Pending {
+  std::shared_ptr<Member> member;
+  cudaStream_t stream;
+  Call call;
+};
+thread_local std::vector<Pending> t_pending;
+
+ncclResult_t refuse(ncclResult_t r, const std::string& why) {
+  t_last_error = why;
+  return r;
+}
+
+// The cliques made from unique ids and not yet complete, by id: the
+// process-wide registry NCCL's bootstrap stands for here.
+struct Registry {
+  std::mutex mu;
+  std::map<std::array<char, NCCL_UNIQUE_ID_BYTES>, std::shared_ptr<Clique>> waiting;
+  uint64_t ids = 0;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::array<char, NCCL_UNIQUE_ID_BYTES> key_of(const ncclUniqueId& id) {
+  std::array<char, NCCL_UNIQUE_ID_BYTES> k{};
+  std::memcpy(k.data(), id.internal, k.size());
+  return k;
+}
+
+bool live(const ncclComm* comm) {
+  return comm != nullptr && comm->magic == kCommMagic && comm->member != nullptr &&
+         !comm->member->aborted.load();
+}
+
+ncclResult_t check_config(const ncclConfig_t* config, bool* blocking) {
+  *blocking = true;
+  if (config == nullptr) return ncclSuccess;
+  if (config->magic != 0xcafebeef || config->size != sizeof(ncclConfig_t))
+    return refuse(ncclInvalidArgument, "ncclConfig_t not initialised with NCCL_CONFIG_INITIALIZER");
+  *blocking = config->blocking != 0;  // NCCL_CONFIG_UNDEF_INT and 1: blocking
+  return ncclSuccess;
+}
+
+// Joins rank `rank` of the clique for `id` on the current device.
+ncclResult_t join(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, bool blocking) {
+  if (out == nullptr) return refuse(ncclInvalidArgument, "comm is null");
+  *out = nullptr;
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return refuse(ncclInvalidArgument, "rank " + std::to_string(rank) + " of " +
+                                           std::to_string(nranks) + " is out of range");
+  if (std::memcmp(id.internal, kIdTag, sizeof kIdTag) != 0)
+    return refuse(ncclInvalidArgument, "the unique id was not made by ncclGetUniqueId");
+  int pid = 0;
+  std::memcpy(&pid, id.internal + sizeof kIdTag, sizeof pid);
+  if (pid != static_cast<int>(getpid()))
+    return refuse(ncclSystemError,
+                  "the NCCL stand-in connects the ranks of one process; this id "
+                  "was made by process " +
+                      std::to_string(pid));
+  const int device = baton::simt::current_device_index();
+  auto m = std::make_shared<Member>();
+  m->rank = rank;
+  m->device = device;
+  std::shared_ptr<Clique> c;
+  {
+    Registry& reg = registry();
+    const std::lock_guard<std::mutex> lock(reg.mu);
+    auto& slot = reg.waiting[key_of(id)];
+    if (slot == nullptr) slot = std::make_shared<Clique>(nranks);
+    c = slot;
+    const std::lock_guard<std::mutex> clock(c->mu);
+    if (c->nranks != nranks)
+      return refuse(ncclInvalidUsage, "rank " + std::to_string(rank) + " says " +
+                                          std::to_string(nranks) + " ranks, another said " +
+                                          std::to_string(c->nranks));
+    if (c->members[static_cast<size_t>(rank)] != nullptr)
+      return refuse(ncclInvalidUsage, "rank " + std::to_string(rank) + " joined twice");
+    for (const auto& other : c->members) {
+      if (other != nullptr && other->device == device)
+        return refuse(ncclInvalidUsage, "Duplicate GPU detected: rank " + std::to_string(rank) +
+                                            " and rank " + std::to_string(other->rank) +
+                                            " both on CUDA device " + std::to_string(device));
+    }
+    m->clique = c;
+    m->async.store(ncclInProgress);
+    c->members[static_cast<size_t>(rank)] = m;
+    if (++c->joined == nranks) {
+      for (const auto& member : c->members) member->async.store(ncclSuccess);
+      reg.waiting.erase(key_of(id));
+    }
+    c->cv.notify_all();
+  }
+  auto* comm = new ncclComm;
+  comm->member = m;
+  *out = comm;
+  if (!blocking) return m->async.load() == ncclSuccess ? ncclSuccess : ncclInProgress;
+  std::unique_lock<std::mutex> lock(c->mu);
+  c->cv.wait(lock, [&] { return c->joined == nranks; });
+  return ncclSuccess;
+}
+
+// Checks a call's communicator and buffers; queues it (or keeps it for the
+// group's end).
+ncclResult_t issue(ncclComm_t comm, cudaStream_t stream, Call call) {
+  if (!live(comm)) return refuse(ncclInvalidArgument, std::string(call.name) + ": invalid comm");
+  const auto& m = comm->member;
+  if (m->async.load() == ncclInProgress)
+    return refuse(ncclInvalidUsage,
+                  std::string(call.name) + ": the communicator's initialisation is in progress");
+  if (stream == nullptr)
+    return refuse(ncclInvalidUsage, std::string(call.name) +
+                                        ": the NCCL stand-in needs a stream per rank (the "
+                                        "emulator's legacy stream is shared by its devices)");
+  const size_t elem = type_bytes(call.type);
+  if (elem == 0)
+    return refuse(ncclInvalidArgument,
+                  std::string(call.name) + ": a data type the stand-in does not model");
+  const int n = m->clique->nranks;
+  if (call.root < 0 || call.root >= n)
+    return refuse(ncclInvalidArgument, std::string(call.name) + ": root or peer " +
+                                           std::to_string(call.root) + " of " + std::to_string(n) +
+                                           " ranks");
+  size_t in = call.count, out = call.count;
+  if (call.kind == Call::kReduceScatter) in *= static_cast<size_t>(n);
+  if (call.kind == Call::kAllGather) out *= static_cast<size_t>(n);
+  const bool reads =
+      call.kind != Call::kRecv && !(call.kind == Call::kBroadcast && m->rank != call.root);
+  const bool writes =
+      call.kind != Call::kSend && !(call.kind == Call::kReduce && m->rank != call.root);
+  if (call.count > 0) {
+    if (reads && baton::simt::device_of_range(call.send, in * elem) != m->device)
+      return refuse(ncclInvalidArgument, std::string(call.name) +
+                                             ": sendbuff is not device memory of the "
+                                             "communicator's device (" +
+                                             std::to_string(m->device) + ") over the call");
+    if (writes && baton::simt::device_of_range(call.recv, out * elem) != m->device)
+      return refuse(ncclInvalidArgument, std::string(call.name) +
+                                             ": recvbuff is not device memory of the "
+                                             "communicator's device (" +
+                                             std::to_string(m->device) + ") over the call");
+  }
+  t_pending.push_back({m, stream, call});
+  if (t_group_depth > 0) return ncclSuccess;
+  // Not in a group: the call is a group of one.
+  ++t_group_depth;
+  return ncclGroupEnd();
+}
+
+// The calls kept for a group, numbered in issue order and queued, one
+// stream operation per rank and stream.
+ncclResult_t flush() {
+  std::vector<Pending> pending;
+  pending.swap(t_pending);
+  std::vector<std::pair<std::pair<Member*, cudaStream_t>, std::vector<Call>>> queues;
+  std::vector<std::shared_ptr<Member>> owners;
+  for (Pending& p : pending) {
+    Member& m = *p.member;
+    Call& c = p.call;
+    c.seq = c.kind == Call::kSend   ? m.sent[c.root]++
+            : c.kind == Call::kRecv ? m.received[c.root]++
+                                    : m.collectives++;
+    const std::pair<Member*, cudaStream_t> key{&m, p.stream};
+    auto it =
+        std::find_if(queues.begin(), queues.end(), [&](const auto& q) { return q.first == key; });
+    if (it == queues.end()) {
+      queues.push_back({key, {}});
+      owners.push_back(p.member);
+      it = queues.end() - 1;
+    }
+    it->second.push_back(c);
+  }
+  for (size_t i = 0; i < queues.size(); ++i) {
+    std::shared_ptr<Member> m = owners[i];
+    std::vector<Call> calls = std::move(queues[i].second);
+    const cudaError_t st =
+        baton::simt::enqueue(queues[i].first.second, "an NCCL call", [m, calls = std::move(calls)] {
+          run_calls(m, calls);
+          return cudaSuccess;
+        });
+    if (st != cudaSuccess)
+      return refuse(ncclUnhandledCudaError,
+                    std::string("the stream refused the call: ") + cudaGetErrorString(st));
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (version == nullptr) return refuse(ncclInvalidArgument, "version is null");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  if (live(comm)) {
+    Member& m = *comm->member;
+    const std::lock_guard<std::mutex> lock(m.error_mu);
+    if (!m.error.empty()) t_last_error = m.error;
+  }
+  return t_last_error.c_str();
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) return refuse(ncclInvalidArgument, "uniqueId is null");
+  std::memset(id->internal, 0, sizeof id->internal);
+  std::memcpy(id->internal, kIdTag, sizeof kIdTag);
+  const int pid = static_cast<int>(getpid());
+  std::memcpy(id->internal + sizeof kIdTag, &pid, sizeof pid);
+  uint64_t n = 0;
+  {
+    Registry& reg = registry();
+    const std::lock_guard<std::mutex> lock(reg.mu);
+    n = ++reg.ids;
+  }
+  std::memcpy(id->internal + sizeof kIdTag + sizeof pid, &n, sizeof n);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return join(comm, nranks, commId, rank, true);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  bool blocking = true;
+  if (const ncclResult_t r = check_config(config, &blocking); r != ncclSuccess) return r;
+  return join(comm, nranks, commId, rank, blocking);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr || ndev < 1) return refuse(ncclInvalidArgument, "comms or ndev");
+  std::set<int> seen;
+  for (int i = 0; i < ndev; ++i) {
+    const int d = devlist != nullptr ? devlist[i] : i;
+    int count = 0;
+    (void)cudaGetDeviceCount(&count);
+    if (d < 0 || d >= count)
+      return refuse(ncclInvalidArgument,
+                    "device " + std::to_string(d) + " of " + std::to_string(count));
+    if (!seen.insert(d).second)
+      return refuse(ncclInvalidUsage,
+                    "Duplicate GPU detected: device " + std::to_string(d) + " listed twice");
+  }
+  auto c = std::make_shared<Clique>(ndev);
+  for (int i = 0; i < ndev; ++i) {
+    auto m = std::make_shared<Member>();
+    m->rank = i;
+    m->device = devlist != nullptr ? devlist[i] : i;
+    m->clique = c;
+    c->members[static_cast<size_t>(i)] = m;
+    comms[i] = new ncclComm;
+    comms[i]->member = m;
+  }
+  c->joined = ndev;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  if (comm->magic != kCommMagic) return refuse(ncclInvalidArgument, "invalid comm");
+  comm->magic = 0;
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  if (comm->magic != kCommMagic) return refuse(ncclInvalidArgument, "invalid comm");
+  const std::shared_ptr<Member> m = comm->member;
+  if (m != nullptr && m->clique != nullptr) {
+    const std::lock_guard<std::mutex> lock(m->clique->mu);
+    m->aborted.store(true);
+    m->clique->cv.notify_all();
+  }
+  comm->magic = 0;
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (!live(comm) || asyncError == nullptr) return refuse(ncclInvalidArgument, "invalid comm");
+  *asyncError = static_cast<ncclResult_t>(comm->member->async.load());
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (!live(comm) || count == nullptr) return refuse(ncclInvalidArgument, "invalid comm");
+  *count = comm->member->clique->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (!live(comm) || device == nullptr) return refuse(ncclInvalidArgument, "invalid comm");
+  *device = comm->member->device;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (!live(comm) || rank == nullptr) return refuse(ncclInvalidArgument, "invalid comm");
+  *rank = comm->member->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+  ++t_group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (t_group_depth == 0) return refuse(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--t_group_depth > 0) return ncclSuccess;
+  return flush();
+}
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return issue(comm, stream,
+               {Call::kAllReduce, "ncclAllReduce", sendbuff, recvbuff, count, datatype, op, 0, 0});
+}
+
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, stream,
+               {Call::kReduce, "ncclReduce", sendbuff, recvbuff, count, datatype, op, root, 0});
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
+  return issue(comm, stream,
+               {Call::kReduceScatter, "ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype,
+                op, 0, 0});
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return issue(
+      comm, stream,
+      {Call::kAllGather, "ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, 0});
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return issue(
+      comm, stream,
+      {Call::kBroadcast, "ncclBroadcast", sendbuff, recvbuff, count, datatype, ncclSum, root, 0});
+}
+
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, stream,
+               {Call::kSend, "ncclSend", sendbuff, nullptr, count, datatype, ncclSum, peer, 0});
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return issue(comm, stream,
+               {Call::kRecv, "ncclRecv", nullptr, recvbuff, count, datatype, ncclSum, peer, 0});
+}
+
+}  // extern "C"

@@ -1,0 +1,104 @@
+// The NCCL stand-in's insides (nccl_reference.cpp: its API, checks and
+// groups; nccl_collectives.cpp: the calls as they run on the streams): the
+// struct behind ncclComm_t, the ranks of one communicator, and what the two
+// files share. Ranks are emulated devices of this process; each call runs
+// on its rank's stream thread and meets the other ranks' calls there, as
+// NCCL's kernels meet on the GPUs.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace baton::simt::ccl {
+
+inline constexpr uint64_t kCommMagic = 0x6e63636c436f6d6dull;
+
+// One call as a rank made it.
+struct Call {
+  enum Kind { kAllReduce, kReduce, kReduceScatter, kAllGather, kBroadcast, kSend, kRecv };
+  Kind kind = kAllReduce;
+  const char* name = "";
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // NCCL's count for the call (per rank for reduce-scatter and allgather)
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  int root = 0;      // the root; the peer of a send or recv
+  uint64_t seq = 0;  // the communicator's collective number, or the pair's message number
+
+  bool collective() const { return kind != kSend && kind != kRecv; }
+};
+
+struct Member;
+
+// The ranks of one communicator: those made from one unique id, or by one
+// ncclCommInitAll.
+struct Clique {
+  explicit Clique(int n) : nranks(n), members(static_cast<size_t>(n)) {}
+  const int nranks;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::shared_ptr<Member>> members;  // by rank; null until it joins
+  int joined = 0;
+  // Collective number k: each rank's call, and how many have arrived, read
+  // the others' inputs, and left.
+  struct Slot {
+    std::vector<const Call*> calls;
+    int arrived = 0, read = 0, left = 0;
+  };
+  std::map<uint64_t, Slot> slots;
+  // Messages in flight: (from, to, number) -> the sender's buffer, kept
+  // until the receiver has copied it.
+  struct Post {
+    const void* data = nullptr;
+    size_t bytes = 0;
+    bool taken = false;
+  };
+  std::map<std::tuple<int, int, uint64_t>, Post> posts;
+};
+
+// One rank: what its handle and its queued calls share (a handle may be
+// destroyed or aborted with calls still queued).
+struct Member {
+  int rank = 0, device = 0;
+  std::shared_ptr<Clique> clique;
+  std::atomic<bool> aborted{false};
+  std::atomic<int> async{ncclSuccess};  // ncclInProgress while a non-blocking init waits
+  // Host side, in issue order: the next collective's number, and the next
+  // message's number per peer.
+  uint64_t collectives = 0;
+  std::map<int, uint64_t> sent, received;
+  std::mutex error_mu;
+  std::string error;  // the text of the asynchronous error
+
+  void set_error(ncclResult_t r, const std::string& what);
+};
+
+// Bytes of one element, 0 for a type the stand-in does not model.
+size_t type_bytes(ncclDataType_t t);
+
+// One rank's calls of a group, in order, on its stream's thread: its sends
+// posted first, then its receives, then its collectives in turn (each
+// meeting the other ranks' call of the same number), then the wait for its
+// sends to be taken. An abort of the rank ends it early, the outputs
+// unspecified, as NCCL's kernels end on a GPU; a mismatch between the
+// ranks' calls (another collective, count, type, op or root) becomes the
+// rank's asynchronous error.
+void run_calls(const std::shared_ptr<Member>& m, const std::vector<Call>& calls);
+
+}  // namespace baton::simt::ccl
+
+struct ncclComm {
+  uint64_t magic = baton::simt::ccl::kCommMagic;
+  std::shared_ptr<baton::simt::ccl::Member> member;
+};
