@@ -6,8 +6,10 @@
 // (cudnnFind*AlgorithmEx) runs every algorithm of each pass at the planned
 // batch on trial buffers (allocated for the search and freed after it,
 // never in a step), and the plan takes, by pick_timed (timed_choice.h), the
-// fastest that is deterministic (backward_weights stays the same bits run
-// after run, as Baton's kernels keep it), whose workspace fits a layer's
+// fastest that is deterministic (with the same algorithms, backward_weights
+// gives the same bits call after call, as Baton's kernels do; another run's
+// Find may time another algorithm fastest, whose bits differ), whose
+// workspace fits a layer's
 // share (kMaxWorkspaceBytes), and in fp32 precision that does not use
 // tensor cores (FMA math: no TF32 rounding). A plan is made per backend,
 // so each replica times its own; the layer's description names what was
@@ -57,6 +59,10 @@ GpuBackend::ConvChoices& GpuBackend::conv_choices() const {
 namespace {
 
 using baton_cuda::CudnnFns;
+
+// Why a choice was not made when Find's trial buffers did not fit: a
+// passing shortage, so that choice is not kept.
+constexpr const char* kNoRoomForTrials = "the device has no room for cuDNN Find's trial buffers";
 
 // The most workspace one layer's algorithms may hold (each layer holds its
 // own: the memory plan counts it).
@@ -167,9 +173,10 @@ class Descriptors {
   cudnnConvolutionDescriptor_t conv_ = nullptr;
 };
 
-// A device buffer for Find's trial runs, zeroed on the stream: plan time
-// only (cudaMalloc outside the arena, freed once the choice is made). ok()
-// false where the device has no room, the error cleared.
+// A device buffer for Find's trial runs, zeroed on the stream, on the
+// current device (plan() makes the backend's current): plan time only
+// (cudaMalloc outside the arena, freed once the choice is made). ok() false
+// where the device has no room, the error cleared.
 class TrialBuffer {
  public:
   TrialBuffer(size_t bytes, cudaStream_t stream) {
@@ -180,7 +187,12 @@ class TrialBuffer {
       ok_ = false;
       return;
     }
-    check(cudaMemsetAsync(p_, 0, bytes, stream), "cudaMemsetAsync (cuDNN Find's trial buffers)");
+    if (cudaMemsetAsync(p_, 0, bytes, stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      (void)cudaFree(p_);
+      p_ = nullptr;
+      ok_ = false;
+    }
   }
   ~TrialBuffer() {
     if (p_ != nullptr) (void)cudaFree(p_);
@@ -273,7 +285,7 @@ ConvChoice choose(const CudnnFns& f, cudnnHandle_t h, cudaStream_t stream, const
   const size_t ws_bytes = trial_workspace(f, h, d);
   const TrialBuffer ws(ws_bytes, stream);
   if (!x.ok() || !w.ok() || !y.ok() || !ws.ok()) {
-    c.why = "the device has no room for cuDNN Find's trial buffers";
+    c.why = kNoRoomForTrials;
     return c;
   }
   // The passes in turn; the first with none usable ends it, c.why saying which.
@@ -441,8 +453,9 @@ Planned plan(const GpuBackend& be, const ConvShape& s, std::string* why) {
     if (found != cache.made.end()) {
       p.c = found->second;
     } else {
+      check(cudaSetDevice(be.device_index()), "cudaSetDevice (cuDNN's Find)");
       p.c = choose(*p.f, p.h, be.stream(), s, *p.d, be.precision() == Precision::kFp32);
-      cache.made.emplace(key, p.c);
+      if (p.c.why != kNoRoomForTrials) cache.made.emplace(key, p.c);
     }
   }
   if (!p.c.why.empty()) {

@@ -27,6 +27,10 @@ struct BatonNcclComm {
   cudaStream_t stream = nullptr;
   int rank = 0, nranks = 1, device = 0;
   bool aborted = false;
+  // How long a call may stay in progress on a non-blocking communicator
+  // (init_rank's; 0: no limit), and its cancel flag (may be null).
+  int64_t timeout_ms = 0;
+  const int* cancel = nullptr;
 };
 
 namespace {
@@ -65,22 +69,6 @@ int nccl_fail(ncclResult_t st, const char* call, ncclComm_t comm) {
   do {                                                    \
     const cudaError_t st_ = (call);                       \
     if (st_ != cudaSuccess) return cuda_fail(st_, #call); \
-  } while (0)
-
-// A call's result on a non-blocking communicator: ncclInProgress becomes
-// what the communicator settles to once the call has been taken.
-ncclResult_t settle(ncclComm_t comm, ncclResult_t st) {
-  while (st == ncclInProgress && comm != nullptr) {
-    if (nccl().CommGetAsyncError(comm, &st) != ncclSuccess) return ncclInternalError;
-    if (st == ncclInProgress) std::this_thread::yield();
-  }
-  return st;
-}
-
-#define BATON_NCCL_TRY(call, comm)                              \
-  do {                                                          \
-    const ncclResult_t st_ = settle(comm, (call));              \
-    if (st_ != ncclSuccess) return nccl_fail(st_, #call, comm); \
   } while (0)
 
 // Polls until `ready()` says done (returns BATON_NCCL_OK; -1: not yet; any
@@ -133,6 +121,32 @@ int poll(ncclComm_t comm, const char* waiting, int64_t timeout_ms, const int* ca
     }
   }
 }
+
+// A call's result, settled. ncclInProgress (a non-blocking communicator
+// still taking the call: connecting to a peer, say) is waited out by poll
+// with the handle's timeout and cancel, as NCCL requires before the next
+// call. A failure is reported; one that may leave the communicator unusable
+// (anything but a refused argument) aborts it, as NCCL requires of
+// non-blocking communicators, so that a later destroy cannot hang.
+int settled(BatonNcclComm* c, ncclResult_t st, const char* call) {
+  if (st == ncclSuccess) return BATON_NCCL_OK;
+  if (st == ncclInProgress && c != nullptr) {
+    const std::string waiting = std::string("NCCL to take ") + call + " (a peer did not connect?)";
+    return poll(
+        c->comm, waiting.c_str(), c->timeout_ms, c->cancel, []() -> int { return BATON_NCCL_OK; },
+        [c] { baton_nccl_abort(c); });
+  }
+  const int rc = nccl_fail(st, call, c != nullptr ? c->comm : nullptr);
+  if (c == nullptr || st == ncclInvalidArgument || st == ncclInvalidUsage) return rc;
+  const std::string why = t_last_error;
+  baton_nccl_abort(c);
+  return fail(rc, why + "; the communicator was aborted");
+}
+
+#define BATON_NCCL_TRY(call, c)                                                      \
+  do {                                                                               \
+    if (const int rc_ = settled(c, (call), #call); rc_ != BATON_NCCL_OK) return rc_; \
+  } while (0)
 
 // Checks a handle and makes its device current for this thread.
 int enter(BatonNcclComm* c) {
@@ -300,7 +314,10 @@ BATON_EXPORT int baton_nccl_init_rank(BatonNcclComm** out, int nranks, const voi
       comm, "the other ranks to join (ncclCommInitRankConfig: a peer did not start?)", timeout_ms,
       cancel, []() -> int { return BATON_NCCL_OK; }, [&comm] { (void)nccl().CommAbort(comm); });
   if (rc != BATON_NCCL_OK) return rc;
-  return make_handle(out, comm, device);
+  if (const int made = make_handle(out, comm, device); made != BATON_NCCL_OK) return made;
+  (*out)->timeout_ms = timeout_ms;
+  (*out)->cancel = cancel;
+  return BATON_NCCL_OK;
 }
 
 BATON_EXPORT int baton_nccl_init_all(BatonNcclComm** out, int ndev, const int* devices) {
@@ -374,7 +391,7 @@ BATON_EXPORT int baton_nccl_allreduce(BatonNcclComm* c, const float* send, float
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(nccl().AllReduce(send, recv, static_cast<size_t>(count), ncclFloat, nop, c->comm,
                                   stream_of(c, stream)),
-                 c->comm);
+                 c);
   return BATON_NCCL_OK;
 }
 
@@ -387,7 +404,7 @@ BATON_EXPORT int baton_nccl_reduce_scatter(BatonNcclComm* c, const float* send, 
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(nccl().ReduceScatter(send, recv, static_cast<size_t>(count), ncclFloat, nop,
                                       c->comm, stream_of(c, stream)),
-                 c->comm);
+                 c);
   return BATON_NCCL_OK;
 }
 
@@ -398,7 +415,7 @@ BATON_EXPORT int baton_nccl_allgather(BatonNcclComm* c, const float* send, float
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(nccl().AllGather(send, recv, static_cast<size_t>(count), ncclFloat, c->comm,
                                   stream_of(c, stream)),
-                 c->comm);
+                 c);
   return BATON_NCCL_OK;
 }
 
@@ -409,7 +426,7 @@ BATON_EXPORT int baton_nccl_broadcast(BatonNcclComm* c, const float* send, float
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(nccl().Broadcast(send, recv, static_cast<size_t>(count), ncclFloat, root, c->comm,
                                   stream_of(c, stream)),
-                 c->comm);
+                 c);
   return BATON_NCCL_OK;
 }
 
@@ -420,7 +437,7 @@ BATON_EXPORT int baton_nccl_send(BatonNcclComm* c, const float* data, int64_t co
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(
       nccl().Send(data, static_cast<size_t>(count), ncclFloat, peer, c->comm, stream_of(c, stream)),
-      c->comm);
+      c);
   return BATON_NCCL_OK;
 }
 
@@ -431,7 +448,7 @@ BATON_EXPORT int baton_nccl_recv(BatonNcclComm* c, float* data, int64_t count, i
   if (count == 0) return BATON_NCCL_OK;
   BATON_NCCL_TRY(
       nccl().Recv(data, static_cast<size_t>(count), ncclFloat, peer, c->comm, stream_of(c, stream)),
-      c->comm);
+      c);
   return BATON_NCCL_OK;
 }
 
@@ -445,7 +462,7 @@ BATON_EXPORT int baton_nccl_sendrecv(BatonNcclComm* c, const float* send, int64_
   const cudaStream_t s = stream_of(c, stream);
   // One group: NCCL progresses both sides together, so a ring of these
   // cannot deadlock on the sends.
-  BATON_NCCL_TRY(nccl().GroupStart(), c->comm);
+  BATON_NCCL_TRY(nccl().GroupStart(), c);
   ncclResult_t st = ncclSuccess;
   if (send_count > 0)
     st = nccl().Send(send, static_cast<size_t>(send_count), ncclFloat, dst, c->comm, s);
@@ -453,11 +470,9 @@ BATON_EXPORT int baton_nccl_sendrecv(BatonNcclComm* c, const float* send, int64_
     st = nccl().Recv(recv, static_cast<size_t>(recv_count), ncclFloat, src, c->comm, s);
   }
   // The group is always closed, even after a failed call inside it.
-  st = settle(c->comm, st);
-  const ncclResult_t end = settle(c->comm, nccl().GroupEnd());
-  if (st != ncclSuccess) return nccl_fail(st, "ncclSend/ncclRecv", c->comm);
-  if (end != ncclSuccess) return nccl_fail(end, "ncclGroupEnd", c->comm);
-  return BATON_NCCL_OK;
+  const ncclResult_t end = nccl().GroupEnd();
+  if (st != ncclSuccess) return settled(c, st, "ncclSend/ncclRecv");
+  return settled(c, end, "ncclGroupEnd");
 }
 
 BATON_EXPORT int baton_nccl_reduce_into(BatonNcclComm* c, float* y, const float* x, int64_t count,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "nccl_stand_in.h"
@@ -49,15 +50,24 @@ struct Arith<__nv_bfloat16> {
   }
 };
 
-// out[i] = the ranks' in[r][offset + i] reduced, for i < count.
+// out[i] = the ranks' in[r][offset + i] reduced, for i < count. ncclAvg
+// as NCCL computes it: floating inputs each scaled by 1/n, then summed;
+// integers summed, then divided.
 template <class T>
-void reduce(const Call& c, const std::vector<const Call*>& calls, size_t offset, void* out) {
+void reduce(const Call& c, const std::vector<Call>& calls, size_t offset, void* out) {
   using A = Arith<T>;
+  using Acc = typename A::Acc;
   const size_t n = calls.size();
+  const bool premul = c.op == ncclAvg && std::is_floating_point_v<Acc>;
+  const Acc inv = premul ? static_cast<Acc>(1) / static_cast<Acc>(n) : static_cast<Acc>(1);
+  const auto in = [&](size_t r, size_t i) {
+    const Acc v = A::load(calls[r].send, offset + i);
+    return premul ? v * inv : v;
+  };
   for (size_t i = 0; i < c.count; ++i) {
-    typename A::Acc acc = A::load(calls[0]->send, offset + i);
-    for (size_t r = 1; r < n; ++r) acc = combine(c.op, acc, A::load(calls[r]->send, offset + i));
-    if (c.op == ncclAvg) acc = acc / static_cast<typename A::Acc>(n);
+    Acc acc = in(0, i);
+    for (size_t r = 1; r < n; ++r) acc = combine(c.op, acc, in(r, i));
+    if (c.op == ncclAvg && !premul) acc = acc / static_cast<Acc>(n);
     A::store(out, i, acc);
   }
 }
@@ -82,8 +92,7 @@ void by_type(ncclDataType_t t, F f) {
 
 // This rank's output of collective `c` (calls: every rank's), or empty
 // where this rank has none (a reduce's non-root).
-std::vector<unsigned char> output_of(const Call& c, const std::vector<const Call*>& calls,
-                                     int rank) {
+std::vector<unsigned char> output_of(const Call& c, const std::vector<Call>& calls, int rank) {
   const size_t elem = type_bytes(c.type);
   const size_t n = calls.size();
   std::vector<unsigned char> out;
@@ -103,11 +112,11 @@ std::vector<unsigned char> output_of(const Call& c, const std::vector<const Call
     case Call::kAllGather:
       out.resize(n * c.count * elem);
       for (size_t r = 0; r < n; ++r)
-        std::memcpy(out.data() + r * c.count * elem, calls[r]->send, c.count * elem);
+        std::memcpy(out.data() + r * c.count * elem, calls[r].send, c.count * elem);
       break;
     case Call::kBroadcast:
       out.resize(c.count * elem);
-      std::memcpy(out.data(), calls[static_cast<size_t>(c.root)]->send, c.count * elem);
+      std::memcpy(out.data(), calls[static_cast<size_t>(c.root)].send, c.count * elem);
       break;
     default:
       break;
@@ -116,10 +125,10 @@ std::vector<unsigned char> output_of(const Call& c, const std::vector<const Call
 }
 
 // Why the ranks' calls of one number do not match, or empty.
-std::string mismatch(const std::vector<const Call*>& calls) {
-  const Call& a = *calls[0];
+std::string mismatch(const std::vector<Call>& calls) {
+  const Call& a = calls[0];
   for (size_t r = 1; r < calls.size(); ++r) {
-    const Call& b = *calls[r];
+    const Call& b = calls[r];
     if (a.kind != b.kind || a.count != b.count || a.type != b.type ||
         (a.kind != Call::kAllGather && a.kind != Call::kBroadcast && a.op != b.op) ||
         a.root != b.root) {
@@ -150,11 +159,9 @@ size_t type_bytes(ncclDataType_t t) {
 }
 
 void Member::set_error(ncclResult_t r, const std::string& what) {
-  {
-    const std::lock_guard<std::mutex> lock(error_mu);
-    if (async.load() != ncclSuccess && async.load() != ncclInProgress) return;  // the first stays
-    error = what;
-  }
+  const std::lock_guard<std::mutex> lock(error_mu);
+  if (async.load() != ncclSuccess && async.load() != ncclInProgress) return;  // the first stays
+  error = what;
   async.store(r);
 }
 
@@ -166,6 +173,21 @@ void run_calls(const std::shared_ptr<Member>& m, const std::vector<Call>& calls)
     c.cv.wait(lock, [&] { return m->aborted.load() || ready(); });
     return !m->aborted.load();
   };
+  // Aborted: this rank's messages not yet taken are withdrawn (their
+  // buffers may go), and a collective it arrived at is marked broken and
+  // left once nobody is reading its inputs.
+  const auto leave = [&](Clique::Slot* slot) {
+    for (const Call& k : calls) {
+      if (k.kind != Call::kSend) continue;
+      const auto it = c.posts.find({me, k.root, k.seq});
+      if (it != c.posts.end() && !it->second.taken) c.posts.erase(it);
+    }
+    if (slot != nullptr) {
+      slot->broken = true;
+      c.cv.wait(lock, [&] { return slot->reading == 0; });
+    }
+  };
+  if (m->aborted.load()) return leave(nullptr);
   for (const Call& k : calls) {
     if (k.kind == Call::kSend)
       c.posts[{me, k.root, k.seq}] = {k.send, k.count * type_bytes(k.type), false};
@@ -174,7 +196,7 @@ void run_calls(const std::shared_ptr<Member>& m, const std::vector<Call>& calls)
   for (const Call& k : calls) {
     if (k.kind != Call::kRecv) continue;
     const std::tuple<int, int, uint64_t> key{k.root, me, k.seq};
-    if (!wait([&] { return c.posts.count(key) != 0; })) return;
+    if (!wait([&] { return c.posts.count(key) != 0; })) return leave(nullptr);
     Clique::Post& p = c.posts[key];
     const size_t bytes = k.count * type_bytes(k.type);
     if (p.bytes != bytes) {
@@ -182,30 +204,34 @@ void run_calls(const std::shared_ptr<Member>& m, const std::vector<Call>& calls)
                                          std::to_string(k.root) + ", which sent " +
                                          std::to_string(p.bytes));
     }
-    std::memcpy(k.recv, p.data, std::min(p.bytes, bytes));
+    std::memcpy(k.recv, p.data, std::min(p.bytes, bytes));  // under the lock: the post stays
     p.taken = true;
     c.cv.notify_all();
   }
   for (const Call& k : calls) {
     if (!k.collective()) continue;
+    if (m->aborted.load()) return leave(nullptr);
     Clique::Slot& s = c.slots[k.seq];
-    if (s.calls.empty()) s.calls.assign(static_cast<size_t>(c.nranks), nullptr);
-    s.calls[static_cast<size_t>(me)] = &k;
+    if (s.calls.empty()) s.calls.resize(static_cast<size_t>(c.nranks));
+    s.calls[static_cast<size_t>(me)] = k;
     ++s.arrived;
     c.cv.notify_all();
-    if (!wait([&] { return s.arrived == c.nranks; })) return;
+    if (!wait([&] { return s.arrived == c.nranks; })) return leave(&s);
     const std::string bad = mismatch(s.calls);
     std::vector<unsigned char> out;
     if (!bad.empty()) {
       m->set_error(ncclInvalidUsage, bad);
-    } else {
+    } else if (!s.broken) {
+      ++s.reading;
       lock.unlock();
       out = output_of(k, s.calls, me);
       lock.lock();
+      --s.reading;
+      c.cv.notify_all();  // an aborted rank may be waiting for the reading to end
     }
     ++s.read;
     c.cv.notify_all();
-    if (!wait([&] { return s.read == c.nranks; })) return;
+    if (!wait([&] { return s.read == c.nranks; })) return leave(&s);
     if (!out.empty()) {
       lock.unlock();
       std::memcpy(k.recv, out.data(), out.size());
@@ -216,7 +242,7 @@ void run_calls(const std::shared_ptr<Member>& m, const std::vector<Call>& calls)
   for (const Call& k : calls) {
     if (k.kind != Call::kSend) continue;
     const std::tuple<int, int, uint64_t> key{me, k.root, k.seq};
-    if (!wait([&] { return c.posts[key].taken; })) return;
+    if (!wait([&] { return c.posts[key].taken; })) return leave(nullptr);
     c.posts.erase(key);
   }
 }

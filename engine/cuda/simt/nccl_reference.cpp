@@ -13,11 +13,13 @@
 //   (one made by another process is refused, saying so).
 // - Calls: a destroyed or aborted communicator, a null stream (the
 //   emulator's legacy stream is shared by all its devices, where a GPU's
-//   is per device), a buffer that is not device memory of the
+//   is per device) or a stream made on another device, a buffer that is not device memory of the
 //   communicator's device over the call's extent, a root or peer out of
 //   range, or a type the stand-in does not model (float, double, int32,
 //   int64, bfloat16 are) is refused with NCCL's code and ncclGetLastError's
-//   text. Calls queue on the stream and return at once; inside
+//   text; inside a group such a refusal fails the whole group at its end,
+//   none of its calls queued. Calls queue on the stream and return at
+//   once; inside
 //   ncclGroupStart/End they queue at the group's end, a rank's sends and
 //   receives progressing together (so a ring of send/recv pairs does not
 //   deadlock, as without a group it may on GPUs too).
@@ -42,6 +44,8 @@
 
 #include "nccl_stand_in.h"
 #include "simt_host.h"
+#include "simt_internal.h"
+#include "simt_streams.h"
 
 using namespace baton::simt::ccl;
 
@@ -51,6 +55,9 @@ constexpr char kIdTag[8] = {'b', 't', 'n', 'c', 'c', 'l', 'i', 'd'};
 
 thread_local std::string t_last_error;
 thread_local int t_group_depth = 0;
+// The first refusal inside the open group: the whole group fails at its
+// end, none of its calls queued, as NCCL fails a group.
+thread_local ncclResult_t t_group_error = ncclSuccess;
 
 struct Pending {
   std::shared_ptr<Member> member;
@@ -64,12 +71,21 @@ ncclResult_t refuse(ncclResult_t r, const std::string& why) {
   return r;
 }
 
+// A call's refusal: inside a group it fails the group too.
+ncclResult_t refuse_call(ncclResult_t r, const std::string& why) {
+  if (t_group_depth > 0 && t_group_error == ncclSuccess) t_group_error = r;
+  return refuse(r, why);
+}
+
 // The cliques made from unique ids and not yet complete, by id: the
 // process-wide registry NCCL's bootstrap stands for here.
 struct Registry {
   std::mutex mu;
   std::map<std::array<char, NCCL_UNIQUE_ID_BYTES>, std::shared_ptr<Clique>> waiting;
   uint64_t ids = 0;
+  // The handles made and not yet destroyed or aborted: a freed handle is
+  // recognised without reading it.
+  std::set<const ncclComm*> handles;
 };
 Registry& registry() {
   static Registry r;
@@ -83,8 +99,28 @@ std::array<char, NCCL_UNIQUE_ID_BYTES> key_of(const ncclUniqueId& id) {
 }
 
 bool live(const ncclComm* comm) {
-  return comm != nullptr && comm->magic == kCommMagic && comm->member != nullptr &&
-         !comm->member->aborted.load();
+  {
+    Registry& reg = registry();
+    const std::lock_guard<std::mutex> lock(reg.mu);
+    if (reg.handles.count(comm) == 0) return false;
+  }
+  return comm->magic == kCommMagic && comm->member != nullptr && !comm->member->aborted.load();
+}
+
+ncclComm* make_handle(std::shared_ptr<Member> m) {
+  auto* comm = new ncclComm;
+  comm->member = std::move(m);
+  Registry& reg = registry();
+  const std::lock_guard<std::mutex> lock(reg.mu);
+  reg.handles.insert(comm);
+  return comm;
+}
+
+// Forgets a handle; false when it was not one.
+bool forget_handle(const ncclComm* comm) {
+  Registry& reg = registry();
+  const std::lock_guard<std::mutex> lock(reg.mu);
+  return reg.handles.erase(comm) == 1;
 }
 
 ncclResult_t check_config(const ncclConfig_t* config, bool* blocking) {
@@ -145,9 +181,7 @@ ncclResult_t join(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
     }
     c->cv.notify_all();
   }
-  auto* comm = new ncclComm;
-  comm->member = m;
-  *out = comm;
+  *out = make_handle(m);
   if (!blocking) return m->async.load() == ncclSuccess ? ncclSuccess : ncclInProgress;
   std::unique_lock<std::mutex> lock(c->mu);
   c->cv.wait(lock, [&] { return c->joined == nranks; });
@@ -157,24 +191,32 @@ ncclResult_t join(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
 // Checks a call's communicator and buffers; queues it (or keeps it for the
 // group's end).
 ncclResult_t issue(ncclComm_t comm, cudaStream_t stream, Call call) {
-  if (!live(comm)) return refuse(ncclInvalidArgument, std::string(call.name) + ": invalid comm");
+  if (!live(comm))
+    return refuse_call(ncclInvalidArgument, std::string(call.name) + ": invalid comm");
   const auto& m = comm->member;
   if (m->async.load() == ncclInProgress)
-    return refuse(ncclInvalidUsage,
-                  std::string(call.name) + ": the communicator's initialisation is in progress");
-  if (stream == nullptr)
-    return refuse(ncclInvalidUsage, std::string(call.name) +
-                                        ": the NCCL stand-in needs a stream per rank (the "
-                                        "emulator's legacy stream is shared by its devices)");
+    return refuse_call(ncclInvalidUsage, std::string(call.name) +
+                                             ": the communicator's initialisation is in progress");
+  const CUstream_st* st = baton::simt::resolve_stream(stream);
+  if (st->legacy)
+    return refuse_call(ncclInvalidUsage,
+                       std::string(call.name) +
+                           ": the NCCL stand-in needs a stream per rank (the emulator's legacy "
+                           "stream is shared by its devices)");
+  if (st->device != m->device)
+    return refuse_call(ncclInvalidUsage,
+                       std::string(call.name) + ": the stream was made on device " +
+                           std::to_string(st->device) + ", the communicator's device is " +
+                           std::to_string(m->device));
   const size_t elem = type_bytes(call.type);
   if (elem == 0)
-    return refuse(ncclInvalidArgument,
-                  std::string(call.name) + ": a data type the stand-in does not model");
+    return refuse_call(ncclInvalidArgument,
+                       std::string(call.name) + ": a data type the stand-in does not model");
   const int n = m->clique->nranks;
   if (call.root < 0 || call.root >= n)
-    return refuse(ncclInvalidArgument, std::string(call.name) + ": root or peer " +
-                                           std::to_string(call.root) + " of " + std::to_string(n) +
-                                           " ranks");
+    return refuse_call(ncclInvalidArgument, std::string(call.name) + ": root or peer " +
+                                                std::to_string(call.root) + " of " +
+                                                std::to_string(n) + " ranks");
   size_t in = call.count, out = call.count;
   if (call.kind == Call::kReduceScatter) in *= static_cast<size_t>(n);
   if (call.kind == Call::kAllGather) out *= static_cast<size_t>(n);
@@ -184,15 +226,15 @@ ncclResult_t issue(ncclComm_t comm, cudaStream_t stream, Call call) {
       call.kind != Call::kSend && !(call.kind == Call::kReduce && m->rank != call.root);
   if (call.count > 0) {
     if (reads && baton::simt::device_of_range(call.send, in * elem) != m->device)
-      return refuse(ncclInvalidArgument, std::string(call.name) +
-                                             ": sendbuff is not device memory of the "
-                                             "communicator's device (" +
-                                             std::to_string(m->device) + ") over the call");
+      return refuse_call(ncclInvalidArgument, std::string(call.name) +
+                                                  ": sendbuff is not device memory of the "
+                                                  "communicator's device (" +
+                                                  std::to_string(m->device) + ") over the call");
     if (writes && baton::simt::device_of_range(call.recv, out * elem) != m->device)
-      return refuse(ncclInvalidArgument, std::string(call.name) +
-                                             ": recvbuff is not device memory of the "
-                                             "communicator's device (" +
-                                             std::to_string(m->device) + ") over the call");
+      return refuse_call(ncclInvalidArgument, std::string(call.name) +
+                                                  ": recvbuff is not device memory of the "
+                                                  "communicator's device (" +
+                                                  std::to_string(m->device) + ") over the call");
   }
   t_pending.push_back({m, stream, call});
   if (t_group_depth > 0) return ncclSuccess;
@@ -329,8 +371,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
     m->device = devlist != nullptr ? devlist[i] : i;
     m->clique = c;
     c->members[static_cast<size_t>(i)] = m;
-    comms[i] = new ncclComm;
-    comms[i]->member = m;
+    comms[i] = make_handle(m);
   }
   c->joined = ndev;
   return ncclSuccess;
@@ -338,7 +379,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  if (comm->magic != kCommMagic) return refuse(ncclInvalidArgument, "invalid comm");
+  if (!forget_handle(comm)) return refuse(ncclInvalidArgument, "invalid comm");
   comm->magic = 0;
   delete comm;
   return ncclSuccess;
@@ -346,7 +387,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  if (comm->magic != kCommMagic) return refuse(ncclInvalidArgument, "invalid comm");
+  if (!forget_handle(comm)) return refuse(ncclInvalidArgument, "invalid comm");
   const std::shared_ptr<Member> m = comm->member;
   if (m != nullptr && m->clique != nullptr) {
     const std::lock_guard<std::mutex> lock(m->clique->mu);
@@ -390,6 +431,12 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   if (t_group_depth == 0) return refuse(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--t_group_depth > 0) return ncclSuccess;
+  if (t_group_error != ncclSuccess) {
+    const ncclResult_t r = t_group_error;
+    t_group_error = ncclSuccess;
+    t_pending.clear();
+    return r;  // t_last_error says why
+  }
   return flush();
 }
 

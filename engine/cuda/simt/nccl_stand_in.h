@@ -50,11 +50,15 @@ struct Clique {
   std::condition_variable cv;
   std::vector<std::shared_ptr<Member>> members;  // by rank; null until it joins
   int joined = 0;
-  // Collective number k: each rank's call, and how many have arrived, read
-  // the others' inputs, and left.
+  // Collective number k: each rank's call (a copy: the caller's closure
+  // may be gone when a peer looks), how many have arrived, read the others'
+  // inputs, and left; `reading` counts the ranks reading inputs right now,
+  // and `broken` says a rank was aborted after arriving (its buffers may go
+  // once nobody reads them: nobody starts reading then).
   struct Slot {
-    std::vector<const Call*> calls;
-    int arrived = 0, read = 0, left = 0;
+    std::vector<Call> calls;
+    int arrived = 0, read = 0, left = 0, reading = 0;
+    bool broken = false;
   };
   std::map<uint64_t, Slot> slots;
   // Messages in flight: (from, to, number) -> the sender's buffer, kept
