@@ -164,19 +164,22 @@ ncclResult_t join(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
       return refuse(ncclInvalidUsage, "rank " + std::to_string(rank) + " says " +
                                           std::to_string(nranks) + " ranks, another said " +
                                           std::to_string(c->nranks));
-    if (c->members[static_cast<size_t>(rank)] != nullptr)
+    if (c->devices[static_cast<size_t>(rank)] != -1)
       return refuse(ncclInvalidUsage, "rank " + std::to_string(rank) + " joined twice");
-    for (const auto& other : c->members) {
-      if (other != nullptr && other->device == device)
+    for (int other = 0; other < nranks; ++other) {
+      if (c->devices[static_cast<size_t>(other)] == device)
         return refuse(ncclInvalidUsage, "Duplicate GPU detected: rank " + std::to_string(rank) +
-                                            " and rank " + std::to_string(other->rank) +
+                                            " and rank " + std::to_string(other) +
                                             " both on CUDA device " + std::to_string(device));
     }
     m->clique = c;
     m->async.store(ncclInProgress);
     c->members[static_cast<size_t>(rank)] = m;
+    c->devices[static_cast<size_t>(rank)] = device;
     if (++c->joined == nranks) {
-      for (const auto& member : c->members) member->async.store(ncclSuccess);
+      for (const auto& w : c->members) {
+        if (const auto member = w.lock()) member->async.store(ncclSuccess);
+      }
       reg.waiting.erase(key_of(id));
     }
     c->cv.notify_all();
@@ -371,6 +374,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
     m->device = devlist != nullptr ? devlist[i] : i;
     m->clique = c;
     c->members[static_cast<size_t>(i)] = m;
+    c->devices[static_cast<size_t>(i)] = m->device;
     comms[i] = make_handle(m);
   }
   c->joined = ndev;

@@ -44,11 +44,15 @@ struct Member;
 // The ranks of one communicator: those made from one unique id, or by one
 // ncclCommInitAll.
 struct Clique {
-  explicit Clique(int n) : nranks(n), members(static_cast<size_t>(n)) {}
+  explicit Clique(int n)
+      : nranks(n), members(static_cast<size_t>(n)), devices(static_cast<size_t>(n), -1) {}
   const int nranks;
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<std::shared_ptr<Member>> members;  // by rank; null until it joins
+  // By rank: the member (weak: a member owns its clique, not the reverse)
+  // and its device, -1 until it joins.
+  std::vector<std::weak_ptr<Member>> members;
+  std::vector<int> devices;
   int joined = 0;
   // Collective number k: each rank's call (a copy: the caller's closure
   // may be gone when a peer looks), how many have arrived, read the others'

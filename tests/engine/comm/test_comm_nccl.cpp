@@ -8,10 +8,11 @@
 //    over a thread bootstrap, checked against closed forms on the host.
 //    Skipped, with the reason, without the library or a GPU; sizes above
 //    the number of GPUs are skipped (NCCL runs one rank per GPU).
-// Built twice: test_comm_nccl against baton_cuda.so (real GPUs, on the
-// device check), and test_comm_nccl_emu against baton_cuda_emu.so, whose
-// NCCL is the emulator's stand-in over 4 emulated GPUs (in CI); the
-// largest counts are smaller there (the emulator runs every GPU thread).
+// Run twice: against baton_cuda.so (real GPUs, on the device check), and,
+// as test_comm_nccl_emu.*, against the library BATON_TEST_NCCL_LIBRARY
+// names, baton_cuda_emu.so, whose NCCL is the emulator's stand-in over 4
+// emulated GPUs (in CI); the largest counts are smaller there (the
+// emulator runs every GPU thread).
 #include <baton/comm/local.h>
 #include <baton/comm/nccl.h>
 #include <dlfcn.h>
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
@@ -29,17 +31,22 @@
 #include "comm_test_util.h"
 #include "nccl_abi.h"  // engine/cuda: the library's C interface
 
-#ifndef BATON_TEST_NCCL_EMULATED
-#define BATON_TEST_NCCL_EMULATED 0
-#endif
-
 namespace baton {
 namespace {
 
-// The largest count the collectives are checked at: several ring segments.
-constexpr int64_t kLargeCount = BATON_TEST_NCCL_EMULATED ? 100003 : 1000003;
+// The emulator's library when BATON_TEST_NCCL_LIBRARY names it (with 4
+// emulated GPUs unless BATON_SIMT_DEVICES says otherwise), else this
+// build's baton_cuda.so.
+const char* const kEmulatorLibrary = std::getenv("BATON_TEST_NCCL_LIBRARY");
+const bool kEmulated = [] {
+  if (kEmulatorLibrary == nullptr || *kEmulatorLibrary == '\0') return false;
+  setenv("BATON_SIMT_DEVICES", "4", 0);
+  return true;
+}();
+const std::string kLibrary = kEmulated ? kEmulatorLibrary : BATON_CUDA_LIBRARY;
 
-const std::string kLibrary = BATON_CUDA_LIBRARY;
+// The largest count the collectives are checked at: several ring segments.
+const int64_t kLargeCount = kEmulated ? 100003 : 1000003;
 
 // The library, or a skip reason.
 std::shared_ptr<NcclLibrary> load_or_reason(std::string& why) {
@@ -47,12 +54,11 @@ std::shared_ptr<NcclLibrary> load_or_reason(std::string& why) {
     why = "built without CUDA (BATON_WITH_CUDA=OFF)";
     return nullptr;
   }
-#if !BATON_TEST_HAS_NCCL
-  why = "baton_cuda was built without NCCL (not found at configure time)";
-  return nullptr;
-#else
+  if (!kEmulated && !BATON_TEST_HAS_NCCL) {
+    why = "baton_cuda was built without NCCL (not found at configure time)";
+    return nullptr;
+  }
   return NcclLibrary::load(kLibrary);
-#endif
 }
 
 template <class F>
@@ -68,8 +74,7 @@ std::string error_of(F&& f) {
 // ------------------------------------------------------------ everywhere
 
 TEST(NcclLoad, BuildReasonMatchesTheBuild) {
-  if (BATON_TEST_NCCL_EMULATED)
-    GTEST_SKIP() << "about baton_cuda.so's build; this is the emulator's";
+  if (kEmulated) GTEST_SKIP() << "about baton_cuda.so's build; this run is the emulator's";
   const std::string why = nccl_build_unavailable_reason();
   if (kLibrary.empty()) {
     EXPECT_NE(why.find("this build has no CUDA"), std::string::npos) << why;
