@@ -299,15 +299,15 @@ const char* ncclGetErrorString(ncclResult_t result) {
     case ncclSuccess:
       return "no error";
     case ncclUnhandledCudaError:
-      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+      return "unhandled cuda error (ncclGetLastError says why)";
     case ncclSystemError:
-      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+      return "unhandled system error (ncclGetLastError says why)";
     case ncclInternalError:
       return "internal error - please report this issue to the NCCL developers";
     case ncclInvalidArgument:
-      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+      return "invalid argument (ncclGetLastError says why)";
     case ncclInvalidUsage:
-      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+      return "invalid usage (ncclGetLastError says why)";
     case ncclRemoteError:
       return "remote process exited or there was a network error";
     case ncclInProgress:
