@@ -311,7 +311,7 @@ int Supervisor::run_attempt(int attempt, Attempt& a, const std::string& hostfile
       }
       continue;
     }
-    if (std::string dead = find_dead(a); !dead.empty()) return end_now(std::move(dead));
+    if (std::string dead = find_dead(a, now); !dead.empty()) return end_now(std::move(dead));
     if (std::string hung = find_hang(a, now); !hung.empty()) return end_now(std::move(hung));
     if (now - last_progress > spec_.progress_timeout_s) {
       // From the start too: a job stuck before its first step (a data

@@ -39,16 +39,20 @@ void Supervisor::kill_local_ranks(const Attempt& a) const {
   for (const auto& [r, st] : a.ranks) signal_rank_process(st, SIGKILL);
 }
 
-std::string Supervisor::find_dead(Attempt& a) const {
+std::string Supervisor::find_dead(Attempt& a, double now) const {
+  int dead = -1;
   for (const auto& [r, st] : a.ranks) {
     if (st.pid <= 0 || st.ended || is_side(r) || a.node.at(r) != local_host_) continue;
-    if (!rank_process_alive(st)) {
-      a.stalled_rank = r;
-      return "rank " + std::to_string(r) + " (pid " + std::to_string(st.pid) + " on " + st.host +
-             ") exited at step " + std::to_string(st.step);
-    }
+    if (rank_process_alive(st)) continue;
+    if (a.death_seen_s < 0) a.death_seen_s = now;
+    // Ranks in order: the first without last words, else the first.
+    if (dead < 0 || (a.last_words.count(dead) != 0 && a.last_words.count(r) == 0)) dead = r;
   }
-  return {};
+  if (dead < 0 || now - a.death_seen_s < kDeathGraceS) return {};
+  a.stalled_rank = dead;
+  const RankState& st = a.ranks.at(dead);
+  return "rank " + std::to_string(dead) + " (pid " + std::to_string(st.pid) + " on " + st.host +
+         ") exited at step " + std::to_string(st.step);
 }
 
 std::string Supervisor::find_hang(Attempt& a, double now) {

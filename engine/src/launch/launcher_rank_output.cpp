@@ -98,6 +98,7 @@ void Supervisor::take_rank_message(int rank, const std::string& text, Attempt& a
   const bool input = text.rfind("baton: error", 0) == 0;
   if (!failed && !input) return;
   if (input) a.input_error = true;
+  a.last_words.insert(rank);
   if (text.find("resume refused: ") != std::string::npos) a.resume_refused = true;
   if (a.rank_error.empty()) {
     const size_t head = failed ? 13 : 12;  // after "baton: failed" / "baton: error"

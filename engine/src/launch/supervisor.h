@@ -32,6 +32,11 @@ inline constexpr double kExitWaitS = 120.0;
 // it: the job's own failure, when a server died and took the worker along,
 // is reported within this.
 inline constexpr double kSideGraceS = 1.0;
+// How long after the launcher finds a rank's process gone it waits before
+// naming the cause: a peer of a killed rank fails too, often before the
+// next look, and mpirun's report of who died, or the peer's last words,
+// come within this.
+inline constexpr double kDeathGraceS = 1.0;
 
 using Clock = std::chrono::steady_clock;
 
@@ -56,11 +61,13 @@ struct Attempt {
   bool ranks_changed = false;  // a rank was heard for the first time since the last report
   std::string rescale;         // why the launcher stopped it to change its worker count
   int rescale_to = 0;
-  std::string rank_error;  // the first "baton: failed/error (rank R): ..." line
+  std::string rank_error;    // the first "baton: failed/error (rank R): ..." line
+  std::set<int> last_words;  // the ranks that said such a line (they ended by themselves)
+  double death_seen_s = -1;  // when a rank's process was first found gone
   int rank_error_rank = -1;
-  bool input_error = false;  // a rank's "baton: error" (exit 2)
+  bool input_error = false;     // a rank's "baton: error" (exit 2)
   bool resume_refused = false;  // a rank's "resume refused: ..." (ResumeRefused, exit 1)
-  std::string mpirun_said;   // mpirun's report of who died
+  std::string mpirun_said;      // mpirun's report of who died
   int mpirun_rank = -1;
   std::string mpirun_host;
   std::string lost_host;     // a host the job lost contact with (its daemon, a peer rank)
@@ -235,8 +242,11 @@ class Supervisor {
   void kill_local_ranks(const Attempt& a) const;
 
   // A rank on this host whose process is gone (seen before mpirun, which
-  // reports a death only once it has ended the others).
-  std::string find_dead(Attempt& a) const;
+  // reports a death only once it has ended the others), named kDeathGraceS
+  // after the first was found: of those gone by then, the first without
+  // last words (killed, where the others failed because it went), else the
+  // lowest-numbered.
+  std::string find_dead(Attempt& a, double now) const;
 
   std::string find_hang(Attempt& a, double now);
 
