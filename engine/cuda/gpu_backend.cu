@@ -234,6 +234,8 @@ size_t GpuBackend::free_memory_bytes() const {
 
 void GpuBackend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
+void GpuBackend::make_current() { check(cudaSetDevice(device_), "cudaSetDevice"); }
+
 double* GpuBackend::partials(int64_t count) const {
   if (count <= partials_count_) return partials_;
   // Wait: kernels queued before may still read or write the old scratch.

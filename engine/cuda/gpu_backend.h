@@ -58,6 +58,7 @@ class GpuBackend final : public DeviceBackend {
   void fill_zero_bytes(void* y, size_t bytes) override;
   size_t free_memory_bytes() const override;
   void synchronize() override;
+  void make_current() override;
   void reserve_arena(size_t bytes) override;
   size_t arena_bytes() const override { return arena_bytes_; }
   size_t arena_used() const override { return arena_used_; }

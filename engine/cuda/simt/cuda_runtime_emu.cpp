@@ -160,6 +160,12 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t dynamic_sme
   }
   if (dynamic_smem > static_cast<size_t>(kernel_max_dynamic_smem(kernel)))
     return record(cudaErrorInvalidValue);
+  // A GPU refuses a launch into a stream of a device other than the
+  // calling thread's current one (a thread that drives a second GPU
+  // without cudaSetDevice).
+  if (const int dev = stream_device(stream); dev >= 0 && dev != current_device_index()) {
+    return record(cudaErrorInvalidResourceHandle);
+  }
   const std::string name = kernel_name(kernel);
   for (const auto& [index, ptr] : pointer_args) {
     if (ptr == nullptr || is_device_range(ptr, 1) || is_pinned(ptr, 1)) continue;

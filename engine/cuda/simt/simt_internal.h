@@ -55,6 +55,8 @@ void set_diagnostic(const std::string& diagnostic);
 // Streams (simt_streams.cpp).
 cudaStream_t resolve_stream(cudaStream_t s);  // 0 / legacy -> the legacy stream
 cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> op);
+// The device a stream was made on (-1: the legacy stream, every device's).
+int stream_device(cudaStream_t s);
 cudaError_t stream_synchronize(cudaStream_t s);
 void synchronize_all();
 // Waits for the work queued so far on `device`'s streams and the legacy

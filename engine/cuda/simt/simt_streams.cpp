@@ -197,6 +197,8 @@ cudaError_t stream_enqueue(cudaStream_t s, std::function<void()> op) {
   return cudaSuccess;
 }
 
+int stream_device(cudaStream_t s) { return resolve_stream(s)->device; }
+
 cudaError_t stream_synchronize(cudaStream_t s) {
   CUstream_st* st = resolve_stream(s);
   st->progress->wait_until(st->last());

@@ -1,4 +1,5 @@
 #include <baton/comm/link_calibration.h>
+#include <baton/core/clock.h>
 #include <baton/core/error.h>
 
 #include <algorithm>
@@ -37,10 +38,6 @@ AlphaBeta fit_alpha_beta(const std::vector<LinkSamplePoint>& points) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Runs `round` (which returns its own time) until ~20 ms have passed and at
 // least 5 rounds ran, the same number on both ends (a's count decides);

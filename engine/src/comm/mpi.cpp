@@ -6,6 +6,7 @@
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <baton/comm/mpi.h>
+#include <baton/core/clock.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,10 +21,6 @@ namespace baton {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Throws CommError for a failed MPI call: "mpi: MPI_Allreduce (allreduce)
 // failed: <MPI's error string> (error class N)".

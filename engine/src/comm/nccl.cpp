@@ -1,6 +1,7 @@
 // The NCCL communicator (see comm_nccl.h) over the C interface of
 // baton_cuda.so (nccl_library.cpp loads it). Compiled in every build.
 #include <baton/comm/ring_schedule.h>
+#include <baton/core/clock.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,10 +15,6 @@ namespace baton {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // baton::ReduceOp and the library share their numbers (nccl_abi.h).
 int abi_op(ReduceOp op, const char* where) {
@@ -352,10 +349,25 @@ void NcclCommunicator::copy_on_device(float* device_dst, const float* device_src
 
 // ------------------------------------------------------------------- group
 
+namespace {
+
+std::vector<int> first_devices(int size) {
+  std::vector<int> list;
+  for (int d = 0; d < size; ++d) list.push_back(d);
+  return list;
+}
+
+}  // namespace
+
 NcclGroup::NcclGroup(std::shared_ptr<NcclLibrary> lib, int size, CommOptions options)
+    : NcclGroup(std::move(lib), first_devices(size), options) {}
+
+NcclGroup::NcclGroup(std::shared_ptr<NcclLibrary> lib, const std::vector<int>& device_list,
+                     CommOptions options)
     : cancel_(std::make_unique<int>(0)) {
   options = checked_options(options);
   if (lib == nullptr) throw RuntimeError("nccl: no library");
+  const int size = static_cast<int>(device_list.size());
   if (size < 1)
     throw InputError("nccl: a group needs at least 1 rank, got " + std::to_string(size));
   const int devices = lib->require_devices();
@@ -364,8 +376,17 @@ NcclGroup::NcclGroup(std::shared_ptr<NcclLibrary> lib, int size, CommOptions opt
                        std::to_string(size) + " GPUs, " + std::to_string(devices) +
                        " visible (NCCL runs one rank per GPU)");
   }
-  std::vector<int> device_list(static_cast<size_t>(size));
-  for (int d = 0; d < size; ++d) device_list[static_cast<size_t>(d)] = d;
+  for (size_t i = 0; i < device_list.size(); ++i) {
+    const int d = device_list[i];
+    if (d < 0 || d >= devices) {
+      throw RuntimeError("nccl: GPU " + std::to_string(d) + " was asked for; " +
+                         std::to_string(devices) + " visible");
+    }
+    if (std::count(device_list.begin(), device_list.begin() + static_cast<std::ptrdiff_t>(i), d)) {
+      throw InputError("nccl: GPU " + std::to_string(d) +
+                       " is listed twice (NCCL runs one rank per GPU)");
+    }
+  }
   std::vector<BatonNcclComm*> handles(static_cast<size_t>(size), nullptr);
   if (lib->api().init_all(handles.data(), size, device_list.data()) != BATON_NCCL_OK) {
     throw RuntimeError("nccl: ncclCommInitAll over " + std::to_string(size) +

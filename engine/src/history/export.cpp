@@ -1,6 +1,7 @@
 // history export (csv, json) and history diff.
 #include <baton/core/csv.h>
 #include <baton/core/error.h>
+#include <baton/core/json_text.h>
 #include <baton/history/store.h>
 
 #include <cerrno>
@@ -33,10 +34,6 @@ void write(std::FILE* out, const std::string& s) {
   if (std::fwrite(s.data(), 1, s.size(), out) != s.size()) {
     throw RuntimeError(std::string("write failed (") + std::strerror(errno) + ")");
   }
-}
-
-std::string dump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -107,7 +104,7 @@ void export_run_json(const HistoryStore& store, int64_t run, std::FILE* out) {
   nlohmann::json head = run_to_json(r, /*full=*/true);
   // Samples are streamed: a long run's millions of them never sit in one
   // JSON value in memory.
-  write(out, "{\"run\":" + dump(head) + ",\n\"metrics\":[");
+  write(out, "{\"run\":" + json_text(head) + ",\n\"metrics\":[");
   bool first = true;
   store.for_each_sample(run, [&](const MetricSample& s) {
     const nlohmann::json row = {{"step", s.step},
@@ -115,7 +112,7 @@ void export_run_json(const HistoryStore& store, int64_t run, std::FILE* out) {
                                 {"rank", s.rank},
                                 {"metric", s.metric},
                                 {"value", json_number(s.value)}};
-    write(out, (first ? "\n" : ",\n") + dump(row));
+    write(out, (first ? "\n" : ",\n") + json_text(row));
     first = false;
   });
   write(out, "],\n\"links\":[");
@@ -130,7 +127,7 @@ void export_run_json(const HistoryStore& store, int64_t run, std::FILE* out) {
                                 {"estimated", l.estimated},
                                 {"wait_s", l.wait_s},
                                 {"eager", l.eager}};
-    write(out, (first ? "\n" : ",\n") + dump(row));
+    write(out, (first ? "\n" : ",\n") + json_text(row));
     first = false;
   }
   write(out, "],\n\"events\":[");
@@ -139,7 +136,7 @@ void export_run_json(const HistoryStore& store, int64_t run, std::FILE* out) {
     const nlohmann::json row = {{"step", e.step},       {"wall_time_s", e.wall_time_s},
                                 {"kind", e.kind},       {"level", e.level},
                                 {"message", e.message}, {"data", e.data}};
-    write(out, (first ? "\n" : ",\n") + dump(row));
+    write(out, (first ? "\n" : ",\n") + json_text(row));
     first = false;
   }
   write(out, "]}\n");

@@ -1,4 +1,5 @@
 #include <baton/core/error.h>
+#include <baton/core/json_text.h>
 #include <baton/history/sink.h>
 
 #include <algorithm>
@@ -58,10 +59,6 @@ nlohmann::json json_array(const std::vector<std::string>& v) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& s : v) a.push_back(s);
   return a;
-}
-
-std::string dump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // The rollup of one block of one (metric, rank, level) series, kept in
@@ -168,15 +165,15 @@ class HistoryWriter {
       event(last_step_, wall, "log", log_level_name(e->level), e->message, "{}");
     } else if (const auto* e = std::get_if<CheckpointEvent>(&ev)) {
       event(e->step, wall, "checkpoint", "", e->path,
-            dump({{"num_bytes", e->num_bytes}, {"write_ms", e->write_ms}}));
+            json_text({{"num_bytes", e->num_bytes}, {"write_ms", e->write_ms}}));
     } else if (const auto* e = std::get_if<SampleEvent>(&ev)) {
       event(e->step, wall, "sample", "", e->text,
-            dump({{"prompt", e->prompt}, {"temperature", e->temperature}}));
+            json_text({{"prompt", e->prompt}, {"temperature", e->temperature}}));
     } else if (const auto* e = std::get_if<TimelineEvent>(&ev)) {
       Stmt ins(db_,
                "INSERT INTO timelines (run, attempt, record) VALUES (?1, (SELECT "
                "coalesce(max(attempt), 0) + 1 FROM timelines WHERE run = ?1), ?2)");
-      ins.bind(1, run_).bind(2, dump(e->trace)).run();
+      ins.bind(1, run_).bind(2, json_text(e->trace)).run();
     } else if (const auto* e = std::get_if<RunEndEvent>(&ev)) {
       on_run_end(*e);
     }
@@ -203,7 +200,7 @@ class HistoryWriter {
                             ELSE start_info END,
           config = ?2, owner_host = ?3, owner_pid = ?4, owner_start = ?5
         WHERE id = ?1)sql");
-      upd.bind(1, run_).bind(2, dump(e.config));
+      upd.bind(1, run_).bind(2, json_text(e.config));
       upd.bind(3, me_.host).bind(4, me_.pid).bind(5, me_.start).run();
       Stmt seq(db_, R"sql(
         SELECT max(seq), max(step) FROM (
@@ -218,15 +215,15 @@ class HistoryWriter {
       data["offset_s"] = wall_offset_;
       data["config"] = e.config;
       event(e.start_step, wall_offset_, "restart", "info",
-            "resumed from step " + std::to_string(e.start_step), dump(data));
+            "resumed from step " + std::to_string(e.start_step), json_text(data));
     } else {
       Stmt ins(db_,
                "INSERT INTO runs (uid, name, status, start_time, strategy, replicas, hosts, "
                "config, topology, start_info, owner_host, owner_pid, owner_start) VALUES "
                "(?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
       ins.bind(1, e.run).bind(2, e.name).bind(3, unix_s).bind(4, e.strategy).bind(5, e.replicas);
-      ins.bind(6, dump(json_array(info_.hosts))).bind(7, dump(e.config));
-      ins.bind(8, dump(info_.topology)).bind(9, dump(info));
+      ins.bind(6, json_text(json_array(info_.hosts))).bind(7, json_text(e.config));
+      ins.bind(8, json_text(info_.topology)).bind(9, json_text(info));
       ins.bind(10, me_.host).bind(11, me_.pid).bind(12, me_.start).run();
       run_ = sqlite3_last_insert_rowid(db_.get());
       wall_offset_ = 0;
@@ -254,7 +251,12 @@ class HistoryWriter {
     Stmt upd(db_,
              "UPDATE runs SET status = ?2, end_time = ?3, final_metrics = ?4, error = ?5 "
              "WHERE id = ?1");
-    upd.bind(1, run_).bind(2, status).bind(3, unix_now()).bind(4, dump(m)).bind(5, e.error).run();
+    upd.bind(1, run_)
+        .bind(2, status)
+        .bind(3, unix_now())
+        .bind(4, json_text(m))
+        .bind(5, e.error)
+        .run();
     if (!e.error.empty()) {
       event(e.step, e.wall_time_s + wall_offset_, "error", "error", e.error, "{}");
     }

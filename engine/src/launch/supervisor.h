@@ -9,6 +9,7 @@
 // Private to the engine. One thread runs a Supervisor.
 #pragma once
 
+#include <baton/core/clock.h>
 #include <baton/core/running_child.h>
 #include <baton/core/temp_file.h>
 #include <baton/launch/checkpoint_site.h>
@@ -39,10 +40,6 @@ inline constexpr double kSideGraceS = 1.0;
 inline constexpr double kDeathGraceS = 1.0;
 
 using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 inline double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

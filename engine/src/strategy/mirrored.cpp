@@ -2,7 +2,10 @@
 // process, gradients combined through the local communicator.
 #include <baton/comm/communicator.h>
 #include <baton/comm/local.h>
+#include <baton/comm/nccl.h>
 #include <baton/core/error.h>
+#include <baton/core/timeline.h>
+#include <baton/nn/device_backend.h>
 #include <baton/strategy/strategy.h>
 
 #include <algorithm>
@@ -17,25 +20,57 @@ MirroredStrategy::MirroredStrategy(int replicas, const CommOptions& comm, Gradie
     : replicas_(replicas), grads_(grads) {
   if (replicas < 1) throw InputError("mirrored: replicas must be >= 1");
   group_ = std::make_unique<LocalGroup>(replicas, comm);
-  pool_ = std::make_unique<ReplicaPool>(replicas, [this] { group_->abort(); });
+  pool_ = std::make_unique<ReplicaPool>(replicas, [this] { abort_group(); });
+}
+
+MirroredStrategy::MirroredStrategy(std::unique_ptr<NcclGroup> nccl,
+                                   std::vector<std::string> devices, GradientOptions grads)
+    : replicas_(nccl ? nccl->size() : 0),
+      grads_(grads),
+      nccl_(std::move(nccl)),
+      gpus_(std::move(devices)) {
+  if (replicas_ < 1 || static_cast<int>(gpus_.size()) != replicas_) {
+    throw RuntimeError("mirrored: an NCCL group of one rank per listed GPU is needed");
+  }
+  pool_ = std::make_unique<ReplicaPool>(replicas_, [this] { abort_group(); });
 }
 
 MirroredStrategy::~MirroredStrategy() {
   // The communication threads first: they use the group.
   reducer_.reset();
+  // The replica threads next: nothing may be in a collective when the
+  // group goes.
+  pool_.reset();
+}
+
+void MirroredStrategy::abort_group() {
+  if (nccl_) {
+    nccl_->abort();
+  } else {
+    group_->abort();
+  }
 }
 
 std::vector<std::string> MirroredStrategy::devices() const {
   std::vector<std::string> d;
-  for (int r = 0; r < replicas_; ++r) d.push_back("cpu:" + std::to_string(r));
+  for (int r = 0; r < replicas_; ++r) {
+    d.push_back(nccl_ ? gpus_[static_cast<size_t>(r)] : "cpu:" + std::to_string(r));
+  }
   return d;
 }
 
-Communicator& MirroredStrategy::comm(int r) { return group_->rank(r); }
+Communicator& MirroredStrategy::comm(int r) {
+  if (nccl_) return nccl_->rank(r);
+  return group_->rank(r);
+}
 
-std::string MirroredStrategy::communication() const { return group_->rank(0).describe(); }
+const Communicator& MirroredStrategy::comm(int r) const {
+  return const_cast<MirroredStrategy*>(this)->comm(r);
+}
 
-std::string MirroredStrategy::communication_note() const { return group_->rank(0).note(); }
+std::string MirroredStrategy::communication() const { return comm(0).describe(); }
+
+std::string MirroredStrategy::communication_note() const { return comm(0).note(); }
 
 void MirroredStrategy::run(const std::function<void(const ReplicaContext&)>& step_fn) {
   pool_->run([&](int r) { step_fn(ReplicaContext{r, replicas_}); });
@@ -43,20 +78,61 @@ void MirroredStrategy::run(const std::function<void(const ReplicaContext&)>& ste
 
 void MirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
                                       bool overlap_allowed) {
+  // On GPUs the flat buffers are reduced (bind_device_gradients).
+  if (nccl_) return;
   std::vector<Communicator*> comms;
   for (int r = 0; r < replicas_; ++r) comms.push_back(&group_->rank(r));
   reducer_ = std::make_unique<GradientReducer>(
       grads_.bucket_bytes, grads_.overlap && overlap_allowed && replicas_ > 1,
-      [this] { group_->abort(); }, grads_.first_bucket_bytes);
+      [this] { abort_group(); }, grads_.first_bucket_bytes);
   reducer_->set_timeline(timeline_);
   reducer_->bind(per_replica, std::move(comms));
+}
+
+void MirroredStrategy::bind_device_gradients(const PerReplica<DeviceGradients>& grads) {
+  if (!nccl_) Strategy::bind_device_gradients(grads);
+  if (static_cast<int>(grads.size()) != replicas_) {
+    throw RuntimeError("mirrored: " + std::to_string(grads.size()) + " gradient buffers for " +
+                       std::to_string(replicas_) + " replicas");
+  }
+  for (const DeviceGradients& g : grads) {
+    if (g.device == nullptr || g.count != grads[0].count) {
+      throw RuntimeError("mirrored: every replica's gradients must be one buffer of one size");
+    }
+  }
+  device_grads_ = grads;
 }
 
 bool MirroredStrategy::overlaps_backward() const { return reducer_ && reducer_->overlap(); }
 
 void MirroredStrategy::gradients_ready(int r, size_t from) { reducer_->ready(r, from); }
 
+void MirroredStrategy::reduce_on_device(int r) {
+  const DeviceGradients& g = device_grads_[static_cast<size_t>(r)];
+  // NCCL runs on its own stream: the gradients backward queued on the
+  // replica's stream must be there first. The allreduce returns when its
+  // sum is in place, before the update is queued.
+  g.device->make_current();
+  g.device->synchronize();
+  const int64_t piece = std::max<int64_t>(1, grads_.bucket_bytes / 4);
+  const int32_t lane = timeline_lane(TimelineLane::kReplicaComm, r);
+  int32_t b = 0;
+  for (int64_t off = 0; off < g.count; off += piece, ++b) {
+    const int64_t n = std::min(piece, g.count - off);
+    const TimelineScope span(timeline_, "allreduce", "comm", lane, -1,
+                             n * static_cast<int64_t>(sizeof(float)), b);
+    comm(r).allreduce(g.data + off, n, ReduceOp::kSum);
+  }
+}
+
 void MirroredStrategy::reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) {
+  if (nccl_) {
+    if (device_grads_.empty()) {
+      throw RuntimeError("mirrored on GPUs: no gradient buffers were bound");
+    }
+    pool_->run([&](int r) { reduce_on_device(r); });
+    return;
+  }
   if (!reducer_) bind_gradients(per_replica, false);
   if (reducer_->overlap()) {
     for (int r = 0; r < replicas_; ++r) reducer_->wait(r);
@@ -74,7 +150,7 @@ void MirroredStrategy::apply_updates(const PerReplica<std::vector<Param*>>& /*pe
 std::vector<LinkSample> MirroredStrategy::drain_links() {
   std::vector<LinkSample> all;
   for (int r = 0; r < replicas_; ++r) {
-    for (auto& l : group_->rank(r).links().drain()) all.push_back(l);
+    for (auto& l : comm(r).links().drain()) all.push_back(l);
   }
   return all;
 }

@@ -72,6 +72,10 @@ void Strategy::apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
 
 std::vector<LinkSample> Strategy::drain_links() { return {}; }
 
+void Strategy::bind_device_gradients(const PerReplica<DeviceGradients>& /*grads*/) {
+  throw RuntimeError(name() + " does not reduce gradients on GPUs in this version");
+}
+
 void OneDeviceStrategy::run(const std::function<void(const ReplicaContext&)>& step_fn) {
   step_fn(ReplicaContext{0, 1});
 }

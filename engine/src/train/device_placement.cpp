@@ -24,48 +24,80 @@ GpuPick pick(const std::string& dir, bool emulate) {
   return pick_gpu_library(dir, emulate);
 }
 
+int index_of(const std::string& name) { return std::stoi(name.substr(name.find(':') + 1)); }
+
 }  // namespace
 
-Placement place_replicas(const RunConfig& cfg, const std::string& gpu_library_dir) {
+ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_library_dir) {
   const StrategyConfig& s = cfg.strategy;
   const std::string key = cfg.file + ": strategy.devices: ";
-  Placement p;
+  const bool gpu_strategy = s.type == "one_device" || s.type == "mirrored";
+  ReplicaPlacement p;
+  // The GPUs asked for by name (one_device's one, mirrored's list), or
+  // none (auto, cpu).
+  std::vector<std::string> named = s.gpus;
+  if (s.type == "one_device" && s.devices != "auto" && s.devices != "cpu:0") named = {s.devices};
   if (s.devices == "cpu:0") {
     p.why = "strategy.devices asks for the CPU";
-  } else if (s.type != "one_device") {
+  } else if (!gpu_strategy) {
     // "auto" (the parser refuses GPU names here): the CPU, and whether a
     // GPU was passed over.
     const GpuPick g = pick(gpu_library_dir, emulation_asked());
-    p.why = g.devices > 0 ? s.type + " trains on the CPU in this version, though this machine has " +
-                                std::to_string(g.devices) +
-                                " GPU(s): GPUs serve one_device until the other strategies "
-                                "run over NCCL"
-                          : "auto: " + g.why;
+    p.why = g.devices > 0
+                ? s.type + " trains on the CPU in this version, though this machine has " +
+                      std::to_string(g.devices) +
+                      " GPU(s): GPUs serve one_device and mirrored until the other "
+                      "strategies run over NCCL"
+                : "auto: " + g.why;
   } else {
-    const bool auto_pick = s.devices == "auto";
-    const bool emulated = s.devices.rfind("gpu_emulated:", 0) == 0 || emulation_asked();
-    const int index = auto_pick ? 0 : std::stoi(s.devices.substr(s.devices.find(':') + 1));
+    const bool auto_pick = named.empty();
+    const bool emulated =
+        (!auto_pick && named[0].rfind("gpu_emulated:", 0) == 0) || emulation_asked();
     const GpuPick g = pick(gpu_library_dir, emulated);
     if (g.library.empty()) {
-      if (!auto_pick) throw InputError(key + "\"" + s.devices + "\" was asked for, but " + g.why);
+      if (!auto_pick) throw InputError(key + "\"" + named[0] + "\" was asked for, but " + g.why);
       p.why = "auto: " + g.why;
+    } else if (auto_pick && s.type == "mirrored" && s.replicas_given && s.replicas > g.devices) {
+      p.why = "auto: strategy.replicas asks for " + std::to_string(s.replicas) +
+              " replicas and this machine has " + std::to_string(g.devices) +
+              (g.emulated ? " emulated" : "") +
+              " GPU(s) (one replica each): the replicas train on the CPU";
     } else {
-      if (index >= g.devices) {
-        throw InputError(key + "\"" + s.devices + "\" was asked for, and this machine has " +
-                         std::to_string(g.devices) + (emulated ? " emulated" : "") +
-                         " GPU(s) (gpu:0 to gpu:" + std::to_string(g.devices - 1) + ")");
+      // auto: one_device the first GPU; mirrored every GPU, or its
+      // strategy.replicas first ones.
+      std::vector<int> gpus;
+      if (auto_pick) {
+        const int n = s.type == "one_device" ? 1 : s.replicas_given ? s.replicas : g.devices;
+        for (int i = 0; i < n; ++i) gpus.push_back(i);
+      } else {
+        for (const std::string& name : named) gpus.push_back(index_of(name));
       }
-      p.device = (emulated ? "gpu_emulated:" : "gpu:") + std::to_string(index);
+      for (const int index : gpus) {
+        if (index >= g.devices) {
+          throw InputError(key + "\"" + (emulated ? "gpu_emulated:" : "gpu:") +
+                           std::to_string(index) + "\" was asked for, and this machine has " +
+                           std::to_string(g.devices) + (emulated ? " emulated" : "") +
+                           " GPU(s) (gpu:0 to gpu:" + std::to_string(g.devices - 1) + ")");
+        }
+      }
+      const GpuLibrary lib(g.library);
+      p.device.clear();
+      for (const int index : gpus) {
+        p.device += (p.device.empty() ? "" : ",") +
+                    std::string(emulated ? "gpu_emulated:" : "gpu:") + std::to_string(index);
+        p.backends.push_back(lib.open(index, cfg.precision));
+      }
+      p.gpus = gpus;
+      p.library = g.library;
       p.why = (auto_pick ? "auto: " : "strategy.devices: ") + g.why;
-      p.backend = GpuLibrary(g.library).open(index, cfg.precision);
     }
   }
-  if (!p.backend && cfg.precision != "fp32") {
+  if (p.backends.empty() && cfg.precision != "fp32") {
     throw InputError(cfg.file + ": train.precision: \"" + cfg.precision +
                      "\" is a GPU's; this run trains on the CPU (" + p.why +
                      "), which computes in fp32: use \"fp32\" or a GPU device");
   }
-  p.why = p.device + (p.backend ? " in " + cfg.precision : std::string()) + ": " + p.why;
+  p.why = p.device + (p.backends.empty() ? std::string() : " in " + cfg.precision) + ": " + p.why;
   return p;
 }
 

@@ -39,6 +39,7 @@ void Trainer::plan_validation(int64_t max_rows) {
 void Trainer::evaluate_share(int r) {
   Replica& rep = *replicas_[static_cast<size_t>(r)];
   Pipeline& p = *val_pipelines_[static_cast<size_t>(r)];
+  rep.bind_thread();
   const ForwardContext ctx{Mode::kEval, 0};
   rep.eval_loss = rep.eval_correct = rep.eval_count = 0;
   p.start_epoch(0);
@@ -46,7 +47,8 @@ void Trainer::evaluate_share(int r) {
     if (b->rows == 0) continue;
     const DeviceInputs d = on_device(rep, *b);
     const Tensor& out = rep.model->forward(*d.x, ctx);
-    const LossResult res = loss_->compute(out, d.labels, d.targets, rep.doutput, 1.0f, *backend_);
+    const LossResult res =
+        loss_->compute(out, d.labels, d.targets, rep.doutput, 1.0f, *rep.backend);
     rep.eval_loss += res.loss_sum;
     rep.eval_correct += static_cast<double>(res.correct);
     rep.eval_count += static_cast<double>(res.count);

@@ -16,14 +16,26 @@
 namespace baton {
 namespace {
 
-// CRC32 (zlib) of every parameter's bytes, in order.
+// CRC32 (zlib) of every parameter's bytes, in order (a GPU's read back).
 uint32_t params_crc(const std::vector<Param*>& params) {
   uLong crc = crc32_z(0L, Z_NULL, 0);
   for (const Param* p : params) {
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(p->value.data()),
-                  static_cast<z_size_t>(p->value.numel()) * sizeof(float));
+    const Tensor host = p->value.device_memory() != nullptr ? p->value.to_host() : Tensor();
+    const Tensor& t = p->value.device_memory() != nullptr ? host : p->value;
+    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(t.data()),
+                  static_cast<z_size_t>(t.numel()) * sizeof(float));
   }
   return static_cast<uint32_t>(crc);
+}
+
+[[noreturn]] void throw_drift(int g, int64_t step, uint32_t crc, uint32_t chief) {
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "replica %d drifted from the chief (replica 0) at step %lld: parameter "
+                "checksum %08x, the chief's %08x; replicas must hold the same values (a "
+                "different kernel or a faulty host)",
+                g, static_cast<long long>(step), crc, chief);
+  throw RuntimeError(line);
 }
 
 }  // namespace
@@ -37,6 +49,10 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
   strategy_->run([this, buffers_only](const ReplicaContext& rc) {
     Replica& rep = *replicas_[rc.replica_id];
     Communicator& comm = *strategy_->replica_communicator(rc.replica_id);
+    // On GPUs NCCL's stream broadcasts what the replica's stream wrote
+    // (its initial values, a restore's copies): those first.
+    rep.bind_thread();
+    if (rep.device != nullptr) rep.device->synchronize();
     // Every replica walks the same tensors in the same order (one model).
     for (auto& [name, t] : rep.model->buffers()) comm.broadcast(t->data(), t->numel(), 0);
     if (buffers_only) return;
@@ -52,6 +68,25 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
 void Trainer::check_drift(int64_t step) {
   if (!replicas_linked()) return;
   const int n = strategy_->num_replicas();
+  if (on_gpus()) {
+    // Every replica is in this process (mirrored over its GPUs): the
+    // checksums are compared here, each read back by its replica's thread.
+    strategy_->run([this](const ReplicaContext& rc) {
+      Replica& rep = *replicas_[rc.replica_id];
+      rep.bind_thread();
+      rep.device->synchronize();
+      const uint32_t crc = params_crc(rep.params);
+      rep.drift.assign({static_cast<float>(crc >> 16), static_cast<float>(crc & 0xFFFF)});
+    });
+    for (int g = 0; g < n; ++g) {
+      const auto& d = replicas_[static_cast<size_t>(g)]->drift;
+      const auto& c = replicas_[0]->drift;
+      const uint32_t crc = (static_cast<uint32_t>(d[0]) << 16) | static_cast<uint32_t>(d[1]);
+      const uint32_t chief = (static_cast<uint32_t>(c[0]) << 16) | static_cast<uint32_t>(c[1]);
+      if (crc != chief) throw_drift(g, step, crc, chief);
+    }
+    return;
+  }
   // Each replica writes its checksum, as two exact 16-bit halves, into its
   // own slots of a zeroed vector; a sum over the replicas gives everyone
   // every checksum.
@@ -70,14 +105,7 @@ void Trainer::check_drift(int64_t step) {
     return (static_cast<uint32_t>(all[2 * g]) << 16) | static_cast<uint32_t>(all[2 * g + 1]);
   };
   for (int g = 1; g < n; ++g) {
-    if (crc_of(g) == crc_of(0)) continue;
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "replica %d drifted from the chief (replica 0) at step %lld: parameter "
-                  "checksum %08x, the chief's %08x; replicas must hold the same values (a "
-                  "different kernel or a faulty host)",
-                  g, static_cast<long long>(step), crc_of(g), crc_of(0));
-    throw RuntimeError(line);
+    if (crc_of(g) != crc_of(0)) throw_drift(g, step, crc_of(g), crc_of(0));
   }
 }
 

@@ -56,12 +56,17 @@ std::string normal_device(const std::string& name) {
   return "";
 }
 
-// strategy.devices: "auto", "cpu", or a list of device names; one_device
-// takes tf's strategy.device (one name) too, and one device only. GPUs
-// serve one_device: the other strategies on GPUs (NCCL between them) are
-// not built yet, and asking for them is an error rather than a silent CPU.
-std::string parse_devices(const ConfigNode& node, const std::string& type) {
+// strategy.devices: "auto", "cpu", or device names; one_device takes tf's
+// strategy.device (one name) too, and one device only; mirrored takes a
+// list of GPUs (one replica on each, NCCL between them). The other
+// strategies train on the CPU in this version, and asking them for GPUs is
+// an error rather than a silent CPU. Returns "auto", "cpu:0" or one_device's
+// device; `gpus` gets mirrored's GPUs ("gpu:N" or "gpu_emulated:N", in the
+// order given).
+std::string parse_devices(const ConfigNode& node, const std::string& type,
+                          std::vector<std::string>& gpus) {
   const bool one = type == "one_device";
+  const bool mirrored = type == "mirrored";
   if (one && node.has("device") && node.has("devices")) {
     node.fail("device", "give strategy.devices or strategy.device, not both");
   }
@@ -69,28 +74,55 @@ std::string parse_devices(const ConfigNode& node, const std::string& type) {
   if (!node.has(key)) return "auto";
   node.accept(key);
   const nlohmann::json& j = node.json().at(key);
-  std::string given;
+  const auto name_of = [&](const nlohmann::json& v) {
+    const std::string given = v.is_string() ? v.get<std::string>() : v.dump();
+    const std::string name = v.is_string() ? normal_device(given) : "";
+    if (name.empty()) {
+      node.fail(key, "expected \"auto\", \"cpu\", \"gpu:N\" or \"gpu_emulated:N\", got " +
+                         (v.is_string() ? "\"" + given + "\"" : given));
+    }
+    return name;
+  };
+  std::vector<std::string> names;
   if (j.is_string()) {
-    given = j.get<std::string>();
-  } else if (j.is_array() && j.size() == 1 && j[0].is_string() && std::string(key) == "devices") {
-    given = j[0].get<std::string>();
+    names.push_back(name_of(j));
+  } else if (j.is_array() && !j.empty() && std::string(key) == "devices" &&
+             (!one || j.size() == 1)) {
+    for (const auto& v : j) names.push_back(name_of(v));
   } else if (j.is_array() && one) {
-    node.fail(key, "one_device trains on one device: expected a list of one name such as "
-                   "[\"gpu:0\"], got " + std::to_string(j.size()));
+    node.fail(key,
+              "one_device trains on one device: expected a list of one name such as "
+              "[\"gpu:0\"], got " +
+                  std::to_string(j.size()));
   } else {
-    node.fail(key, "expected \"auto\", \"cpu\" or a device name such as \"gpu:0\"");
+    node.fail(
+        key, "expected \"auto\", \"cpu\" or a device name such as \"gpu:0\"" +
+                 std::string(mirrored ? ", or a list of GPUs such as [\"gpu:0\", \"gpu:1\"]" : ""));
   }
-  const std::string name = normal_device(given);
-  if (name.empty()) {
-    node.fail(key, "expected \"auto\", \"cpu\", \"gpu:N\" or \"gpu_emulated:N\", got \"" + given +
-                       "\"");
+  const std::string& first = names[0];
+  const bool gpu = first != "auto" && first != "cpu:0";
+  if (names.size() == 1 && (!gpu || one)) return first;
+  if (!mirrored) {
+    node.fail(key, type +
+                       " trains its replicas on the CPU in this version (GPUs serve one_device "
+                       "and mirrored): use \"auto\" or \"cpu\", or strategy.type mirrored or "
+                       "one_device with \"" +
+                       first + "\"");
   }
-  if (!one && name != "auto" && name != "cpu:0") {
-    node.fail(key, type + " trains its replicas on the CPU in this version (GPUs serve one_device; "
-                   "the other strategies over GPUs come with NCCL in every strategy): use \"auto\" "
-                   "or \"cpu\", or strategy.type one_device with \"" + name + "\"");
+  const std::string kind = first.substr(0, first.find(':') + 1);
+  for (const std::string& n : names) {
+    if (n == "auto" || n == "cpu:0" || n.substr(0, n.find(':') + 1) != kind) {
+      node.fail(key,
+                "mirrored's devices are GPUs of one kind (\"gpu:N\" or \"gpu_emulated:N\"), "
+                "one replica on each; got \"" +
+                    n + "\" beside \"" + first + "\" (\"auto\" or \"cpu\" alone train on the CPU)");
+    }
+    if (std::count(names.begin(), names.end(), n) > 1) {
+      node.fail(key, "\"" + n + "\" is listed twice: NCCL runs one replica per GPU");
+    }
   }
-  return name;
+  gpus = names;
+  return "auto";
 }
 
 StrategyConfig parse_strategy(const ConfigNode& node) {
@@ -99,7 +131,7 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
                           {"one_device", "mirrored", "central_storage", "multi_worker_mirrored",
                            "parameter_server", "tpu"});
   if (s.type == "tpu") node.fail("type", "tpu is not available: Baton has no TPU backend");
-  s.devices = parse_devices(node, s.type);
+  s.devices = parse_devices(node, s.type, s.gpus);
   if (s.type == "parameter_server") {
     // The allreduce block does not apply: finish() refuses it as unknown.
     // Absent (or null): 0, resolved by the trainer (TF_CONFIG's ps count, else 1).
@@ -153,7 +185,14 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     const bool multi = s.type == "multi_worker_mirrored";
     if (!multi) {
       const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+      s.replicas_given = node.has("replicas");
       s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
+      if (!s.gpus.empty() && s.replicas_given && s.replicas != static_cast<int>(s.gpus.size())) {
+        node.fail("replicas", "is " + std::to_string(s.replicas) + ", and strategy.devices lists " +
+                                  std::to_string(s.gpus.size()) +
+                                  " GPU(s), one replica each: remove replicas or make them agree");
+      }
+      if (!s.gpus.empty()) s.replicas = static_cast<int>(s.gpus.size());
     } else {
       s.replicas = static_cast<int>(node.integer_or("replicas_per_worker", 1, 1, 1024));
     }

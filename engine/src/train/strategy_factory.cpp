@@ -3,6 +3,7 @@
 #include <baton/cluster/cluster_spec.h>
 #include <baton/comm/communicator.h>
 #include <baton/comm/mpi.h>
+#include <baton/comm/nccl.h>
 #include <baton/core/error.h>
 
 #include <cstdlib>
@@ -10,7 +11,9 @@
 namespace baton {
 
 std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::string& file,
-                                        const PsJoin& ps_join, const std::string& device) {
+                                        const PsJoin& ps_join, const std::string& device,
+                                        const std::vector<int>& gpus,
+                                        const std::string& gpu_library) {
   if (ps_join.workers > 0 && s.type != "parameter_server") {
     throw InputError(file + ": strategy.type: " + s.type +
                      "; --ps-workers is for a parameter_server job (mode async)");
@@ -74,6 +77,22 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
     // carries only the first broadcast and SyncBatchNorm's statistics,
     // with the local communicator's defaults.
     return std::make_unique<CentralStorageStrategy>(s.replicas, CommOptions{}, GradientOptions{});
+  }
+  if (!gpus.empty()) {
+    if (s.type != "mirrored") {
+      throw RuntimeError(s.type + " on GPUs is not built yet (mirrored and one_device are)");
+    }
+    // One NCCL rank per GPU, in this process (ncclCommInitAll), from the
+    // library the replicas' backends came from.
+    std::vector<std::string> names;
+    for (const int g : gpus) {
+      names.push_back(
+          std::string(device.rfind("gpu_emulated:", 0) == 0 ? "gpu_emulated:" : "gpu:") +
+          std::to_string(g));
+    }
+    return std::make_unique<MirroredStrategy>(
+        std::make_unique<NcclGroup>(NcclLibrary::load(gpu_library), gpus, comm), std::move(names),
+        grads);
   }
   return std::make_unique<MirroredStrategy>(s.replicas, comm, grads);
 }

@@ -77,12 +77,18 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
 
   // Where the replicas compute (strategy.devices), before anything is
   // built on it.
-  Placement place = place_replicas(cfg_, opt_.gpu_library_dir);
-  device_ = std::move(place.backend);
-  if (device_) backend_ = device_.get();
+  ReplicaPlacement place = place_replicas(cfg_, opt_.gpu_library_dir);
+  devices_ = std::move(place.backends);
+  if (on_gpus()) backend_ = devices_[0].get();
+  // mirrored's "auto" took every GPU: one replica on each.
+  if (on_gpus() && cfg_.strategy.type == "mirrored") {
+    cfg_.strategy.replicas = static_cast<int>(devices_.size());
+  }
   device_name_ = place.device;
   device_note_ = place.why;
-  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_);
+  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_,
+                            cfg_.strategy.type == "mirrored" ? place.gpus : std::vector<int>{},
+                            place.library);
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;
@@ -107,7 +113,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   // Replica 0's model is built first, planned for one row to learn its
   // widths, and planned again for its batch below.
   std::unique_ptr<Sequential> first_model = check_plan_fits(registry, po);
-  if (device_) reserve_device_arena(*first_model);
+  if (on_gpus()) reserve_device_arena(*first_model);
   pipelines_ = strategy_->distribute(train_, po);
   steps_per_epoch_ = pipelines_[0]->batches_per_epoch();
   total_steps_ = cfg_.max_steps > 0 ? cfg_.max_steps : cfg_.epochs * steps_per_epoch_;
@@ -124,6 +130,10 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   for (int r = 0; r < strategy_->local_replicas(); ++r) {
     auto rep = std::make_unique<Replica>();
     rep->index = r;
+    rep->device = on_gpus() ? devices_.at(static_cast<size_t>(r)).get() : nullptr;
+    rep->backend = rep->device != nullptr ? rep->device : &cpu_backend();
+    rep->bind_thread();
+    const Backend& backend = *rep->backend;
     ConfigNode node(cfg_.model, cfg_.file, "model");
     rep->model = r == 0 ? std::move(first_model) : factory(node, shape);
     // The parameters in flat buffers where the backend keeps them (binding
@@ -132,8 +142,8 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     // make theirs at their first plan (a norm's width): a plan for one
     // row on the host first (replica 0's model has had it).
     if (r > 0) rep->model->plan(1, shape.in_features);
-    rep->flat = flatten_parameters(rep->model->params(), backend_->memory());
-    rep->model->set_backend(*backend_);
+    rep->flat = flatten_parameters(rep->model->params(), backend.memory());
+    rep->model->set_backend(backend);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);
     const bool padded = rep->model->pads_outputs() && out > shape.out_features;
     if (out != shape.out_features && !padded) {
@@ -146,16 +156,15 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     refuse_unlinked_cross_replica_layers(*rep->model, r);
     rep->model->attach(strategy_->replica_communicator(r));
     rep->params = rep->model->params();
-    rep->optimizer =
-        std::make_unique<Optimizer>(cfg_.optimizer, rep->params, *backend_, &rep->flat);
+    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params, backend, &rep->flat);
     if (rep->model->out_rows_per_sample() != labels_per_sample_) {
       throw InputError(cfg_.file + ": model: gives " +
                        std::to_string(rep->model->out_rows_per_sample()) +
                        " outputs per sample, but the data has " +
                        std::to_string(labels_per_sample_) + " labels per sample");
     }
-    rep->doutput = Tensor({max_rows * rep->model->out_rows_per_sample(), out}, backend_->memory());
-    if (device_) plan_device_inputs(*rep, max_rows);
+    rep->doutput = Tensor({max_rows * rep->model->out_rows_per_sample(), out}, backend.memory());
+    if (on_gpus()) plan_device_inputs(*rep, max_rows);
     rep->drift.assign(static_cast<size_t>(2 * strategy_->num_replicas()), 0.0f);
     replicas_.push_back(std::move(rep));
   }
@@ -165,16 +174,19 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   bind_gradients();
 
   plan_validation(max_rows);
-  if (device_) note_device_memory();
+  if (on_gpus()) note_device_memory();
   // The input slots' first fills are queued on the compute stream and
   // upload_async copies on a stream of its own: they must be done before
   // the first upload (upload_async's contract: ops queued before it must
   // not use its destination).
-  if (device_) device_->synchronize();
+  for (const auto& rep : replicas_) {
+    rep->bind_thread();
+    if (rep->device != nullptr) rep->device->synchronize();
+  }
   if (cfg_.sample_every_steps > 0 && strategy_->is_chief()) {
     try {
       Sequential* sampled = replicas_[0]->model.get();
-      if (device_) {
+      if (on_gpus()) {
         // Decoding runs on the CPU: a CPU copy of the model, planned for
         // one row, takes the trained values before each sample.
         ConfigNode node(cfg_.model, cfg_.file, "model");
@@ -213,6 +225,7 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
                          train_->image_shape()};
   ConfigNode node(cfg_.model, cfg_.file, "model");
   auto probe = registry.model(cfg_.model.at("type").get<std::string>(), node)(node, shape);
+  if (on_gpus()) devices_[0]->make_current();
   probe->set_backend(*backend_);
   probe->plan(1, shape.in_features);
   const int n = strategy_->num_replicas();
@@ -224,26 +237,30 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   // Parameters, their gradients and up to two optimizer states, per
   // replica; and the data cache.
   plan.fixed_bytes = cache_bytes_ + probe->num_parameters() * 4 * 4 * strategy_->local_replicas();
-  if (!device_) {
+  if (!on_gpus()) {
     check_memory_plan(plan, cfg_.global_batch, available_memory_bytes(), cfg_.file);
     return probe;
   }
-  // On a GPU the model's buffers, its parameters, gradients and optimizer
-  // state, two slots of input and what the backend holds for the layers
-  // (a convolution's partial sums, the products' bf16 operand copies, at a
-  // replica's batch) are the device's; the data and its cache stay in the
-  // machine's memory.
+  // On a GPU its replica's model buffers, parameters, gradients and
+  // optimizer state, two slots of input and what the backend holds for
+  // the layers (a convolution's partial sums, the products' bf16 operand
+  // copies, at a replica's batch) are the device's (each GPU holds one
+  // replica); the data and its cache stay in the machine's memory.
   const int64_t replica_batch = (cfg_.global_batch + n - 1) / n;
   device_product_scratch_ = probe->product_scratch_bytes(replica_batch);
   MemoryPlan on_device;
-  on_device.rows = plan.rows;
+  on_device.rows = replica_batch;
   on_device.floats_per_row =
       probe->saved_floats_per_sample() + 2 * (shape.in_features + train_->target_width() + 1);
   on_device.fixed_bytes = probe->num_parameters() * 4 * 4 +
-                          (probe->backend_scratch_bytes(replica_batch) + device_product_scratch_) *
-                              strategy_->local_replicas();
-  check_memory_plan(on_device, cfg_.global_batch,
-                    static_cast<int64_t>(device_->free_memory_bytes()), cfg_.file, device_name_);
+                          probe->backend_scratch_bytes(replica_batch) + device_product_scratch_;
+  for (size_t r = 0; r < devices_.size(); ++r) {
+    const std::string name =
+        devices_.size() == 1 ? device_name_
+                             : strategy_->devices().at(r) + " (replica " + std::to_string(r) + ")";
+    check_memory_plan(on_device, cfg_.global_batch,
+                      static_cast<int64_t>(devices_[r]->free_memory_bytes()), cfg_.file, name);
+  }
   device_plan_bytes_ = on_device.bytes();
   MemoryPlan on_host;
   on_host.rows = plan.rows;
@@ -255,22 +272,31 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
 
 void Trainer::reserve_device_arena(Sequential& first_model) {
   // The probe's parameters and one-row buffers leave the device, so that
-  // everything the run keeps there comes from one allocation. The arena is
-  // the plan's size, less room for what the backend allocates itself
-  // (partial sums) where the plan fills the device. The products' bf16
-  // scratch is the arena's first piece.
+  // everything the run keeps there comes from one allocation per GPU.
+  // Each arena is the plan's size, less room for what the backend
+  // allocates itself (partial sums) where the plan fills the device. The
+  // products' bf16 scratch is the arena's first piece.
   first_model.set_backend(cpu_backend());
-  const int64_t free = static_cast<int64_t>(device_->free_memory_bytes());
-  constexpr int64_t kHeadroom = int64_t{256} << 20;
-  // The plan counts floats; pieces are rounded to 256 bytes each, and the
-  // plan's per-row figures are estimates: 5% and 4 MiB more.
-  const int64_t planned = device_plan_bytes_ + device_plan_bytes_ / 20 + (int64_t{4} << 20);
-  const int64_t bytes = std::min(planned, std::max<int64_t>(free - kHeadroom, free / 2));
-  device_allocations_start_ = device_->allocation_count();
-  device_->reserve_arena(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
-  if (device_product_scratch_ > 0) {
-    device_->reserve_product_scratch(static_cast<size_t>(device_product_scratch_));
+  device_allocations_start_ = device_allocations();
+  for (const auto& device : devices_) {
+    device->make_current();
+    const int64_t free = static_cast<int64_t>(device->free_memory_bytes());
+    constexpr int64_t kHeadroom = int64_t{256} << 20;
+    // The plan counts floats; pieces are rounded to 256 bytes each, and
+    // the plan's per-row figures are estimates: 5% and 4 MiB more.
+    const int64_t planned = device_plan_bytes_ + device_plan_bytes_ / 20 + (int64_t{4} << 20);
+    const int64_t bytes = std::min(planned, std::max<int64_t>(free - kHeadroom, free / 2));
+    device->reserve_arena(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+    if (device_product_scratch_ > 0) {
+      device->reserve_product_scratch(static_cast<size_t>(device_product_scratch_));
+    }
   }
+}
+
+int64_t Trainer::device_allocations() const {
+  int64_t n = 0;
+  for (const auto& device : devices_) n += device->allocation_count();
+  return n;
 }
 
 void Trainer::note_device_memory() {
@@ -279,17 +305,22 @@ void Trainer::note_device_memory() {
     std::snprintf(s, sizeof s, "%.1f MiB", b / (1 << 20));
     return std::string(s);
   };
-  const int64_t allocations = device_->allocation_count() - device_allocations_start_;
+  const int64_t allocations = device_allocations() - device_allocations_start_;
   device_allocations_planned_ = allocations;
-  std::string note =
-      "; device memory: one arena of " + mib(static_cast<double>(device_->arena_bytes())) +
-      " reserved from the memory plan, " + mib(static_cast<double>(device_->arena_used())) +
-      " of it holding the model, its optimizer state and the input slots; " +
-      std::to_string(allocations) + " device allocation" + (allocations == 1 ? "" : "s") +
-      " while planning";
-  if (device_->arena_overflow_bytes() > 0) {
-    note += " (" + mib(static_cast<double>(device_->arena_overflow_bytes())) +
-            " beyond the arena: the plan undercounted)";
+  const DeviceBackend& first = *devices_[0];
+  size_t overflow = 0;
+  for (const auto& device : devices_) overflow += device->arena_overflow_bytes();
+  const std::string each =
+      devices_.size() == 1 ? "" : " on each of the " + std::to_string(devices_.size()) + " GPUs";
+  std::string note = "; device memory: one arena of " +
+                     mib(static_cast<double>(first.arena_bytes())) +
+                     " reserved from the memory plan" + each + ", " +
+                     mib(static_cast<double>(first.arena_used())) +
+                     " of it holding the model, its optimizer state and the input slots; " +
+                     std::to_string(allocations) + " device allocation" +
+                     (allocations == 1 ? "" : "s") + " while planning";
+  if (overflow > 0) {
+    note += " (" + mib(static_cast<double>(overflow)) + " beyond the arena: the plan undercounted)";
   }
   device_note_ += note;
 }
@@ -334,6 +365,16 @@ int64_t Trainer::parameter_bytes() const {
 }
 
 void Trainer::refuse_unlinked_cross_replica_layers(Sequential& model, int replica) {
+  if (on_gpus() && cfg_.strategy.type == "mirrored") {
+    for (size_t i = 0; i < model.size(); ++i) {
+      if (!model.layer(i).needs_cross_replica()) continue;
+      throw InputError(cfg_.file + ": model" + (cfg_.model.contains("norm") ? ".norm" : "") + ": " +
+                       model.layer(i).describe() +
+                       " shares batch statistics between replicas, which mirrored does on the "
+                       "CPU only in this version (not over NCCL between GPUs): use batchnorm, or "
+                       "strategy.devices \"cpu\"");
+    }
+  }
   if (strategy_->num_replicas() <= 1 || strategy_->replica_communicator(replica) != nullptr) return;
   for (size_t i = 0; i < model.size(); ++i) {
     if (!model.layer(i).needs_cross_replica()) continue;
@@ -357,6 +398,7 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   // Replicas are identical after every synchronous step: replica 0 speaks
   // for all of them.
   Replica& rep = *replicas_[0];
+  rep.bind_thread();
   CheckpointData d;
   d.step = step;
   for (size_t i = 0; i < rep.params.size(); ++i) {
@@ -402,6 +444,7 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
                      ", but this config builds " + model_description_);
   }
   for (auto& rep : replicas_) {
+    rep->bind_thread();
     std::vector<std::pair<std::string, Tensor*>> targets;
     for (size_t i = 0; i < rep->params.size(); ++i) {
       targets.emplace_back("param." + std::to_string(i) + "." + rep->params[i]->name,
@@ -462,6 +505,21 @@ void Trainer::bind_gradients() {
   for (size_t i = 0; i < replicas_[0]->model->size(); ++i) {
     layer_communicates = layer_communicates || replicas_[0]->model->layer(i).communicates();
   }
+  if (on_gpus() && cfg_.strategy.type == "mirrored") {
+    // Each replica's flat gradient buffer, reduced on the GPUs. (The
+    // buckets' overlap with backward is the CPU's: not built on GPUs yet.)
+    PerReplica<DeviceGradients> grads;
+    for (auto& rep : replicas_) {
+      grads.push_back({rep->device, rep->flat.grads.data(), rep->flat.grads.numel()});
+    }
+    strategy_->bind_device_gradients(grads);
+    if (cfg_.strategy.overlap) {
+      overlap_note_ =
+          "gradient overlap is off on GPUs in this version: the gradients are "
+          "allreduced over NCCL after backward";
+    }
+    return;
+  }
   PerReplica<std::vector<Param*>> all;
   for (auto& rep : replicas_) all.push_back(rep->params);
   strategy_->bind_gradients(all, !layer_communicates);
@@ -484,6 +542,7 @@ void Trainer::bind_gradients() {
 
 void Trainer::replica_step(int r, const StepInputs& in) {
   Replica& rep = *replicas_[r];
+  rep.bind_thread();
   const Batch& b = *(*in.batches)[r];
   const DeviceInputs d = on_device(rep, b);
   ForwardContext ctx = in.ctx;
@@ -492,7 +551,7 @@ void Trainer::replica_step(int r, const StepInputs& in) {
   const int32_t lane = timeline_lane(TimelineLane::kReplica, r);
   const int64_t t0 = tl != nullptr ? tl->now_ns() : 0;
   const Tensor& out = rep.model->forward(*d.x, ctx);
-  rep.last = loss_->compute(out, d.labels, d.targets, rep.doutput, in.grad_scale, *backend_);
+  rep.last = loss_->compute(out, d.labels, d.targets, rep.doutput, in.grad_scale, *rep.backend);
   const int64_t t1 = tl != nullptr ? tl->now_ns() : 0;
   if (tl != nullptr) tl->record("forward", "compute", lane, -1, t0, t1);
   rep.model->backward(rep.doutput, rep.on_layer_done);
@@ -503,9 +562,10 @@ void Trainer::replica_step(int r, const StepInputs& in) {
 
 void Trainer::replica_update(int r, const UpdateInputs& in) {
   Replica& rep = *replicas_[r];
+  rep.bind_thread();
   // Where the gradients are summed remotely the clipping happens there.
   if (in.need_norm && !strategy_->clips_remotely()) {
-    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm, *backend_,
+    const double norm = clip_global_norm(rep.params, cfg_.optimizer.clip_global_norm, *rep.backend,
                                          &rep.clip_list, &rep.flat);
     if (r == 0) *in.grad_norm = norm;
   }
@@ -514,7 +574,7 @@ void Trainer::replica_update(int r, const UpdateInputs& in) {
 }
 
 void Trainer::plan_device_inputs(Replica& rep, int64_t max_rows) {
-  DeviceMemory* mem = device_.get();
+  DeviceMemory* mem = rep.device;
   for (Replica::InputSlot& slot : rep.inputs) {
     slot.x = Tensor({max_rows, train_->features()}, mem);
     slot.labels = IntTensor({std::max<int64_t>(1, max_rows * labels_per_sample_)}, mem);
@@ -528,7 +588,7 @@ Trainer::DeviceInputs Trainer::on_device(Replica& rep, const Batch& b) {
   // Regression data's targets go with every batch, one of no rows too (a
   // replica past the end of a short last batch).
   const bool targets = train_->target_width() > 0;
-  if (!device_) return {&b.x, b.labels.data(), targets ? &b.targets : nullptr};
+  if (rep.device == nullptr) return {&b.x, b.labels.data(), targets ? &b.targets : nullptr};
   // The slot the step before last read: that step's ops are done (a later
   // loss was read back since), so it may be written while the last step's
   // backward and update still run on the other.
@@ -536,18 +596,19 @@ Trainer::DeviceInputs Trainer::on_device(Replica& rep, const Batch& b) {
   rep.next_slot ^= 1;
   slot.x.set_rows(b.rows);
   if (b.x.numel() > 0) {
-    device_->upload_async(slot.x.data(), b.x.data(),
-                          sizeof(float) * static_cast<size_t>(b.x.numel()));
+    rep.device->upload_async(slot.x.data(), b.x.data(),
+                             sizeof(float) * static_cast<size_t>(b.x.numel()));
   }
   if (!b.labels.empty()) {
     slot.labels.set_rows(static_cast<int64_t>(b.labels.size()));
-    device_->upload_async(slot.labels.data(), b.labels.data(), sizeof(int32_t) * b.labels.size());
+    rep.device->upload_async(slot.labels.data(), b.labels.data(),
+                             sizeof(int32_t) * b.labels.size());
   }
   if (!targets) return {&slot.x, slot.labels.data(), nullptr};
   slot.targets.set_rows(b.rows);
   if (b.targets.numel() > 0) {
-    device_->upload_async(slot.targets.data(), b.targets.data(),
-                          sizeof(float) * static_cast<size_t>(b.targets.numel()));
+    rep.device->upload_async(slot.targets.data(), b.targets.data(),
+                             sizeof(float) * static_cast<size_t>(b.targets.numel()));
   }
   return {&slot.x, slot.labels.data(), &slot.targets};
 }

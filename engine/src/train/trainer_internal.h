@@ -24,6 +24,13 @@ enum SeedStream : uint64_t { kPipelineSeed = 1, kInitSeed = 2, kStepSeed = 3 };
 
 struct Trainer::Replica {
   int index = 0;  // local replica index
+  // Its GPU's backend (null on the CPU), and the backend its ops run on.
+  DeviceBackend* device = nullptr;
+  const Backend* backend = nullptr;
+  // A replica's task begins here: its GPU becomes the thread's current one.
+  void bind_thread() const {
+    if (device != nullptr) device->make_current();
+  }
   std::unique_ptr<Sequential> model;
   std::unique_ptr<Optimizer> optimizer;
   std::vector<Param*> params;

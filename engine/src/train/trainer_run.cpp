@@ -2,6 +2,7 @@
 // parameter server), run_start, epochs of steps with their telemetry
 // windows and checkpoints, run_end.
 #include <baton/comm/communicator.h>
+#include <baton/core/clock.h>
 #include <baton/core/error.h>
 #include <baton/core/rng.h>
 #include <baton/nn/kernels.h>
@@ -22,13 +23,7 @@ namespace baton {
 
 using Clock = TrainerClock;
 
-namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // Everything one run() keeps between its phases. Sized before the first
 // step: the steps themselves do not allocate.
@@ -96,7 +91,10 @@ TrainSummary Trainer::run() {
     }
     strategy_->finish();
     // A GPU's last update is still queued: its failure is this run's.
-    if (device_) device_->synchronize();
+    for (const auto& rep : replicas_) {
+      rep->bind_thread();
+      if (rep->device != nullptr) rep->device->synchronize();
+    }
     emit_timeline();
   } catch (const std::exception& e) {
     emit_run_failed(s, e);
@@ -273,6 +271,7 @@ void Trainer::emit_sample(int64_t step) {
   std::vector<int32_t> prompt;
   for (unsigned char c : cfg_.sample_prompt) prompt.push_back(c);
   if (sample_model_) {
+    replicas_[0]->bind_thread();
     // The GPU's trained values into the CPU copy the sampler decodes with.
     const std::vector<Param*> from = replicas_[0]->model->params();
     const std::vector<Param*> to = sample_model_->params();
@@ -307,7 +306,7 @@ double Trainer::model_flops_per_step() const {
 // on first use (per batch and thread count): at the start they have
 // nothing to say.
 void Trainer::log_kernel_notes() {
-  if (!device_) return;
+  if (!on_gpus()) return;
   std::vector<std::pair<std::string, std::vector<std::string>>> kinds;
   for (const auto& [layer, kernel] : replicas_[0]->model->kernel_notes()) {
     auto it =
@@ -331,7 +330,12 @@ void Trainer::emit_run_start(const RunState& s) {
   start.strategy = strategy_->name();
   start.model = model_description_;
   start.dataset = train_->describe();
-  start.kernel_path = device_ ? device_->describe() : cpu::kernel_path();
+  start.kernel_path =
+      on_gpus() ? devices_[0]->describe() + (devices_.size() > 1
+                                                 ? " (and " + std::to_string(devices_.size() - 1) +
+                                                       " more GPUs, one replica each)"
+                                                 : "")
+                : cpu::kernel_path();
   start.device = device_name_;
   start.device_note = device_note_;
   start.replicas = strategy_->num_replicas();
@@ -579,10 +583,10 @@ TrainSummary Trainer::finish_run(RunState& s) {
   sum.communication_note = strategy_->communication_note();
   sum.device = device_name_;
   sum.device_note = device_note_;
-  if (device_) {
+  if (on_gpus()) {
     // A step that allocated: the plan undercounted what the backend holds.
     const int64_t late =
-        device_->allocation_count() - device_allocations_start_ - device_allocations_planned_;
+        device_allocations() - device_allocations_start_ - device_allocations_planned_;
     if (late > 0) {
       sum.device_note += "; " + std::to_string(late) + " device allocation" +
                          (late == 1 ? "" : "s") + " during the steps (the plan undercounted)";

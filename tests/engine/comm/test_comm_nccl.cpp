@@ -46,7 +46,7 @@ const bool kEmulated = [] {
 const std::string kLibrary = kEmulated ? kEmulatorLibrary : BATON_CUDA_LIBRARY;
 
 // The largest count the collectives are checked at: several ring segments.
-const int64_t kLargeCount = kEmulated ? 100003 : 1000003;
+const int64_t kLargeCount = kEmulated ? 20003 : 1000003;
 
 // The library, or a skip reason.
 std::shared_ptr<NcclLibrary> load_or_reason(std::string& why) {
@@ -194,7 +194,7 @@ TEST_P(NcclGpu, AllreduceSumMeanMaxMin) {
   REQUIRE_GPUS(n);
   CommOptions o;
   o.algorithm = algo;
-  o.segment_bytes = 40000;  // several ring segments for the large count
+  o.segment_bytes = 8000;  // several ring segments for the large count
   o.timeout_ms = 60000;
   NcclGroup g(gpus().lib, n, o);
   for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, kLargeCount}) {

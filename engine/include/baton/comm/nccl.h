@@ -199,6 +199,10 @@ class NcclGroup {
   // Throws InputError (size < 1, hierarchical) and RuntimeError (no GPU,
   // fewer GPUs than `size`, NCCL failed to initialise).
   NcclGroup(std::shared_ptr<NcclLibrary> lib, int size, CommOptions options = {});
+  // Rank r on GPU devices[r] (distinct): InputError for an empty list or a
+  // GPU listed twice, RuntimeError for one this machine does not have.
+  NcclGroup(std::shared_ptr<NcclLibrary> lib, const std::vector<int>& devices,
+            CommOptions options = {});
   ~NcclGroup();
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;

@@ -35,6 +35,11 @@ class DeviceBackend : public Backend, public DeviceMemory {
   // Waits for every op queued so far; throws RuntimeError with the device's
   // error when one of them failed.
   virtual void synchronize() = 0;
+  // Makes this backend's device the calling thread's current one (CUDA's
+  // current device is per thread, and a kernel launched into a stream of
+  // another device fails): a thread that drives this backend calls it
+  // before its first op, as every replica thread does before each task.
+  virtual void make_current() = 0;
 
   // The device arena: one allocation of `bytes`, made once (at plan time,
   // when the sizes are known). While it exists allocate() carves 256-byte

@@ -25,6 +25,8 @@ class LocalGroup;
 class NestedGroup;
 class ReplicaPool;
 class GradientReducer;
+class NcclGroup;
+class DeviceBackend;
 class PsShard;
 struct CommOptions;
 struct LinkSample;
@@ -59,6 +61,15 @@ struct GradientOptions {
   int64_t bucket_bytes = int64_t{25} << 20;
   bool overlap = true;
   int64_t first_bucket_bytes = int64_t{1} << 20;
+};
+
+// A replica's gradients on its GPU: its flat gradient buffer
+// (FlatParameters::grads), `count` floats on `device`'s GPU, every
+// replica's laid out alike.
+struct DeviceGradients {
+  DeviceBackend* device = nullptr;
+  float* data = nullptr;
+  int64_t count = 0;
 };
 
 struct ReplicaContext {
@@ -136,6 +147,12 @@ class Strategy {
                               bool /*overlap_allowed*/) {}
   virtual bool overlaps_backward() const { return false; }
   virtual void gradients_ready(int /*r*/, size_t /*from*/) {}
+  // Replicas on GPUs, one on each (mirrored over NCCL): instead of
+  // bind_gradients the trainer hands each local replica's flat gradient
+  // buffer once, and reduce_gradients then sums those buffers over the
+  // replicas on the devices (no host copy). RuntimeError from a strategy
+  // that does not run on GPUs.
+  virtual void bind_device_gradients(const PerReplica<DeviceGradients>& grads);
 
   // Applies the optimizer after reduce_gradients; apply(r) updates replica
   // r's copy. The default applies every replica's update in turn.
@@ -222,9 +239,7 @@ class Strategy {
   // would start (the chief: its resumed step; -1 for a worker outside the
   // MPI job, which learns it here); returns the step to start at.
   virtual bool joins_servers() const { return false; }
-  virtual int64_t join_servers(const std::vector<Param*>& /*params*/, int64_t step) {
-    return step;
-  }
+  virtual int64_t join_servers(const std::vector<Param*>& /*params*/, int64_t step) { return step; }
   // A worker outside the MPI job: no collective reaches it, its position
   // and values come from join_servers() (a replacement for a dead worker,
   // or a new one).
@@ -263,6 +278,12 @@ class Strategy {
 class MirroredStrategy : public Strategy {
  public:
   MirroredStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
+  // On GPUs: replica r on the GPU named devices[r] ("gpu:N" or
+  // "gpu_emulated:N"), its gradients summed by `nccl`'s rank r (NCCL's
+  // allreduce in pieces of GradientOptions::bucket_bytes, after backward:
+  // the overlap with backward is not built for GPUs yet).
+  MirroredStrategy(std::unique_ptr<NcclGroup> nccl, std::vector<std::string> devices,
+                   GradientOptions grads);
   ~MirroredStrategy() override;
   std::string name() const override { return "mirrored"; }
   int num_replicas() const override { return replicas_; }
@@ -273,6 +294,7 @@ class MirroredStrategy : public Strategy {
   bool overlaps_backward() const override;
   void gradients_ready(int r, size_t from) override;
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
+  void bind_device_gradients(const PerReplica<DeviceGradients>& grads) override;
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
   std::vector<LinkSample> drain_links() override;
@@ -283,11 +305,18 @@ class MirroredStrategy : public Strategy {
  protected:
   ReplicaPool& pool() { return *pool_; }
   Communicator& comm(int r);
+  const Communicator& comm(int r) const;
+  void abort_group();
 
  private:
+  void reduce_on_device(int r);
+
   int replicas_;
   GradientOptions grads_;
-  std::unique_ptr<LocalGroup> group_;
+  std::unique_ptr<LocalGroup> group_;  // on the CPU
+  std::unique_ptr<NcclGroup> nccl_;    // on GPUs
+  std::vector<std::string> gpus_;      // on GPUs: their names
+  PerReplica<DeviceGradients> device_grads_;
   std::unique_ptr<ReplicaPool> pool_;
   std::unique_ptr<GradientReducer> reducer_;  // after group_: its threads use the group
 };
@@ -489,8 +518,8 @@ class ParameterServerStrategy final : public Strategy {
   void plan(const std::vector<Param*>& params);
   int num_ps_ = 1, num_workers_ = 1, rank_ = 0, size_ = 1;
   bool sync_ = false, is_ps_ = false, finished_ = false;
-  int64_t max_staleness_ = -1;          // < 0: unbounded
-  int mpi_rank_ = 0, mpi_size_ = 1;       // in the MPI job (rank_: in the whole job)
+  int64_t max_staleness_ = -1;       // < 0: unbounded
+  int mpi_rank_ = 0, mpi_size_ = 1;  // in the MPI job (rank_: in the whole job)
   PsJoin join_;
   peer_auth::Secret secret_{};          // TCP: the job's (join_.secret or the environment)
   std::vector<std::string> addresses_;  // the servers' host:port (TCP; the workers')

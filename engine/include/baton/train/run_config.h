@@ -36,9 +36,13 @@ struct StrategyConfig {
   // "cpu:0", or one_device's "gpu:N" / "gpu_emulated:N" (the CUDA backend
   // on the GPU emulator). Resolved by the trainer (device_placement.h).
   std::string devices = "auto";
+  // mirrored's GPUs, when strategy.devices lists them ("gpu:N" or
+  // "gpu_emulated:N", one replica on each; `devices` is then "auto").
+  std::vector<std::string> gpus;
   // mirrored, central_storage: replicas in this process;
   // multi_worker_mirrored: replicas per worker process (replicas_per_worker)
   int replicas = 1;
+  bool replicas_given = false;  // mirrored: strategy.replicas was in the config
   std::string backend = "local";
   std::string algorithm = "native";
   int64_t bucket_bytes = 25 << 20;

@@ -143,7 +143,7 @@ class Trainer {
   struct Replica;   // src/train/trainer_internal.h
   struct RunState;  // src/train/trainer_run.cpp: one run()'s loop state
   // The phases of run(), in order.
-  void resume(RunState& s);         // --resume: restore the newest valid checkpoint
+  void resume(RunState& s);  // --resume: restore the newest valid checkpoint
   // The chief's: why `data` (the newest valid checkpoint) may not be resumed
   // from under resume_step_at_least; "" when it may.
   std::string refuse_resume_below_floor(const std::optional<CheckpointData>& data);
@@ -194,8 +194,7 @@ class Trainer {
   // set cannot fill, or buffers the machine's memory cannot hold, is an
   // InputError naming train.global_batch_size (memory_plan.cpp). Returns
   // replica 0's model (built to learn its widths).
-  std::unique_ptr<Sequential> check_plan_fits(const Registry& registry,
-                                              const PipelineOptions& po);
+  std::unique_ptr<Sequential> check_plan_fits(const Registry& registry, const PipelineOptions& po);
   // On a GPU: the device arena, sized from the memory plan, before the
   // replicas are built in it (replica 0's model, bound to the device to
   // learn its widths, moves back to the host until then); after they are,
@@ -229,15 +228,20 @@ class Trainer {
   std::shared_ptr<const Dataset> train_, val_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<Loss> loss_;
-  // The device every replica computes on (strategy.devices): the CPU's
-  // backend, or a GPU's (device_, one replica: one_device); what was
-  // chosen and why. And the labels per sample (a language model's tokens).
-  std::shared_ptr<DeviceBackend> device_;
+  // Where the replicas compute (strategy.devices): the CPU's backend, or
+  // one GPU per local replica (devices_[r], replica r's: one_device's
+  // one, mirrored's list); backend_ is replica 0's. What was chosen and
+  // why. And the labels per sample (a language model's tokens).
+  std::vector<std::shared_ptr<DeviceBackend>> devices_;
   const Backend* backend_ = &cpu_backend();
+  bool on_gpus() const { return !devices_.empty(); }
   std::string device_name_ = "cpu:0", device_note_;
-  int64_t device_plan_bytes_ = 0;        // the memory plan's device bytes
-  int64_t device_allocations_start_ = 0;  // the device's allocation count before the arena
-  int64_t device_allocations_planned_ = 0;  // and the allocations planning made
+  int64_t device_plan_bytes_ = 0;  // the memory plan's bytes on each device
+  // The devices' allocation counts (summed) before the arenas, and the
+  // allocations planning made.
+  int64_t device_allocations_start_ = 0;
+  int64_t device_allocations_planned_ = 0;
+  int64_t device_allocations() const;
   int64_t device_product_scratch_ = 0;  // the products' scratch (bf16 operands), in the plan
   int64_t labels_per_sample_ = 1;
   std::vector<std::unique_ptr<Replica>> replicas_;

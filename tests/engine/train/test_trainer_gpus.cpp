@@ -1,0 +1,235 @@
+// mirrored over several GPUs (issue 31): one replica on each listed GPU,
+// each driven by its own thread, the flat gradient buffers summed over an
+// NCCL group on the devices. Here 4 emulated GPUs and the emulator's NCCL
+// stand-in (its rules: one rank per GPU, a communicator per device); on a
+// GPU machine the device check runs the one-GPU case. The equivalence
+// matrix's GPU row: mirrored on 1, 2 and 4 GPUs trains as one_device on a
+// GPU and as the CPU, dropout included, with every replica identical.
+#include <baton/core/error.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "strategy_test_config.h"
+
+namespace baton {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Four emulated GPUs, unless the environment says otherwise (set before the
+// emulator's library is loaded, which reads it once).
+const bool kFourGpus = [] {
+  setenv("BATON_SIMT_DEVICES", "4", 0);
+  return true;
+}();
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+nlohmann::json gpu_list(int n) {
+  nlohmann::json list = nlohmann::json::array();
+  for (int i = 0; i < n; ++i) list.push_back("gpu_emulated:" + std::to_string(i));
+  return list;
+}
+
+struct Trained {
+  TrainSummary summary;
+  std::vector<std::vector<float>> params;  // per replica, every parameter's values in order
+};
+
+class TrainerGpus : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kFourGpus);
+    if (!fs::exists(fs::path(BATON_GPU_LIBRARY_DIR) / "baton_cuda_emu.so")) {
+      GTEST_SKIP() << "built without the GPU emulator (no CUDA toolkit headers)";
+    }
+    registry_.load_plugin_dir(BATON_PLUGIN_DIR);
+  }
+
+  Trained train(const nlohmann::json& doc, std::vector<Event>* events = nullptr) {
+    const RunConfig cfg = parse_run_config(doc, "gpus.json");
+    Telemetry t;
+    t.add(std::make_shared<CallbackSink>([&](const Event& e) {
+      if (events != nullptr) events->push_back(e);
+    }));
+    TrainOptions opt;
+    opt.run_id = "gpus";
+    opt.gpu_library_dir = BATON_GPU_LIBRARY_DIR;
+    Trainer trainer(cfg, registry_, t, opt);
+    Trained out;
+    out.summary = trainer.run();
+    EXPECT_EQ(out.summary.status, "completed");
+    for (int r = 0; r < trainer.strategy().num_replicas(); ++r) {
+      std::vector<float> flat;
+      for (Param* p : trainer.model(r).params()) {
+        const Tensor host = p->value.device_memory() != nullptr ? p->value.to_host() : p->value;
+        flat.insert(flat.end(), host.data(), host.data() + host.numel());
+      }
+      out.params.push_back(std::move(flat));
+    }
+    return out;
+  }
+
+  void expect_refused(const nlohmann::json& doc, const std::string& key, const std::string& why) {
+    try {
+      train(doc);
+      ADD_FAILURE() << key << " accepted: " << doc["strategy"].dump();
+    } catch (const InputError& e) {
+      EXPECT_TRUE(has(e.what(), key)) << e.what();
+      EXPECT_TRUE(has(e.what(), why)) << e.what();
+    }
+  }
+
+  Registry registry_;
+};
+
+// The MLP of the CPU's equivalence matrix with dropout, a batch that 4
+// replicas split unevenly (30: 8, 8, 7, 7), a held-out share evaluated on
+// every GPU, and the replicas' checksums compared every 3 steps.
+nlohmann::json mlp(const nlohmann::json& strategy, const nlohmann::json& optimizer) {
+  nlohmann::json doc = equivalence_config(strategy, optimizer, 30);
+  doc["model"]["dropout"] = 0.25;
+  doc["train"]["epochs"] = 1;
+  doc["data"]["validation_split"] = 0.2;
+  if (strategy.value("type", "") == "mirrored") {
+    doc["data"]["shard_policy"] = "data";
+    doc["strategy"]["drift_check_steps"] = 3;
+  }
+  return doc;
+}
+
+TEST_F(TrainerGpus, MirroredOverOneTwoAndFourGpusTrainsAsOneDeviceAndTheCpu) {
+  const nlohmann::json optimizers[] = {{{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
+                                       {{"type", "adam"}, {"lr", 0.01}}};
+  int cells = 0;
+  for (const auto& opt : optimizers) {
+    const Trained cpu = train(mlp({{"type", "one_device"}, {"devices", "cpu"}}, opt));
+    const Trained gpu = train(mlp({{"type", "one_device"}, {"devices", "gpu_emulated:0"}}, opt));
+    ASSERT_EQ(gpu.summary.device, "gpu_emulated:0");
+    EXPECT_LE(worst_equivalence_error(gpu.params[0], cpu.params[0]), 1.0) << opt.dump();
+    for (int n : {1, 2, 4}) {
+      std::vector<Event> events;
+      const Trained many =
+          train(mlp({{"type", "mirrored"}, {"devices", gpu_list(n)}}, opt), &events);
+      const std::string cell = opt.dump() + " on " + std::to_string(n) + " GPU(s)";
+      ASSERT_EQ(many.params.size(), static_cast<size_t>(n)) << cell;
+      EXPECT_EQ(many.summary.device, n == 1   ? "gpu_emulated:0"
+                                     : n == 2 ? "gpu_emulated:0,gpu_emulated:1"
+                                              : "gpu_emulated:0,gpu_emulated:1,gpu_emulated:2,"
+                                                "gpu_emulated:3")
+          << cell;
+      EXPECT_EQ(many.summary.communication, "nccl/native") << cell;
+      EXPECT_LE(worst_equivalence_error(many.params[0], cpu.params[0]), 1.0) << cell;
+      EXPECT_LE(worst_equivalence_error(many.params[0], gpu.params[0]), 1.0) << cell;
+      for (int r = 1; r < n; ++r) EXPECT_EQ(many.params[r], many.params[0]) << cell << " " << r;
+      // The same losses, step by step, and the same validation.
+      ASSERT_EQ(many.summary.step_losses.size(), cpu.summary.step_losses.size()) << cell;
+      for (size_t i = 0; i < cpu.summary.step_losses.size(); ++i) {
+        EXPECT_NEAR(many.summary.step_losses[i], cpu.summary.step_losses[i], 1e-4) << cell;
+      }
+      EXPECT_NEAR(many.summary.val_loss, cpu.summary.val_loss, 1e-4) << cell;
+      // The run says where it ran and that the overlap is the CPU's only.
+      bool overlap_said = false;
+      for (const Event& e : events) {
+        if (const auto* log = std::get_if<LogEvent>(&e)) {
+          overlap_said = overlap_said || has(log->message, "gradient overlap is off on GPUs");
+        }
+      }
+      EXPECT_TRUE(overlap_said) << cell;
+      ++cells;
+    }
+  }
+  EXPECT_EQ(cells, 6);
+}
+
+TEST_F(TrainerGpus, AutoTakesEveryGpuOrAsManyAsTheReplicasAsked) {
+  ::setenv("BATON_CUDA_EMULATE", "1", 1);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}};
+  nlohmann::json doc = mlp({{"type", "mirrored"}}, sgd);
+  doc["train"].erase("epochs");
+  doc["train"]["steps"] = 2;
+  const Trained every = train(doc);
+  EXPECT_EQ(every.params.size(), 4u);
+  EXPECT_TRUE(has(every.summary.device_note, "auto:")) << every.summary.device_note;
+  doc["strategy"]["replicas"] = 2;
+  EXPECT_EQ(train(doc).summary.device, "gpu_emulated:0,gpu_emulated:1");
+  // More replicas than GPUs: the CPU, saying why.
+  doc["strategy"]["replicas"] = 5;
+  const Trained cpu = train(doc);
+  ::unsetenv("BATON_CUDA_EMULATE");
+  EXPECT_EQ(cpu.summary.device, "cpu:0");
+  EXPECT_TRUE(has(cpu.summary.device_note, "asks for 5 replicas and this machine has 4 emulated"))
+      << cpu.summary.device_note;
+}
+
+TEST_F(TrainerGpus, WhatTheGpusCannotDoIsAnInputErrorNamingTheKey) {
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}};
+  const auto with = [&](nlohmann::json strategy) { return mlp(std::move(strategy), sgd); };
+  expect_refused(with({{"type", "mirrored"}, {"devices", {"gpu_emulated:0", "gpu_emulated:0"}}}),
+                 "strategy.devices", "listed twice");
+  expect_refused(with({{"type", "mirrored"}, {"devices", {"gpu_emulated:0", "gpu:1"}}}),
+                 "strategy.devices", "GPUs of one kind");
+  expect_refused(with({{"type", "mirrored"}, {"devices", {"gpu_emulated:0", "cpu"}}}),
+                 "strategy.devices", "GPUs of one kind");
+  expect_refused(with({{"type", "mirrored"}, {"devices", gpu_list(2)}, {"replicas", 3}}),
+                 "strategy.replicas", "lists 2 GPU(s)");
+  expect_refused(with({{"type", "mirrored"}, {"devices", {"gpu_emulated:1", "gpu_emulated:9"}}}),
+                 "strategy.devices", "\"gpu_emulated:9\" was asked for");
+  expect_refused(with({{"type", "central_storage"}, {"devices", gpu_list(2)}}), "strategy.devices",
+                 "central_storage trains its replicas on the CPU in this version");
+  // SyncBatchNorm's statistics go between CPU replicas only for now.
+  nlohmann::json sync = with({{"type", "mirrored"}, {"devices", gpu_list(2)}});
+  sync["model"]["norm"] = "syncbatchnorm";
+  expect_refused(sync, "model.norm", "not over NCCL between GPUs");
+}
+
+// A checkpoint written by replicas on two GPUs resumes on the CPU (and the
+// other way) as if never moved: the file is the same whichever device wrote
+// it.
+TEST_F(TrainerGpus, ACheckpointMovesBetweenGpusAndTheCpu) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("baton_trainer_gpus_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  const auto run = [&](const nlohmann::json& devices, int64_t steps, bool resume) {
+    nlohmann::json strategy = {{"type", "mirrored"}, {"devices", devices}};
+    if (devices == "cpu") strategy["replicas"] = 2;
+    nlohmann::json doc = mlp(strategy, adam);
+    doc["train"].erase("epochs");
+    doc["train"]["steps"] = steps;
+    const RunConfig cfg = parse_run_config(doc, "gpus.json");
+    Telemetry t;
+    TrainOptions opt;
+    opt.run_id = "gpus";
+    opt.gpu_library_dir = BATON_GPU_LIBRARY_DIR;
+    opt.checkpoint_dir = dir.string();
+    opt.resume = resume;
+    Trainer trainer(cfg, registry_, t, opt);
+    return trainer.run();
+  };
+  const TrainSummary whole = run("cpu", 8, false);
+  fs::remove_all(dir);
+  run(gpu_list(2), 4, false);
+  const TrainSummary moved = run("cpu", 8, true);
+  ASSERT_EQ(moved.step_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(moved.step_losses[i], whole.step_losses[i + 4], 1e-4);
+  fs::remove_all(dir);
+  run("cpu", 4, false);
+  const TrainSummary back = run(gpu_list(2), 8, true);
+  ASSERT_EQ(back.step_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(back.step_losses[i], whole.step_losses[i + 4], 1e-4);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace baton
