@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace baton::gpu {
 
@@ -59,6 +60,9 @@ class GpuBackend final : public DeviceBackend {
   size_t free_memory_bytes() const override;
   void synchronize() override;
   void make_current() override;
+  void reserve_marks(int n) override;
+  void mark(int i) override;
+  void wait_mark(int i) override;
   void reserve_arena(size_t bytes) override;
   size_t arena_bytes() const override { return arena_bytes_; }
   size_t arena_used() const override { return arena_used_; }
@@ -259,6 +263,7 @@ class GpuBackend final : public DeviceBackend {
     cudaEvent_t copied = nullptr;
   };
   void release_staging();
+  std::vector<cudaEvent_t> marks_;  // reserve_marks (gpu_backend_staging.cu)
   cudaStream_t copy_stream_ = nullptr;
   StagingSlot staging_[2];
   int next_slot_ = 0;

@@ -40,7 +40,34 @@ void GpuBackend::upload_async(void* device_dst, const void* host_src, size_t byt
   check(cudaStreamWaitEvent(stream_, slot.copied, 0), "upload_async (cudaStreamWaitEvent)");
 }
 
+void GpuBackend::reserve_marks(int n) {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  while (static_cast<int>(marks_.size()) < n) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "reserve_marks (cudaEventCreate)");
+    marks_.push_back(e);
+  }
+}
+
+void GpuBackend::mark(int i) {
+  if (i < 0 || i >= static_cast<int>(marks_.size())) {
+    throw RuntimeError("mark " + std::to_string(i) + ": " + std::to_string(marks_.size()) +
+                       " reserved");
+  }
+  check(cudaEventRecord(marks_[static_cast<size_t>(i)], stream_), "mark (cudaEventRecord)");
+}
+
+void GpuBackend::wait_mark(int i) {
+  if (i < 0 || i >= static_cast<int>(marks_.size())) {
+    throw RuntimeError("wait_mark " + std::to_string(i) + ": " + std::to_string(marks_.size()) +
+                       " reserved");
+  }
+  check(cudaEventSynchronize(marks_[static_cast<size_t>(i)]), "wait_mark (cudaEventSynchronize)");
+}
+
 void GpuBackend::release_staging() {
+  for (cudaEvent_t e : marks_) (void)cudaEventDestroy(e);
+  marks_.clear();
   if (copy_stream_ != nullptr) (void)cudaStreamSynchronize(copy_stream_);
   for (StagingSlot& slot : staging_) {
     if (slot.copied != nullptr) (void)cudaEventDestroy(slot.copied);

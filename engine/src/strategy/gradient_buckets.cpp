@@ -49,8 +49,8 @@ void GradientBuckets::unpack(size_t b, const std::vector<Param*>& params, const 
   }
 }
 
-void GradientBuckets::allreduce(const std::vector<Param*>& params, Communicator& comm,
-                                float* flat, Timeline* timeline, int32_t lane) const {
+void GradientBuckets::allreduce(const std::vector<Param*>& params, Communicator& comm, float* flat,
+                                Timeline* timeline, int32_t lane) const {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const TimelineScope span(timeline, "allreduce", "comm", lane, -1,
                              buckets_[b].count * static_cast<int64_t>(sizeof(float)),
@@ -141,10 +141,9 @@ void GradientReducer::serve(Lane& lane) {
       try {
         float* flat = lane.flat.data() + lane.offset[b];
         if (observer_) observer_(lane.index, b);
-        const TimelineScope span(timeline_, "allreduce", "comm",
-                                 timeline_lane(TimelineLane::kReplicaComm, lane.index), -1,
-                                 buckets_.count(b) * static_cast<int64_t>(sizeof(float)),
-                                 static_cast<int32_t>(b));
+        const TimelineScope span(
+            timeline_, "allreduce", "comm", timeline_lane(TimelineLane::kReplicaComm, lane.index),
+            -1, buckets_.count(b) * static_cast<int64_t>(sizeof(float)), static_cast<int32_t>(b));
         lane.comm->allreduce(flat, buckets_.count(b), ReduceOp::kSum);
         buckets_.unpack(b, lane.params, flat);
       } catch (...) {

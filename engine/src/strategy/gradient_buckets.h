@@ -38,6 +38,7 @@ class GradientBuckets {
   size_t size() const { return buckets_.size(); }
   // Bucket b holds params [first(b), last(b)), `count(b)` floats.
   size_t first(size_t b) const { return buckets_[b].first; }
+  size_t last(size_t b) const { return buckets_[b].last; }
   int64_t count(size_t b) const { return buckets_[b].count; }
   // Copies bucket b's gradients into `flat` and back.
   void pack(size_t b, const std::vector<Param*>& params, float* flat) const;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "device_gradient_reducer.h"
 #include "gradient_buckets.h"
 #include "replica_pool.h"
 
@@ -38,6 +39,7 @@ MirroredStrategy::MirroredStrategy(std::unique_ptr<NcclGroup> nccl,
 MirroredStrategy::~MirroredStrategy() {
   // The communication threads first: they use the group.
   reducer_.reset();
+  device_reducer_.reset();
   // The replica threads next: nothing may be in a collective when the
   // group goes.
   pool_.reset();
@@ -78,8 +80,12 @@ void MirroredStrategy::run(const std::function<void(const ReplicaContext&)>& ste
 
 void MirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
                                       bool overlap_allowed) {
-  // On GPUs the flat buffers are reduced (bind_device_gradients).
-  if (nccl_) return;
+  if (nccl_) {
+    // On GPUs the flat buffers are reduced: bind_device_gradients.
+    bound_params_ = per_replica;
+    overlap_allowed_ = overlap_allowed;
+    return;
+  }
   std::vector<Communicator*> comms;
   for (int r = 0; r < replicas_; ++r) comms.push_back(&group_->rank(r));
   reducer_ = std::make_unique<GradientReducer>(
@@ -91,46 +97,44 @@ void MirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per
 
 void MirroredStrategy::bind_device_gradients(const PerReplica<DeviceGradients>& grads) {
   if (!nccl_) Strategy::bind_device_gradients(grads);
-  if (static_cast<int>(grads.size()) != replicas_) {
-    throw RuntimeError("mirrored: " + std::to_string(grads.size()) + " gradient buffers for " +
-                       std::to_string(replicas_) + " replicas");
+  if (static_cast<int>(grads.size()) != replicas_ ||
+      static_cast<int>(bound_params_.size()) != replicas_) {
+    throw RuntimeError("mirrored: " + std::to_string(grads.size()) + " gradient buffers and " +
+                       std::to_string(bound_params_.size()) +
+                       " parameter lists (bind_gradients first) for " + std::to_string(replicas_) +
+                       " replicas");
   }
-  for (const DeviceGradients& g : grads) {
-    if (g.device == nullptr || g.count != grads[0].count) {
-      throw RuntimeError("mirrored: every replica's gradients must be one buffer of one size");
-    }
-  }
-  device_grads_ = grads;
+  std::vector<Communicator*> comms;
+  for (int r = 0; r < replicas_; ++r) comms.push_back(&nccl_->rank(r));
+  device_reducer_ = std::make_unique<DeviceGradientReducer>(
+      bound_params_[0], grads, std::move(comms), grads_,
+      grads_.overlap && overlap_allowed_ && replicas_ > 1, [this] { abort_group(); }, timeline_);
 }
 
-bool MirroredStrategy::overlaps_backward() const { return reducer_ && reducer_->overlap(); }
+bool MirroredStrategy::overlaps_backward() const {
+  return (reducer_ && reducer_->overlap()) || (device_reducer_ && device_reducer_->overlap());
+}
 
-void MirroredStrategy::gradients_ready(int r, size_t from) { reducer_->ready(r, from); }
-
-void MirroredStrategy::reduce_on_device(int r) {
-  const DeviceGradients& g = device_grads_[static_cast<size_t>(r)];
-  // NCCL runs on its own stream: the gradients backward queued on the
-  // replica's stream must be there first. The allreduce returns when its
-  // sum is in place, before the update is queued.
-  g.device->make_current();
-  g.device->synchronize();
-  const int64_t piece = std::max<int64_t>(1, grads_.bucket_bytes / 4);
-  const int32_t lane = timeline_lane(TimelineLane::kReplicaComm, r);
-  int32_t b = 0;
-  for (int64_t off = 0; off < g.count; off += piece, ++b) {
-    const int64_t n = std::min(piece, g.count - off);
-    const TimelineScope span(timeline_, "allreduce", "comm", lane, -1,
-                             n * static_cast<int64_t>(sizeof(float)), b);
-    comm(r).allreduce(g.data + off, n, ReduceOp::kSum);
+void MirroredStrategy::gradients_ready(int r, size_t from) {
+  if (device_reducer_) {
+    device_reducer_->ready(r, from);
+  } else {
+    reducer_->ready(r, from);
   }
 }
 
 void MirroredStrategy::reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) {
   if (nccl_) {
-    if (device_grads_.empty()) {
-      throw RuntimeError("mirrored on GPUs: no gradient buffers were bound");
-    }
-    pool_->run([&](int r) { reduce_on_device(r); });
+    if (!device_reducer_) throw RuntimeError("mirrored on GPUs: no gradient buffers were bound");
+    // On each replica's thread: its GPU is current there, and the
+    // replicas' waits go on together.
+    pool_->run([&](int r) {
+      if (device_reducer_->overlap()) {
+        device_reducer_->wait(r);
+      } else {
+        device_reducer_->reduce(r);
+      }
+    });
     return;
   }
   if (!reducer_) bind_gradients(per_replica, false);

@@ -72,12 +72,13 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
       } else {
         for (const std::string& name : named) gpus.push_back(index_of(name));
       }
+      const std::string kind = emulated ? "gpu_emulated:" : "gpu:";
       for (const int index : gpus) {
         if (index >= g.devices) {
-          throw InputError(key + "\"" + (emulated ? "gpu_emulated:" : "gpu:") +
-                           std::to_string(index) + "\" was asked for, and this machine has " +
-                           std::to_string(g.devices) + (emulated ? " emulated" : "") +
-                           " GPU(s) (gpu:0 to gpu:" + std::to_string(g.devices - 1) + ")");
+          throw InputError(key + "\"" + kind + std::to_string(index) +
+                           "\" was asked for, and this machine has " + std::to_string(g.devices) +
+                           (emulated ? " emulated" : "") + " GPU(s) (" + kind + "0 to " + kind +
+                           std::to_string(g.devices - 1) + ")");
         }
       }
       const GpuLibrary lib(g.library);

@@ -505,24 +505,22 @@ void Trainer::bind_gradients() {
   for (size_t i = 0; i < replicas_[0]->model->size(); ++i) {
     layer_communicates = layer_communicates || replicas_[0]->model->layer(i).communicates();
   }
-  if (on_gpus() && cfg_.strategy.type == "mirrored") {
-    // Each replica's flat gradient buffer, reduced on the GPUs. (The
-    // buckets' overlap with backward is the CPU's: not built on GPUs yet.)
-    PerReplica<DeviceGradients> grads;
-    for (auto& rep : replicas_) {
-      grads.push_back({rep->device, rep->flat.grads.data(), rep->flat.grads.numel()});
-    }
-    strategy_->bind_device_gradients(grads);
-    if (cfg_.strategy.overlap) {
-      overlap_note_ =
-          "gradient overlap is off on GPUs in this version: the gradients are "
-          "allreduced over NCCL after backward";
-    }
-    return;
-  }
   PerReplica<std::vector<Param*>> all;
   for (auto& rep : replicas_) all.push_back(rep->params);
   strategy_->bind_gradients(all, !layer_communicates);
+  if (on_gpus() && cfg_.strategy.type == "mirrored") {
+    // Each replica's flat gradient buffer, reduced in buckets on the GPUs.
+    PerReplica<DeviceGradients> grads;
+    for (auto& rep : replicas_) {
+      if (!is_flat(rep->params, rep->flat)) {
+        throw RuntimeError("mirrored on GPUs: replica " + std::to_string(rep->index) +
+                           "'s gradients are not in its flat buffer");
+      }
+      grads.push_back({rep->device, rep->flat.grads.data(), rep->flat.grads.numel(),
+                       rep->flat.layout.offset, rep->flat.layout.decayed});
+    }
+    strategy_->bind_device_gradients(grads);
+  }
   if (cfg_.strategy.overlap && layer_communicates && strategy_->num_replicas() > 1) {
     overlap_note_ = "gradient overlap is off: a layer communicates during backward (syncbatchnorm)";
   }

@@ -14,10 +14,13 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "strategy_test_config.h"
+#include "timeline_test_util.h"
 
 namespace baton {
 namespace {
@@ -56,7 +59,8 @@ class TrainerGpus : public ::testing::Test {
     registry_.load_plugin_dir(BATON_PLUGIN_DIR);
   }
 
-  Trained train(const nlohmann::json& doc, std::vector<Event>* events = nullptr) {
+  Trained train(const nlohmann::json& doc, std::vector<Event>* events = nullptr,
+                bool timeline = false) {
     const RunConfig cfg = parse_run_config(doc, "gpus.json");
     Telemetry t;
     t.add(std::make_shared<CallbackSink>([&](const Event& e) {
@@ -65,6 +69,7 @@ class TrainerGpus : public ::testing::Test {
     TrainOptions opt;
     opt.run_id = "gpus";
     opt.gpu_library_dir = BATON_GPU_LIBRARY_DIR;
+    opt.timeline = timeline;
     Trainer trainer(cfg, registry_, t, opt);
     Trained out;
     out.summary = trainer.run();
@@ -118,9 +123,7 @@ TEST_F(TrainerGpus, MirroredOverOneTwoAndFourGpusTrainsAsOneDeviceAndTheCpu) {
     ASSERT_EQ(gpu.summary.device, "gpu_emulated:0");
     EXPECT_LE(worst_equivalence_error(gpu.params[0], cpu.params[0]), 1.0) << opt.dump();
     for (int n : {1, 2, 4}) {
-      std::vector<Event> events;
-      const Trained many =
-          train(mlp({{"type", "mirrored"}, {"devices", gpu_list(n)}}, opt), &events);
+      const Trained many = train(mlp({{"type", "mirrored"}, {"devices", gpu_list(n)}}, opt));
       const std::string cell = opt.dump() + " on " + std::to_string(n) + " GPU(s)";
       ASSERT_EQ(many.params.size(), static_cast<size_t>(n)) << cell;
       EXPECT_EQ(many.summary.device, n == 1   ? "gpu_emulated:0"
@@ -138,18 +141,66 @@ TEST_F(TrainerGpus, MirroredOverOneTwoAndFourGpusTrainsAsOneDeviceAndTheCpu) {
         EXPECT_NEAR(many.summary.step_losses[i], cpu.summary.step_losses[i], 1e-4) << cell;
       }
       EXPECT_NEAR(many.summary.val_loss, cpu.summary.val_loss, 1e-4) << cell;
-      // The run says where it ran and that the overlap is the CPU's only.
-      bool overlap_said = false;
-      for (const Event& e : events) {
-        if (const auto* log = std::get_if<LogEvent>(&e)) {
-          overlap_said = overlap_said || has(log->message, "gradient overlap is off on GPUs");
-        }
+      // The buckets' allreduce overlapping backward (the default) and
+      // after it: the same collectives on the same ranges, the same bits.
+      if (n > 1) {
+        nlohmann::json after = mlp({{"type", "mirrored"}, {"devices", gpu_list(n)}}, opt);
+        after["strategy"]["allreduce"] = {{"overlap", false}};
+        EXPECT_EQ(train(after).params, many.params) << cell;
       }
-      EXPECT_TRUE(overlap_said) << cell;
       ++cells;
     }
   }
   EXPECT_EQ(cells, 6);
+}
+
+// The overlap, seen on the devices' clock: on each replica's communication
+// lane a bucket's "gradients ready" span ends when the GPU has written its
+// gradients, and its "allreduce" follows. Bucket 0 (the last layer's)
+// being allreduced before the last bucket's gradients were written (the
+// first layers' backward still running on the GPU) is the overlap. Wide
+// hidden layers make that backward long; tiny buckets make several.
+TEST_F(TrainerGpus, BucketsAreAllreducedWhileBackwardStillRunsOnTheGpus) {
+  nlohmann::json doc = mlp({{"type", "mirrored"},
+                            {"devices", gpu_list(2)},
+                            {"allreduce", {{"bucket_mb", 0.002}, {"first_bucket_mb", 0.002}}}},
+                           {{"type", "sgd"}, {"lr", 0.05}});
+  doc["model"]["layers"] = {12, 256, 256, 5};
+  doc["train"].erase("epochs");
+  doc["train"]["steps"] = 3;
+  std::vector<Event> events;
+  train(doc, &events, true);
+  nlohmann::json record;
+  for (const Event& e : events) {
+    if (const auto* tl = std::get_if<TimelineEvent>(&e)) record = tl->trace;
+  }
+  ASSERT_TRUE(record.is_object());
+  for (int r = 0; r < 2; ++r) {
+    const int64_t lane = timeline_lane(TimelineLane::kReplicaComm, r);
+    // Per step: bucket 0's allreduce start, the last "gradients ready" end.
+    std::map<int64_t, int64_t> first_allreduce, last_ready;
+    std::map<int64_t, std::set<int64_t>> buckets;
+    for (const Span& s : spans_of(record["ranks"][0])) {
+      if (s.lane != lane) continue;
+      if (s.name == "allreduce") {
+        buckets[s.step].insert(s.index);
+        if (s.index == 0) first_allreduce[s.step] = s.start;
+      }
+      if (s.name == "gradients ready") {
+        last_ready[s.step] = std::max(last_ready[s.step], s.start + s.dur);
+      }
+    }
+    ASSERT_EQ(buckets.size(), 3u) << "replica " << r;
+    int overlapped = 0;
+    for (const auto& [step, ids] : buckets) {
+      EXPECT_GE(ids.size(), 3u) << "several buckets a step";
+      ASSERT_EQ(last_ready.count(step), 1u) << "step " << step;
+      ASSERT_EQ(first_allreduce.count(step), 1u) << "step " << step;
+      overlapped += first_allreduce.at(step) < last_ready.at(step);
+    }
+    EXPECT_GE(overlapped, 1) << "replica " << r
+                             << ": no step's bucket 0 was allreduced during backward";
+  }
 }
 
 TEST_F(TrainerGpus, AutoTakesEveryGpuOrAsManyAsTheReplicasAsked) {

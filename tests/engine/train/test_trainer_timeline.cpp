@@ -12,23 +12,10 @@
 #include <set>
 
 #include "strategy_test_config.h"
+#include "timeline_test_util.h"
 
 namespace baton {
 namespace {
-
-struct Span {
-  std::string name;
-  int64_t lane, step, start, dur, bytes, index;
-};
-
-std::vector<Span> spans_of(const nlohmann::json& part) {
-  std::vector<Span> out;
-  for (const auto& s : part["spans"]) {
-    out.push_back({part["names"][s[0].get<size_t>()][0].get<std::string>(), s[1], s[2], s[3], s[4],
-                   s[5], s[6]});
-  }
-  return out;
-}
 
 nlohmann::json run_with_timeline(const nlohmann::json& doc, TrainSummary* sum) {
   Registry registry;

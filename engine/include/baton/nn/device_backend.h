@@ -40,6 +40,16 @@ class DeviceBackend : public Backend, public DeviceMemory {
   // another device fails): a thread that drives this backend calls it
   // before its first op, as every replica thread does before each task.
   virtual void make_current() = 0;
+  // Marks in this backend's stream, for another host thread to wait on
+  // (a gradient bucket's allreduce waiting for the backward ops that
+  // write it, while later ones still run): reserve_marks(n) makes n, at
+  // plan time (a step makes none); mark(i) records in mark i what is
+  // queued so far; wait_mark(i), from any thread, returns once that work
+  // has run, and throws RuntimeError with the device's error when it
+  // failed. A mark is recorded again only after its last wait.
+  virtual void reserve_marks(int n) = 0;
+  virtual void mark(int i) = 0;
+  virtual void wait_mark(int i) = 0;
 
   // The device arena: one allocation of `bytes`, made once (at plan time,
   // when the sizes are known). While it exists allocate() carves 256-byte

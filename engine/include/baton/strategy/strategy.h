@@ -25,6 +25,7 @@ class LocalGroup;
 class NestedGroup;
 class ReplicaPool;
 class GradientReducer;
+class DeviceGradientReducer;
 class NcclGroup;
 class DeviceBackend;
 class PsShard;
@@ -65,11 +66,14 @@ struct GradientOptions {
 
 // A replica's gradients on its GPU: its flat gradient buffer
 // (FlatParameters::grads), `count` floats on `device`'s GPU, every
-// replica's laid out alike.
+// replica's laid out alike (FlatLayout: parameter i's piece starts at
+// offsets[i]; the decayed parameters' pieces lie before `decayed`).
 struct DeviceGradients {
   DeviceBackend* device = nullptr;
   float* data = nullptr;
   int64_t count = 0;
+  std::vector<int64_t> offsets;
+  int64_t decayed = 0;
 };
 
 struct ReplicaContext {
@@ -279,9 +283,9 @@ class MirroredStrategy : public Strategy {
  public:
   MirroredStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
   // On GPUs: replica r on the GPU named devices[r] ("gpu:N" or
-  // "gpu_emulated:N"), its gradients summed by `nccl`'s rank r (NCCL's
-  // allreduce in pieces of GradientOptions::bucket_bytes, after backward:
-  // the overlap with backward is not built for GPUs yet).
+  // "gpu_emulated:N"), its flat gradient buffer summed in buckets by
+  // `nccl`'s rank r, overlapping backward as on the CPU
+  // (DeviceGradientReducer).
   MirroredStrategy(std::unique_ptr<NcclGroup> nccl, std::vector<std::string> devices,
                    GradientOptions grads);
   ~MirroredStrategy() override;
@@ -309,14 +313,14 @@ class MirroredStrategy : public Strategy {
   void abort_group();
 
  private:
-  void reduce_on_device(int r);
-
   int replicas_;
   GradientOptions grads_;
-  std::unique_ptr<LocalGroup> group_;  // on the CPU
-  std::unique_ptr<NcclGroup> nccl_;    // on GPUs
-  std::vector<std::string> gpus_;      // on GPUs: their names
-  PerReplica<DeviceGradients> device_grads_;
+  std::unique_ptr<LocalGroup> group_;             // on the CPU
+  std::unique_ptr<NcclGroup> nccl_;               // on GPUs
+  std::vector<std::string> gpus_;                 // on GPUs: their names
+  PerReplica<std::vector<Param*>> bound_params_;  // on GPUs: bind_gradients'
+  bool overlap_allowed_ = false;
+  std::unique_ptr<DeviceGradientReducer> device_reducer_;
   std::unique_ptr<ReplicaPool> pool_;
   std::unique_ptr<GradientReducer> reducer_;  // after group_: its threads use the group
 };

@@ -1,0 +1,178 @@
+#include "device_gradient_reducer.h"
+
+#include <baton/core/error.h>
+#include <baton/nn/device_backend.h>
+
+#include <algorithm>
+
+namespace baton {
+
+struct DeviceGradientReducer::Lane {
+  int index = 0;  // the local replica
+  DeviceGradients grads;
+  Communicator* comm = nullptr;
+  size_t next = 0;  // replica thread: the next bucket to mark this step
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t queued = 0, done = 0;  // buckets, over every step
+  bool stop = false;
+  std::exception_ptr error;
+  std::thread thread;
+};
+
+DeviceGradientReducer::DeviceGradientReducer(const std::vector<Param*>& params,
+                                             const PerReplica<DeviceGradients>& grads,
+                                             std::vector<Communicator*> comms,
+                                             GradientOptions options, bool overlap,
+                                             std::function<void()> on_failure, Timeline* timeline)
+    : buckets_(options.bucket_bytes, options.first_bucket_bytes),
+      overlap_(overlap),
+      on_failure_(std::move(on_failure)),
+      timeline_(timeline) {
+  if (grads.size() != comms.size() || grads.empty()) {
+    throw RuntimeError("device gradients: " + std::to_string(grads.size()) + " buffers for " +
+                       std::to_string(comms.size()) + " communicators");
+  }
+  for (const DeviceGradients& g : grads) {
+    if (g.device == nullptr || g.offsets.size() != params.size() || g.count != grads[0].count ||
+        g.offsets != grads[0].offsets || g.decayed != grads[0].decayed) {
+      throw RuntimeError("device gradients: every replica's buffer must have one layout");
+    }
+  }
+  buckets_.plan(params);
+  // Each bucket's pieces: the decayed ones (offset < decayed) are one run,
+  // the others another.
+  const DeviceGradients& g0 = grads[0];
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    Range parts[2] = {{INT64_MAX, 0}, {INT64_MAX, 0}};
+    int64_t ends[2] = {0, 0};
+    for (size_t i = buckets_.first(b); i < buckets_.last(b); ++i) {
+      const int64_t off = g0.offsets[i];
+      const int64_t end = off + params[i]->grad.numel();
+      if (end > g0.count) throw RuntimeError("device gradients: a piece lies past the buffer");
+      const int k = off < g0.decayed ? 0 : 1;
+      parts[k].offset = std::min(parts[k].offset, off);
+      ends[k] = std::max(ends[k], end);
+    }
+    std::vector<Range> ranges;
+    for (int k = 0; k < 2; ++k) {
+      if (ends[k] > 0 && parts[k].offset < ends[k]) {
+        ranges.push_back({parts[k].offset, ends[k] - parts[k].offset});
+      }
+    }
+    ranges_.push_back(std::move(ranges));
+  }
+  for (size_t r = 0; r < grads.size(); ++r) {
+    auto lane = std::make_unique<Lane>();
+    lane->index = static_cast<int>(r);
+    lane->grads = grads[r];
+    lane->comm = comms[r];
+    if (overlap_) lane->grads.device->reserve_marks(static_cast<int>(ranges_.size()));
+    lanes_.push_back(std::move(lane));
+  }
+  if (!overlap_) return;
+  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { serve(*l); });
+}
+
+DeviceGradientReducer::~DeviceGradientReducer() {
+  for (auto& lane : lanes_) {
+    {
+      std::lock_guard<std::mutex> lock(lane->mu);
+      lane->stop = true;
+    }
+    lane->cv.notify_all();
+  }
+  for (auto& lane : lanes_) {
+    if (lane->thread.joinable()) lane->thread.join();
+  }
+}
+
+void DeviceGradientReducer::allreduce_bucket(Lane& lane, size_t b) const {
+  const int32_t tl_lane = timeline_lane(TimelineLane::kReplicaComm, lane.index);
+  int64_t floats = 0;
+  for (const Range& range : ranges_[b]) floats += range.count;
+  const TimelineScope span(timeline_, "allreduce", "comm", tl_lane, -1,
+                           floats * static_cast<int64_t>(sizeof(float)), static_cast<int32_t>(b));
+  for (const Range& range : ranges_[b]) {
+    lane.comm->allreduce(lane.grads.data + range.offset, range.count, ReduceOp::kSum);
+  }
+}
+
+void DeviceGradientReducer::serve(Lane& lane) {
+  const size_t nb = ranges_.size();
+  uint64_t taken = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(lane.mu);
+      lane.cv.wait(lock, [&] { return lane.stop || lane.queued > taken; });
+      if (lane.queued == taken) return;  // stopping, nothing left
+    }
+    const size_t b = static_cast<size_t>(taken % nb);
+    ++taken;
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lock(lane.mu);
+      failed = lane.error != nullptr;
+    }
+    if (!failed) {
+      try {
+        {
+          const TimelineScope span(timeline_, "gradients ready", "comm",
+                                   timeline_lane(TimelineLane::kReplicaComm, lane.index), -1, 0,
+                                   static_cast<int32_t>(b));
+          lane.grads.device->wait_mark(static_cast<int>(b));
+        }
+        allreduce_bucket(lane, b);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(lane.mu);
+          lane.error = std::current_exception();
+        }
+        if (on_failure_) on_failure_();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(lane.mu);
+      ++lane.done;
+    }
+    lane.cv.notify_all();
+  }
+}
+
+void DeviceGradientReducer::ready(int r, size_t from) {
+  if (!overlap_) return;
+  Lane& lane = *lanes_.at(static_cast<size_t>(r));
+  const size_t nb = ranges_.size();
+  while (lane.next < nb && buckets_.first(lane.next) >= from) {
+    lane.grads.device->mark(static_cast<int>(lane.next));
+    ++lane.next;
+    {
+      std::lock_guard<std::mutex> lock(lane.mu);
+      ++lane.queued;
+    }
+    lane.cv.notify_all();
+  }
+}
+
+void DeviceGradientReducer::reduce(int r) {
+  Lane& lane = *lanes_.at(static_cast<size_t>(r));
+  // NCCL runs on its own stream: what backward queued on the replica's
+  // stream must have run first.
+  lane.grads.device->synchronize();
+  for (size_t b = 0; b < ranges_.size(); ++b) allreduce_bucket(lane, b);
+}
+
+void DeviceGradientReducer::wait(int r) {
+  Lane& lane = *lanes_.at(static_cast<size_t>(r));
+  ready(r, 0);
+  lane.next = 0;
+  std::unique_lock<std::mutex> lock(lane.mu);
+  lane.cv.wait(lock, [&] { return lane.done == lane.queued; });
+  if (lane.error) {
+    std::exception_ptr e = lane.error;
+    lane.error = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+}  // namespace baton
