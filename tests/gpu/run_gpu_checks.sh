@@ -14,7 +14,9 @@
 #      on a one-GPU machine it prints BATON_TEST_SKIP and ctest reports it
 #      skipped;
 #   2b. the CUDA backend's op tests and the trainer's (test_trainer_gpu on
-#      gpu:0) against the real library; then GPT-2 124M trained 30 steps on
+#      gpu:0; test_trainer_gpus: mirrored over the GPUs, over one GPU equal
+#      to one_device, the cases needing more GPUs left out) against the
+#      real library; then GPT-2 124M trained 30 steps on
 #      gpu:0 in bf16 at the largest batch that fits, and the same model in
 #      PyTorch (tests/gpu/gpt2_benchmark.py): tokens/s, TFLOP/s, MFU and the
 #      ratio in $OUT/gpt2_benchmark.{txt,json};
@@ -140,7 +142,8 @@ for t in test_gpu_elementwise test_gpu_norm_loss test_gpu_tokens_images test_gpu
     test_gpu_attention test_gpu_conv test_gpu_backend test_gpu_training; do
   [[ -f "$SRC/tests/engine/cuda/$t.cpp" ]] && TARGETS+=("$t")
 done
-TARGETS+=(test_gpu_library test_trainer_gpu baton_mlp baton_datasets baton_gpt baton_cnn)
+TARGETS+=(test_gpu_library test_trainer_gpu test_trainer_gpus baton_mlp baton_datasets baton_gpt
+  baton_cnn)
 if grep -q '^BATON_WITH_MPI:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
   TARGETS+=(test_comm_nccl_mpi)
 fi
@@ -178,10 +181,16 @@ step "GPU op tests on the real GPU" 300 \
   bash -c "ctest_no_skips --test-dir '$BUILD' -R '^test_gpu_' --output-on-failure --timeout 120 -j4"
 # The trainer on gpu:0 (strategy.devices): the tiny GPT's and the MLP's
 # losses within 1e-3 of the CPU's, checkpoints between GPU and CPU, bf16
-# (less the case of a machine without a GPU, which skips here).
-step "trainer on gpu:0" 300 \
+# (less the case of a machine without a GPU, which skips here); and
+# mirrored over this machine's GPUs (test_trainer_gpus: over one GPU it
+# equals one_device and the CPU, the NCCL group of one; the cases needing
+# more GPUs than there are are left out, as they skip here by design).
+MORE_TRAINER_GPUS="WithoutAGpu"
+for n in 2 4; do [[ "${GPUS:-0}" -lt $n ]] && MORE_TRAINER_GPUS+="|/${n}gpus"; done
+[[ "${GPUS:-0}" -lt 2 ]] && MORE_TRAINER_GPUS+="|TwoGpus"
+step "trainer on gpu:0, mirrored on the GPUs" 300 \
   env BATON_TEST_GPU_DEVICE=gpu:0 \
-  bash -c "ctest_no_skips --test-dir '$BUILD' -R '^test_trainer_gpu' -E WithoutAGpu --output-on-failure --timeout 120 -j4"
+  bash -c "ctest_no_skips --test-dir '$BUILD' -R '^test_trainer_gpu' -E '$MORE_TRAINER_GPUS' --output-on-failure --timeout 120 -j4"
 # GPT-2 124M on gpu:0 (bf16, context 1024, the largest micro-batch of 32,
 # 16, 8, 4 whose memory plan fits), then the same model in PyTorch at the
 # same batch, side by side: tokens/s, TFLOP/s, MFU and the ratio, printed
