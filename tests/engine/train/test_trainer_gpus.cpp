@@ -271,7 +271,7 @@ TEST_F(TrainerGpus, WhatTheGpusCannotDoIsAnInputErrorNamingTheKey) {
   expect_refused(with({{"type", "central_storage"}, {"devices", gpu_list(2)}}), "strategy.devices",
                  "central_storage trains its replicas on the CPU in this version");
   // SyncBatchNorm's statistics go between CPU replicas only for now.
-  nlohmann::json sync = with({{"type", "mirrored"}, {"devices", gpu_list(1)}});
+  nlohmann::json sync = with({{"type", "mirrored"}, {"devices", {"gpu_emulated:0"}}});
   sync["model"]["norm"] = "syncbatchnorm";
   expect_refused(sync, "model.norm", "not over NCCL between GPUs");
 }
