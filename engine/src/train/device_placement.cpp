@@ -93,6 +93,17 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
       p.why = (auto_pick ? "auto: " : "strategy.devices: ") + g.why;
     }
   }
+  // mirrored's allreduce.backend, when given, must fit where it runs.
+  if (s.type == "mirrored" && !s.backend.empty() && (s.backend == "nccl") != !p.backends.empty()) {
+    throw InputError(
+        cfg.file + ": strategy.allreduce.backend: \"" + s.backend + "\" " +
+        (p.backends.empty()
+             ? "sums over NCCL between GPUs, and this run's replicas are on the CPU (" + p.why +
+                   "): use \"local\", or list GPUs in strategy.devices"
+             : "sums host memory, and this run's replicas are on GPUs (" + p.device +
+                   "), which mirrored sums over NCCL: use \"nccl\", or "
+                   "strategy.devices \"cpu\""));
+  }
   if (p.backends.empty() && cfg.precision != "fp32") {
     throw InputError(cfg.file + ": train.precision: \"" + cfg.precision +
                      "\" is a GPU's; this run trains on the CPU (" + p.why +

@@ -197,8 +197,11 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
       s.replicas = static_cast<int>(node.integer_or("replicas_per_worker", 1, 1, 1024));
     }
     ConfigNode ar = node.child_or_empty("allreduce");
+    // mirrored: "local" (threads summing host memory) on the CPU, "nccl"
+    // on GPUs; absent, whichever the placement gives (device_placement.cpp
+    // refuses a backend that does not fit the devices).
     s.backend = multi ? ar.choice_or("backend", "mpi", {"mpi"})
-                      : ar.choice_or("backend", "local", {"local"});
+                      : ar.choice_or("backend", "", {"local", "nccl"});
     s.algorithm = ar.choice_or("algorithm", "native", {"native", "ring", "hierarchical"});
     s.bucket_bytes = static_cast<int64_t>(ar.positive_or("bucket_mb", 25.0) * (1 << 20));
     s.first_bucket_bytes = static_cast<int64_t>(ar.positive_or("first_bucket_mb", 1.0) * (1 << 20));

@@ -270,6 +270,23 @@ TEST_F(TrainerGpus, WhatTheGpusCannotDoIsAnInputErrorNamingTheKey) {
                  "strategy.devices", "\"gpu_emulated:9\" was asked for");
   expect_refused(with({{"type", "central_storage"}, {"devices", gpu_list(2)}}), "strategy.devices",
                  "central_storage trains its replicas on the CPU in this version");
+  // allreduce.backend, when given, fits the devices: nccl between GPUs,
+  // local between CPU threads.
+  expect_refused(with({{"type", "mirrored"},
+                       {"devices", "cpu"},
+                       {"replicas", 2},
+                       {"allreduce", {{"backend", "nccl"}}}}),
+                 "strategy.allreduce.backend", "this run's replicas are on the CPU");
+  expect_refused(with({{"type", "mirrored"},
+                       {"devices", {"gpu_emulated:0", "gpu_emulated:1"}},
+                       {"allreduce", {{"backend", "local"}}}}),
+                 "strategy.allreduce.backend", "sums host memory");
+  nlohmann::json named = with({{"type", "mirrored"},
+                               {"devices", {"gpu_emulated:0", "gpu_emulated:1"}},
+                               {"allreduce", {{"backend", "nccl"}}}});
+  named["train"].erase("epochs");
+  named["train"]["steps"] = 1;
+  EXPECT_EQ(train(named).summary.communication, "nccl/native");
   // SyncBatchNorm's statistics go between CPU replicas only for now.
   nlohmann::json sync = with({{"type", "mirrored"}, {"devices", {"gpu_emulated:0"}}});
   sync["model"]["norm"] = "syncbatchnorm";
