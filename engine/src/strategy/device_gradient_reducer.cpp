@@ -11,13 +11,8 @@ struct DeviceGradientReducer::Lane {
   int index = 0;  // the local replica
   DeviceGradients grads;
   Communicator* comm = nullptr;
-  size_t next = 0;  // replica thread: the next bucket to mark this step
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t queued = 0, done = 0;  // buckets, over every step
-  bool stop = false;
-  std::exception_ptr error;
-  std::thread thread;
+  size_t next = 0;                     // replica thread: the next bucket to mark this step
+  std::unique_ptr<BucketQueue> queue;  // with overlap: the communication thread
 };
 
 DeviceGradientReducer::DeviceGradientReducer(const std::vector<Param*>& params,
@@ -71,20 +66,16 @@ DeviceGradientReducer::DeviceGradientReducer(const std::vector<Param*>& params,
     lanes_.push_back(std::move(lane));
   }
   if (!overlap_) return;
-  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { serve(*l); });
+  for (auto& lane : lanes_) {
+    lane->queue = std::make_unique<BucketQueue>(
+        ranges_.size(), [this, l = lane.get()](size_t b) { wait_and_allreduce(*l, b); },
+        on_failure_);
+  }
 }
 
+// The queues' threads stop before the lanes they read go.
 DeviceGradientReducer::~DeviceGradientReducer() {
-  for (auto& lane : lanes_) {
-    {
-      std::lock_guard<std::mutex> lock(lane->mu);
-      lane->stop = true;
-    }
-    lane->cv.notify_all();
-  }
-  for (auto& lane : lanes_) {
-    if (lane->thread.joinable()) lane->thread.join();
-  }
+  for (auto& lane : lanes_) lane->queue.reset();
 }
 
 void DeviceGradientReducer::allreduce_bucket(Lane& lane, size_t b) const {
@@ -98,45 +89,14 @@ void DeviceGradientReducer::allreduce_bucket(Lane& lane, size_t b) const {
   }
 }
 
-void DeviceGradientReducer::serve(Lane& lane) {
-  const size_t nb = ranges_.size();
-  uint64_t taken = 0;
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(lane.mu);
-      lane.cv.wait(lock, [&] { return lane.stop || lane.queued > taken; });
-      if (lane.queued == taken) return;  // stopping, nothing left
-    }
-    const size_t b = static_cast<size_t>(taken % nb);
-    ++taken;
-    bool failed = false;
-    {
-      std::lock_guard<std::mutex> lock(lane.mu);
-      failed = lane.error != nullptr;
-    }
-    if (!failed) {
-      try {
-        {
-          const TimelineScope span(timeline_, "gradients ready", "comm",
-                                   timeline_lane(TimelineLane::kReplicaComm, lane.index), -1, 0,
-                                   static_cast<int32_t>(b));
-          lane.grads.device->wait_mark(static_cast<int>(b));
-        }
-        allreduce_bucket(lane, b);
-      } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(lane.mu);
-          lane.error = std::current_exception();
-        }
-        if (on_failure_) on_failure_();
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(lane.mu);
-      ++lane.done;
-    }
-    lane.cv.notify_all();
+void DeviceGradientReducer::wait_and_allreduce(Lane& lane, size_t b) const {
+  {
+    const TimelineScope span(timeline_, "gradients ready", "comm",
+                             timeline_lane(TimelineLane::kReplicaComm, lane.index), -1, 0,
+                             static_cast<int32_t>(b));
+    lane.grads.device->wait_mark(static_cast<int>(b));
   }
+  allreduce_bucket(lane, b);
 }
 
 void DeviceGradientReducer::ready(int r, size_t from) {
@@ -146,11 +106,7 @@ void DeviceGradientReducer::ready(int r, size_t from) {
   while (lane.next < nb && buckets_.first(lane.next) >= from) {
     lane.grads.device->mark(static_cast<int>(lane.next));
     ++lane.next;
-    {
-      std::lock_guard<std::mutex> lock(lane.mu);
-      ++lane.queued;
-    }
-    lane.cv.notify_all();
+    lane.queue->push();
   }
 }
 
@@ -166,13 +122,7 @@ void DeviceGradientReducer::wait(int r) {
   Lane& lane = *lanes_.at(static_cast<size_t>(r));
   ready(r, 0);
   lane.next = 0;
-  std::unique_lock<std::mutex> lock(lane.mu);
-  lane.cv.wait(lock, [&] { return lane.done == lane.queued; });
-  if (lane.error) {
-    std::exception_ptr e = lane.error;
-    lane.error = nullptr;
-    std::rethrow_exception(e);
-  }
+  lane.queue->drain();
 }
 
 }  // namespace baton

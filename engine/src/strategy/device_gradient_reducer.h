@@ -33,13 +33,9 @@
 #include <baton/nn/layers.h>
 #include <baton/strategy/strategy.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "gradient_buckets.h"
@@ -70,7 +66,7 @@ class DeviceGradientReducer {
   };
   struct Lane;
   void allreduce_bucket(Lane& lane, size_t b) const;
-  void serve(Lane& lane);
+  void wait_and_allreduce(Lane& lane, size_t b) const;
 
   GradientBuckets buckets_;
   std::vector<std::vector<Range>> ranges_;  // per bucket

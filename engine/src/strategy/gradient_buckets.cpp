@@ -61,19 +61,83 @@ void GradientBuckets::allreduce(const std::vector<Param*>& params, Communicator&
   }
 }
 
+BucketQueue::BucketQueue(size_t buckets, std::function<void(size_t)> work,
+                         std::function<void()> on_failure)
+    : buckets_(std::max<size_t>(1, buckets)),
+      work_(std::move(work)),
+      on_failure_(std::move(on_failure)) {
+  thread_ = std::thread([this] { serve(); });
+}
+
+BucketQueue::~BucketQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void BucketQueue::serve() {
+  uint64_t taken = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || queued_ > taken; });
+      if (queued_ == taken) return;  // stopping, nothing left
+    }
+    const size_t b = static_cast<size_t>(taken % buckets_);
+    ++taken;
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      failed = error_ != nullptr;
+    }
+    if (!failed) {
+      try {
+        work_(b);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          error_ = std::current_exception();
+        }
+        if (on_failure_) on_failure_();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void BucketQueue::push() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++queued_;
+  }
+  cv_.notify_all();
+}
+
+void BucketQueue::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_ == queued_; });
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
 struct GradientReducer::Lane {
   int index = 0;  // the local replica
   std::vector<Param*> params;
   Communicator* comm = nullptr;
-  std::vector<float> flat;      // without overlap: the largest bucket; with: all of them
-  std::vector<int64_t> offset;  // with overlap: bucket b's place in flat
-  size_t next = 0;              // replica thread: the next bucket to pack this step
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t queued = 0, done = 0;  // buckets, counted over the whole run
-  bool stop = false;
-  std::exception_ptr error;
-  std::thread thread;
+  std::vector<float> flat;             // without overlap: the largest bucket; with: all of them
+  std::vector<int64_t> offset;         // with overlap: bucket b's place in flat
+  size_t next = 0;                     // replica thread: the next bucket to pack this step
+  std::unique_ptr<BucketQueue> queue;  // with overlap: the communication thread
 };
 
 GradientReducer::GradientReducer(int64_t bucket_bytes, bool overlap,
@@ -82,16 +146,10 @@ GradientReducer::GradientReducer(int64_t bucket_bytes, bool overlap,
       overlap_(overlap),
       on_failure_(std::move(on_failure)) {}
 
+// The queues' threads stop (each Lane's queue joins its thread) before the
+// lanes they read go.
 GradientReducer::~GradientReducer() {
-  for (auto& lane : lanes_) {
-    if (!lane->thread.joinable()) continue;
-    {
-      std::lock_guard<std::mutex> lock(lane->mu);
-      lane->stop = true;
-    }
-    lane->cv.notify_all();
-    lane->thread.join();
-  }
+  for (auto& lane : lanes_) lane->queue.reset();
 }
 
 void GradientReducer::bind(const std::vector<std::vector<Param*>>& per_replica,
@@ -115,51 +173,24 @@ void GradientReducer::bind(const std::vector<std::vector<Param*>>& per_replica,
     lanes_.push_back(std::move(lane));
   }
   if (!overlap_) return;
-  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { serve(*l); });
+  for (auto& lane : lanes_) {
+    lane->queue = std::make_unique<BucketQueue>(
+        buckets_.size(), [this, l = lane.get()](size_t b) { allreduce_bucket(*l, b); },
+        on_failure_);
+  }
 }
 
-void GradientReducer::serve(Lane& lane) {
+void GradientReducer::allreduce_bucket(Lane& lane, size_t b) {
   // Reductions add floats: flush denormals as the replica threads do, so
   // both paths give the same bits.
   const cpu::ScopedFlushDenormals ftz;
-  const size_t nb = buckets_.size();
-  uint64_t taken = 0;
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(lane.mu);
-      lane.cv.wait(lock, [&] { return lane.stop || lane.queued > taken; });
-      if (lane.queued == taken) return;  // stopping, nothing left
-    }
-    const size_t b = static_cast<size_t>(taken % nb);
-    ++taken;
-    bool failed = false;
-    {
-      std::lock_guard<std::mutex> lock(lane.mu);
-      failed = lane.error != nullptr;
-    }
-    if (!failed) {
-      try {
-        float* flat = lane.flat.data() + lane.offset[b];
-        if (observer_) observer_(lane.index, b);
-        const TimelineScope span(
-            timeline_, "allreduce", "comm", timeline_lane(TimelineLane::kReplicaComm, lane.index),
-            -1, buckets_.count(b) * static_cast<int64_t>(sizeof(float)), static_cast<int32_t>(b));
-        lane.comm->allreduce(flat, buckets_.count(b), ReduceOp::kSum);
-        buckets_.unpack(b, lane.params, flat);
-      } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(lane.mu);
-          lane.error = std::current_exception();
-        }
-        if (on_failure_) on_failure_();
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(lane.mu);
-      ++lane.done;
-    }
-    lane.cv.notify_all();
-  }
+  float* flat = lane.flat.data() + lane.offset[b];
+  if (observer_) observer_(lane.index, b);
+  const TimelineScope span(
+      timeline_, "allreduce", "comm", timeline_lane(TimelineLane::kReplicaComm, lane.index), -1,
+      buckets_.count(b) * static_cast<int64_t>(sizeof(float)), static_cast<int32_t>(b));
+  lane.comm->allreduce(flat, buckets_.count(b), ReduceOp::kSum);
+  buckets_.unpack(b, lane.params, flat);
 }
 
 void GradientReducer::ready(int r, size_t from) {
@@ -169,11 +200,7 @@ void GradientReducer::ready(int r, size_t from) {
   while (lane.next < nb && buckets_.first(lane.next) >= from) {
     buckets_.pack(lane.next, lane.params, lane.flat.data() + lane.offset[lane.next]);
     ++lane.next;
-    {
-      std::lock_guard<std::mutex> lock(lane.mu);
-      ++lane.queued;
-    }
-    lane.cv.notify_all();
+    lane.queue->push();
   }
 }
 
@@ -187,13 +214,7 @@ void GradientReducer::wait(int r) {
   Lane& lane = *lanes_[static_cast<size_t>(r)];
   ready(r, 0);
   lane.next = 0;
-  std::unique_lock<std::mutex> lock(lane.mu);
-  lane.cv.wait(lock, [&] { return lane.done == lane.queued; });
-  if (lane.error) {
-    std::exception_ptr e = lane.error;
-    lane.error = nullptr;
-    std::rethrow_exception(e);
-  }
+  lane.queue->drain();
 }
 
 }  // namespace baton

@@ -53,6 +53,35 @@ class GradientBuckets {
   std::vector<Bucket> buckets_;
 };
 
+// One replica's communication thread under overlap: runs work(b) for each
+// bucket queued, in order (bucket b = the count queued so far modulo
+// `buckets`), while the replica's thread goes on with backward. A bucket
+// whose work throws records the first failure, calls on_failure (so peers
+// blocked in a collective give up) and the rest of the step's buckets are
+// passed over; drain() waits for every queued bucket and rethrows it.
+class BucketQueue {
+ public:
+  BucketQueue(size_t buckets, std::function<void(size_t)> work, std::function<void()> on_failure);
+  ~BucketQueue();  // finishes what is queued, then joins
+  BucketQueue(const BucketQueue&) = delete;
+  BucketQueue& operator=(const BucketQueue&) = delete;
+  void push();   // queues the next bucket
+  void drain();  // waits for every queued bucket; rethrows the first failure
+
+ private:
+  void serve();
+
+  const size_t buckets_;
+  std::function<void(size_t)> work_;
+  std::function<void()> on_failure_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t queued_ = 0, done_ = 0;  // buckets, counted over the whole run
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
 // Every local replica's gradient reduction, with or without overlap.
 //
 // Without overlap, reduce(r) runs on replica r's thread after backward and
@@ -98,7 +127,7 @@ class GradientReducer {
 
  private:
   struct Lane;
-  void serve(Lane& lane);
+  void allreduce_bucket(Lane& lane, size_t b);
 
   GradientBuckets buckets_;
   bool overlap_;
