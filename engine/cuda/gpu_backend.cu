@@ -232,6 +232,13 @@ size_t GpuBackend::free_memory_bytes() const {
   return free_bytes;
 }
 
+size_t GpuBackend::total_memory_bytes() const {
+  size_t free_bytes = 0, total = 0;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+  return total;
+}
+
 void GpuBackend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 void GpuBackend::make_current() { check(cudaSetDevice(device_), "cudaSetDevice"); }

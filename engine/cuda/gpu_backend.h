@@ -58,6 +58,7 @@ class GpuBackend final : public DeviceBackend {
   void fill_floats(float* y, int64_t n, float value) override { fill(y, n, value); }
   void fill_zero_bytes(void* y, size_t bytes) override;
   size_t free_memory_bytes() const override;
+  size_t total_memory_bytes() const override;
   void synchronize() override;
   void make_current() override;
   void reserve_marks(int n) override;

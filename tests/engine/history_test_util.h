@@ -158,6 +158,10 @@ inline Recorded record_run(const std::string& db, const std::string& run, int64_
       emit(CheckpointEvent{run, step, "/ckpt/" + std::to_string(step), 1000, 2.5});
       // A language model's sample (schema 5), bytes of every kind in it.
       emit(SampleEvent{run, step, "And", " God said\n\t" + std::to_string(step), 0.8});
+      // Two GPUs' state: one measured, one emulated (its utilisation not
+      // known).
+      emit(DeviceEvent{run, step, "gpu:0", 93.5, 2048.25, 81559, 305.5, 64, false});
+      emit(DeviceEvent{run, step, "gpu_emulated:1", -1, 12.5, 4096, -1, -1, true});
       ++rec.epochs;
     }
   }

@@ -38,6 +38,8 @@ const char* plot_title(Dashboard::Plot p) {
       return "Throughput (samples/s; tokens/s for language models)";
     case Dashboard::Plot::kStepTime:
       return "Step time (ms, stacked)";
+    case Dashboard::Plot::kDevices:
+      return "GPUs (% utilisation, % memory used)";
     default:
       return "Link bandwidth (GB/s)";
   }
@@ -109,6 +111,9 @@ Dashboard::Dashboard(QWidget* parent) : QWidget(parent) {
   grid->addWidget(plots_[2], 1, 0);
   grid->addWidget(plots_[3], 1, 1);
   grid->addWidget(plots_[4], 2, 0, 1, 2);
+  grid->addWidget(plots_[5], 3, 0, 1, 2);
+  plot(Plot::kDevices)->yAxis->setRange(0, 100);
+  plot(Plot::kDevices)->hide();  // until a run on GPUs sends a device event
 
   samples_ = new QPlainTextEdit;
   samples_->setObjectName(QStringLiteral("samples"));
@@ -152,6 +157,7 @@ void Dashboard::clear() {
   }
   restarts_.clear();
   runs_.clear();
+  plot(Plot::kDevices)->hide();
   samples_->clear();
   samples_->hide();
   samples_shown_ = 0;
@@ -240,7 +246,7 @@ QCPGraph* Dashboard::make_graph(Run& run, const QString& key, Plot p) {
     }
     if (runs_.size() > 1)
       pen.setStyle(static_cast<Qt::PenStyle>(1 + run.index % 4));  // one dash pattern a run
-  } else if (p == Plot::kLinks) {
+  } else if (p == Plot::kLinks || p == Plot::kDevices) {
     const int n = static_cast<int>(cp->graphCount());
     pen.setColor(QColor::fromHsv((n * 67) % 360, 200, 200));
     if (key.contains(QLatin1String("(modelled)"))) pen.setStyle(Qt::DashLine);
@@ -451,6 +457,23 @@ void Dashboard::add_events(const std::vector<Event>& events) {
                      : QStringLiteral("link/%1->%2").arg(e->src).arg(e->dst);
       append(r, QString::fromStdString(e->run), name, Plot::kLinks, static_cast<double>(e->step),
              r.last_rel, e->bandwidth_gbps, false);
+    } else if (const auto* e = std::get_if<DeviceEvent>(&ev)) {
+      Run& r = run_for(e->run);
+      // An emulated GPU's figures are the emulator's: named so. Its
+      // utilisation is not known (-1) and not drawn.
+      const QString dev = QString::fromStdString(e->device) +
+                          (e->emulated ? QStringLiteral(" (emulated)") : QString());
+      const double st = static_cast<double>(e->step);
+      const QString id = QString::fromStdString(e->run);
+      plot(Plot::kDevices)->show();
+      if (e->utilization_pct >= 0) {
+        append(r, id, QStringLiteral("gpu/") + dev + QStringLiteral(" utilisation"), Plot::kDevices,
+               st, r.last_rel, e->utilization_pct, false);
+      }
+      if (e->memory_used_mib >= 0 && e->memory_total_mib > 0) {
+        append(r, id, QStringLiteral("gpu/") + dev + QStringLiteral(" memory"), Plot::kDevices, st,
+               r.last_rel, 100.0 * e->memory_used_mib / e->memory_total_mib, false);
+      }
     }
   }
   mark_dirty();
@@ -607,6 +630,7 @@ void Dashboard::replot(int priority) {
     p->legend->setVisible(p->graphCount() > 0);
     p->rescaleAxes(true);
     if (p == plot(Plot::kAccuracy)) p->yAxis->setRange(0, 1.0);
+    if (p == plot(Plot::kDevices)) p->yAxis->setRange(0, 100.0);
     p->replot(static_cast<QCustomPlot::RefreshPriority>(priority));
   }
   ++replots_;

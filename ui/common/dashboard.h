@@ -39,7 +39,9 @@ namespace baton::ui {
 class Dashboard : public QWidget {
   Q_OBJECT
  public:
-  enum class Plot : int { kLoss = 0, kAccuracy, kThroughput, kStepTime, kLinks, kCount };
+  // kDevices: each GPU's utilisation and memory (device events), shown
+  // once a run on GPUs sends one.
+  enum class Plot : int { kLoss = 0, kAccuracy, kThroughput, kStepTime, kLinks, kDevices, kCount };
   enum class XAxis : int { kStep = 0, kRelative, kWall };
 
   explicit Dashboard(QWidget* parent = nullptr);

@@ -142,6 +142,13 @@ LoadedRun load_run_events(const std::string& db_path, int64_t run_id, int64_t ma
     e.wait_s = l.wait_s;
     out.events.emplace_back(e);
   }
+  // A run on GPUs: each GPU's state (device events, a few a minute).
+  for (const RunEventRecord& r : store.events(run_id)) {
+    if (r.kind != "device") continue;
+    if (auto e = device_event_from_row(rec.uid, r.step, r.message, r.data)) {
+      out.events.push_back(std::move(*e));
+    }
+  }
   return out;
 }
 

@@ -75,6 +75,7 @@ struct Nvml {
   nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned, int*) = nullptr;
   nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*nvlink_remote_type)(nvmlDevice_t, unsigned, unsigned*) = nullptr;  // optional
+  nvmlReturn_t (*temperature)(nvmlDevice_t, unsigned, unsigned*) = nullptr;         // optional
   bool initialised = false;
 
   Nvml() = default;
@@ -109,6 +110,7 @@ struct Nvml {
                     resolve(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", nvlink_remote_pci);
     resolve(lib, "nvmlErrorString", error_string);
     resolve(lib, "nvmlDeviceGetNvLinkRemoteDeviceType", nvlink_remote_type);
+    resolve(lib, "nvmlDeviceGetTemperature", temperature);
     if (!ok) return "NVML at " + path + " is too old (a function is missing)";
     const nvmlReturn_t st = init();
     if (st != kNvmlSuccess) return "NVML: cannot initialise: " + error(st);
@@ -165,6 +167,27 @@ std::string topology_class(int level) {
   }
 }
 
+// NVML's handle of each GPU at `address` (null where NVML lists none).
+std::vector<nvmlDevice_t> nvml_handles(const Nvml& nvml, unsigned count,
+                                       const std::vector<PciAddress>& address, int* matched) {
+  std::vector<nvmlDevice_t> handle(address.size(), nullptr);
+  for (unsigned k = 0; k < count; ++k) {
+    nvmlDevice_t h = nullptr;
+    nvmlPciInfo_t pci{};
+    if (nvml.handle_by_index(k, &h) != kNvmlSuccess || nvml.pci_info(h, &pci) != kNvmlSuccess) {
+      continue;
+    }
+    const PciAddress a{pci.domain, pci.bus, pci.device, true};
+    for (size_t i = 0; i < address.size(); ++i) {
+      if (handle[i] == nullptr && address[i] == a) {
+        handle[i] = h;
+        ++*matched;
+      }
+    }
+  }
+  return handle;
+}
+
 // Live state and link types from NVML, for the cuda devices
 // host.devices[first .. first + n). Returns the nvml_note (empty on success).
 std::string add_nvml(const std::string& library, HostInfo& host, size_t first, int n) {
@@ -178,24 +201,10 @@ std::string add_nvml(const std::string& library, HostInfo& host, size_t first, i
 
   // NVML numbers GPUs in PCI order, CUDA (by default) fastest first and
   // after CUDA_VISIBLE_DEVICES: match them by PCI address.
-  std::vector<nvmlDevice_t> handle(static_cast<size_t>(n), nullptr);
   std::vector<PciAddress> address(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) address[i] = parse_bus_id(host.devices[first + i].pci_bus_id);
   int matched = 0;
-  for (unsigned k = 0; k < count; ++k) {
-    nvmlDevice_t h = nullptr;
-    nvmlPciInfo_t pci{};
-    if (nvml.handle_by_index(k, &h) != kNvmlSuccess || nvml.pci_info(h, &pci) != kNvmlSuccess) {
-      continue;
-    }
-    const PciAddress a{pci.domain, pci.bus, pci.device, true};
-    for (int i = 0; i < n; ++i) {
-      if (handle[i] == nullptr && address[i] == a) {
-        handle[i] = h;
-        ++matched;
-      }
-    }
-  }
+  const std::vector<nvmlDevice_t> handle = nvml_handles(nvml, count, address, &matched);
 
   for (int i = 0; i < n; ++i) {
     if (handle[i] == nullptr) continue;
@@ -367,6 +376,59 @@ void probe_gpus(const ProbeOptions& options, HostInfo& host) {
     }
   }
   host.nvml_note = add_nvml(options.nvml_library, host, first, n);
+}
+
+struct GpuMonitor::Impl {
+  Nvml nvml;
+  std::vector<nvmlDevice_t> handle;
+  std::string note;
+};
+
+GpuMonitor::GpuMonitor(const std::vector<std::string>& pci_bus_ids, const std::string& nvml_library)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->handle.assign(pci_bus_ids.size(), nullptr);
+  if (std::string why = impl_->nvml.open(nvml_library); !why.empty()) {
+    impl_->note = why;
+    return;
+  }
+  unsigned count = 0;
+  if (const nvmlReturn_t st = impl_->nvml.count(&count); st != kNvmlSuccess) {
+    impl_->note = "NVML: cannot count devices: " + impl_->nvml.error(st);
+    return;
+  }
+  std::vector<PciAddress> address;
+  for (const std::string& id : pci_bus_ids) address.push_back(parse_bus_id(id));
+  int matched = 0;
+  impl_->handle = nvml_handles(impl_->nvml, count, address, &matched);
+  if (matched < static_cast<int>(pci_bus_ids.size())) {
+    impl_->note = "NVML lists " + std::to_string(matched) + " of the run's " +
+                  std::to_string(pci_bus_ids.size()) + " GPUs (by PCI address)";
+  }
+}
+
+GpuMonitor::~GpuMonitor() = default;
+
+const std::string& GpuMonitor::note() const { return impl_->note; }
+
+GpuMonitor::State GpuMonitor::sample(size_t gpu) const {
+  State s;
+  if (gpu >= impl_->handle.size() || impl_->handle[gpu] == nullptr) return s;
+  const Nvml& nvml = impl_->nvml;
+  const nvmlDevice_t h = impl_->handle[gpu];
+  nvmlUtilization_t util{};
+  if (nvml.utilization(h, &util) == kNvmlSuccess) s.utilization_pct = util.gpu;
+  nvmlMemory_t mem{};
+  if (nvml.memory(h, &mem) == kNvmlSuccess) {
+    s.memory_used_mib = static_cast<double>(mem.used) / (1 << 20);
+    s.memory_total_mib = static_cast<double>(mem.total) / (1 << 20);
+  }
+  unsigned mw = 0;
+  if (nvml.power_mw(h, &mw) == kNvmlSuccess) s.power_w = mw / 1000.0;
+  unsigned celsius = 0;  // NVML_TEMPERATURE_GPU = 0
+  if (nvml.temperature != nullptr && nvml.temperature(h, 0, &celsius) == kNvmlSuccess) {
+    s.temperature_c = celsius;
+  }
+  return s;
 }
 
 }  // namespace baton

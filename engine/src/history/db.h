@@ -19,7 +19,7 @@ namespace baton::history_detail {
 // 'BATN': marks a file as a Baton run history (PRAGMA application_id).
 inline constexpr int32_t kApplicationId = 0x4241544e;
 // The schema this build writes; older files are migrated, newer refused.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // One connection. Throws RuntimeError naming the file on any failure.
 class Db {

@@ -244,6 +244,11 @@ struct HistoryReplay::Impl {
         SampleEvent e{rec.uid, step, get<std::string>(data, "prompt", std::string()),
                       st.col_text(4), get<double>(data, "temperature", 0.0)};
         by_seq[st.col_int(0)] = {e, step, wall};
+      } else if (kind == "device") {
+        // Stored as its JSON less what the row holds (the sink).
+        if (auto e = device_event_from_row(rec.uid, step, st.col_text(4), data)) {
+          by_seq[st.col_int(0)] = {std::move(*e), step, wall};
+        }
       } else if (kind == "restart") {
         by_seq[st.col_int(0)] = {start_event(rec, data), step, wall};
       }

@@ -219,8 +219,29 @@ constexpr const char* kMigrationTo7 = R"sql(
 ALTER TABLE link_samples ADD COLUMN eager INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 8: events of kind 'device' (a GPU's state while a run trains on
+// it: message the device, data its figures). The CHECK is part of the
+// table: it is rebuilt, as for version 5.
+constexpr const char* kMigrationTo8 = R"sql(
+CREATE TABLE events_v8 (
+  run         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  step        INTEGER NOT NULL,
+  seq         INTEGER NOT NULL,
+  wall_time_s REAL NOT NULL,
+  kind        TEXT NOT NULL
+              CHECK (kind IN ('log', 'checkpoint', 'restart', 'error', 'sample', 'device')),
+  level       TEXT NOT NULL DEFAULT '',
+  message     TEXT NOT NULL DEFAULT '',
+  data        TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (run, step, seq)
+) WITHOUT ROWID;
+INSERT INTO events_v8 SELECT run, step, seq, wall_time_s, kind, level, message, data FROM events;
+DROP TABLE events;
+ALTER TABLE events_v8 RENAME TO events;
+)sql";
+
 constexpr const char* kMigrations[] = {kMigrationTo1, kMigrationTo2, kMigrationTo3, kMigrationTo4,
-                                       kMigrationTo5, kMigrationTo6, kMigrationTo7};
+                                       kMigrationTo5, kMigrationTo6, kMigrationTo7, kMigrationTo8};
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 }  // namespace
 

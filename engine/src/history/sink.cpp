@@ -169,6 +169,10 @@ class HistoryWriter {
     } else if (const auto* e = std::get_if<SampleEvent>(&ev)) {
       event(e->step, wall, "sample", "", e->text,
             json_text({{"prompt", e->prompt}, {"temperature", e->temperature}}));
+    } else if (const auto* e = std::get_if<DeviceEvent>(&ev)) {
+      nlohmann::json data = to_json(Event(*e));
+      for (const char* k : {"v", "type", "run", "time", "step", "device"}) data.erase(k);
+      event(e->step, wall, "device", "", e->device, json_text(data));
     } else if (const auto* e = std::get_if<TimelineEvent>(&ev)) {
       Stmt ins(db_,
                "INSERT INTO timelines (run, attempt, record) VALUES (?1, (SELECT "

@@ -20,8 +20,8 @@ nlohmann::json timeline_part(const Timeline& timeline, int rank, const std::stri
       it = index.emplace(key, static_cast<int>(names.size())).first;
       names.push_back({key.first, key.second});
     }
-    spans.push_back({it->second, s.lane, s.step, s.start_ns + offset_ns, s.duration_ns,
-                     s.num_bytes, s.index});
+    spans.push_back(
+        {it->second, s.lane, s.step, s.start_ns + offset_ns, s.duration_ns, s.num_bytes, s.index});
   }
   return {{"rank", rank},
           {"host", host},
@@ -46,7 +46,8 @@ std::string timeline_lane_name(int32_t lane) {
   const auto replica = timeline_lane(TimelineLane::kReplica);
   const auto comm = timeline_lane(TimelineLane::kReplicaComm);
   if (lane == timeline_lane(TimelineLane::kStepLoop)) return "step loop";
-  if (lane >= comm && lane < comm + 100) return "replica " + std::to_string(lane - comm) + " allreduce";
+  if (lane >= comm && lane < comm + 100)
+    return "replica " + std::to_string(lane - comm) + " allreduce";
   if (lane >= replica && lane < replica + 100) return "replica " + std::to_string(lane - replica);
   return "lane " + std::to_string(lane);
 }
@@ -86,13 +87,16 @@ nlohmann::json chrome_trace(const nlohmann::json& record) {
     const int64_t rank = integer(field(part, "rank", where), where + ".rank");
     const std::string host = part.value("host", "");
     dropped += part.value("dropped", int64_t{0});
-    events.push_back({{"name", "process_name"},
+    events.push_back(
+        {{"name", "process_name"},
+         {"ph", "M"},
+         {"pid", rank},
+         {"args",
+          {{"name", "rank " + std::to_string(rank) + (host.empty() ? "" : " (" + host + ")")}}}});
+    events.push_back({{"name", "process_sort_index"},
                       {"ph", "M"},
                       {"pid", rank},
-                      {"args", {{"name", "rank " + std::to_string(rank) +
-                                             (host.empty() ? "" : " (" + host + ")")}}}});
-    events.push_back(
-        {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
+                      {"args", {{"sort_index", rank}}}});
     const nlohmann::json& names = field(part, "names", where);
     const nlohmann::json& spans = field(part, "spans", where);
     if (!names.is_array()) malformed(where + ".names", "expected an array");
@@ -123,17 +127,17 @@ nlohmann::json chrome_trace(const nlohmann::json& record) {
       if (bytes > 0) args["bytes"] = bytes;
       if (index >= 0) args["bucket"] = index;
       // Microseconds, as the format wants; a fraction keeps the ns.
-      events.push_back({{"name", nc[0]},
-                        {"cat", nc[1]},
-                        {"ph", "X"},
-                        {"pid", rank},
-                        {"tid", lane},
-                        // dur from the end's value: spans that end together
-                        // end at the same ts + dur (nesting holds in viewers).
-                        {"ts", static_cast<double>(start) / 1000.0},
-                        {"dur", static_cast<double>(start + dur) / 1000.0 -
-                                    static_cast<double>(start) / 1000.0},
-                        {"args", std::move(args)}});
+      events.push_back(
+          {{"name", nc[0]},
+           {"cat", nc[1]},
+           {"ph", "X"},
+           {"pid", rank},
+           {"tid", lane},
+           // dur from the end's value: spans that end together
+           // end at the same ts + dur (nesting holds in viewers).
+           {"ts", static_cast<double>(start) / 1000.0},
+           {"dur", static_cast<double>(start + dur) / 1000.0 - static_cast<double>(start) / 1000.0},
+           {"args", std::move(args)}});
     }
     for (int64_t lane : lanes) {
       events.push_back({{"name", "thread_name"},

@@ -21,8 +21,8 @@ class Reader {
       // found by fuzzing.)
       const auto t = j_.find("type");
       const std::string type = t != j_.end() && t->is_string() ? t->get<std::string>() : "?";
-      throw RuntimeError(std::string("telemetry event \"") + type +
-                         "\": field \"" + key + "\" has the wrong type (" + it->type_name() + ")");
+      throw RuntimeError(std::string("telemetry event \"") + type + "\": field \"" + key +
+                         "\" has the wrong type (" + it->type_name() + ")");
     }
   }
   bool has(const char* key) const { return j_.contains(key); }
@@ -182,7 +182,35 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("error", e.error);
     return e;
   }
+  if (type == "device") {
+    DeviceEvent e;
+    e.run = run;
+    r("step", e.step);
+    r("device", e.device);
+    r("utilization_pct", e.utilization_pct);
+    r("memory_used_mib", e.memory_used_mib);
+    r("memory_total_mib", e.memory_total_mib);
+    r("power_w", e.power_w);
+    r("temperature_c", e.temperature_c);
+    r("emulated", e.emulated);
+    return e;
+  }
   return std::nullopt;
+}
+
+std::optional<Event> device_event_from_row(const std::string& run, int64_t step,
+                                           const std::string& device, nlohmann::json data) {
+  if (!data.is_object()) return std::nullopt;
+  data.update({{"v", kTelemetrySchemaVersion},
+               {"type", "device"},
+               {"run", run},
+               {"step", step},
+               {"device", device}});
+  try {
+    return event_from_json(data);
+  } catch (const RuntimeError&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace baton

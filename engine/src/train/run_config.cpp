@@ -269,6 +269,7 @@ RunConfig parse_run_config(const nlohmann::json& doc, const std::string& file) {
   rc.sample_tokens = train.integer_or("sample_tokens", 128, 1, 1 << 20);
   rc.sample_prompt = train.string_or("sample_prompt", "\n");
   rc.sample_temperature = train.number_or("sample_temperature", 0.8, 0.0, 100.0);
+  rc.device_sample_s = train.number_or("device_sample_s", 5.0, 0.0, 86400.0);
   rc.strategy = parse_strategy(root.child_or_empty("strategy"));
   const bool in_process = rc.strategy.type == "mirrored" || rc.strategy.type == "central_storage";
   if (in_process && rc.global_batch < rc.strategy.replicas) {

@@ -1,5 +1,6 @@
 #include <baton/comm/communicator.h>
 #include <baton/core/error.h>
+#include <baton/discovery/discovery.h>
 #include <baton/nn/kernels.h>
 #include <baton/train/trainer.h>
 
@@ -86,6 +87,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   }
   device_name_ = place.device;
   device_note_ = place.why;
+  plan_device_samples(place.library, place.gpus);
   strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_,
                             cfg_.strategy.type == "mirrored" ? place.gpus : std::vector<int>{},
                             place.library);

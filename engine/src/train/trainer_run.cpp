@@ -67,6 +67,7 @@ TrainSummary Trainer::run() {
   if (strategy_->serves()) return serve(s);
 
   emit_run_start(s);
+  sample_devices(s.step, true);
   // The chief's state everywhere before the first step (after a restore
   // too: every replica then holds exactly what the chief restored).
   broadcast_from_chief();
@@ -377,6 +378,7 @@ void Trainer::train_epoch(RunState& s) {
       return;
     }
     if (!train_step(s)) return;  // epoch done
+    sample_devices(s.step, false);
   }
 }
 

@@ -33,7 +33,7 @@ TEST(History, NewDatabaseIsMarkedVersionedAndInWalMode) {
   TempDir tmp;
   const std::string path = tmp.path("sub/dir/runs.db");  // directories are created
   HistoryStore store(path);
-  EXPECT_EQ(store.schema_version(), 7);
+  EXPECT_EQ(store.schema_version(), 8);
   EXPECT_EQ(history_test::pragma(path, "application_id"), "1111577678");  // 'BATN'
   EXPECT_EQ(history_test::pragma(path, "journal_mode"), "wal");
   EXPECT_EQ(store.integrity_check(), "ok");
@@ -307,7 +307,7 @@ TEST(History, MigratesAVersion1Database) {
   ASSERT_EQ(history_test::pragma(path, "user_version"), "1");
 
   HistoryStore store(path);
-  EXPECT_EQ(store.schema_version(), 7);
+  EXPECT_EQ(store.schema_version(), 8);
   EXPECT_EQ(store.integrity_check(), "ok");
   // Data kept; the new columns and tables work.
   const RunRecord done = store.run(store.resolve("old-done"));
@@ -353,7 +353,7 @@ TEST(History, MigratesAVersion1Database) {
   EXPECT_DOUBLE_EQ(buckets.back().last, 1.0 / 5000);
   // Opening again is a no-op.
   HistoryStore again(path);
-  EXPECT_EQ(again.schema_version(), 7);
+  EXPECT_EQ(again.schema_version(), 8);
   // Version 4: the rebuilt runs table hands out no id twice, and the
   // samples stayed with their run (the rebuild cascaded nothing).
   EXPECT_EQ(history_test::count(path, "SELECT count(*) FROM metric_samples WHERE run = 1"), 5001);

@@ -35,6 +35,7 @@ int64_t step_of(const Event& e, int64_t last) {
   if (const auto* s = std::get_if<LinkEvent>(&e)) return s->step;
   if (const auto* s = std::get_if<CheckpointEvent>(&e)) return s->step;
   if (const auto* s = std::get_if<SampleEvent>(&e)) return s->step;
+  if (const auto* s = std::get_if<DeviceEvent>(&e)) return s->step;
   if (const auto* s = std::get_if<RunStartEvent>(&e)) return s->start_step;
   if (const auto* s = std::get_if<RunEndEvent>(&e)) return s->step;
   return last;

@@ -118,10 +118,34 @@ TEST(Telemetry, EveryEventRoundTrips) {
   end.error = "boom";
   EXPECT_EQ(round_trip(end).status, "failed");
   EXPECT_EQ(round_trip(end).error, "boom");
+
+  DeviceEvent dev;
+  dev.run = "r1";
+  dev.step = 9;
+  dev.device = "gpu:1";
+  dev.utilization_pct = 87;
+  dev.memory_used_mib = 1024.5;
+  dev.memory_total_mib = 81559;
+  dev.power_w = 310.25;
+  dev.temperature_c = 61;
+  const auto dev2 = round_trip(dev);
+  EXPECT_EQ(dev2.step, 9);
+  EXPECT_EQ(dev2.device, "gpu:1");
+  EXPECT_DOUBLE_EQ(dev2.utilization_pct, 87);
+  EXPECT_DOUBLE_EQ(dev2.memory_used_mib, 1024.5);
+  EXPECT_DOUBLE_EQ(dev2.memory_total_mib, 81559);
+  EXPECT_DOUBLE_EQ(dev2.power_w, 310.25);
+  EXPECT_DOUBLE_EQ(dev2.temperature_c, 61);
+  EXPECT_FALSE(dev2.emulated);
+  dev.emulated = true;
+  dev.utilization_pct = -1;  // not known on the emulator
+  EXPECT_TRUE(round_trip(dev).emulated);
+  EXPECT_DOUBLE_EQ(round_trip(dev).utilization_pct, -1);
+  EXPECT_STREQ(event_type(Event{dev}), "device");
 }
 
 TEST(Telemetry, UnknownTypesAndNewerSchemasAreSkipped) {
-  EXPECT_FALSE(event_from_json({{"v", 1}, {"type", "device"}, {"run", "r"}}).has_value());
+  EXPECT_FALSE(event_from_json({{"v", 1}, {"type", "weather"}, {"run", "r"}}).has_value());
   EXPECT_FALSE(event_from_json({{"v", 2}, {"type", "step"}, {"run", "r"}}).has_value());
   EXPECT_FALSE(event_from_json(nlohmann::json::array()).has_value());
   // Unknown fields are ignored.
@@ -191,8 +215,8 @@ TEST(Telemetry, AnEventsFileThatCannotBeWrittenIsSaidOnce) {
   ASSERT_EQ(logs.size(), 1u);
   EXPECT_EQ(logs[0].run, "r1");
   EXPECT_EQ(logs[0].level, baton::LogLevel::kError);
-  EXPECT_EQ(logs[0].message.rfind("events file /dev/full: write failed (No space left on device)", 0),
-            0u)
+  EXPECT_EQ(
+      logs[0].message.rfind("events file /dev/full: write failed (No space left on device)", 0), 0u)
       << logs[0].message;
   t.close_outputs();
   ASSERT_EQ(t.write_failures().size(), 1u);

@@ -235,6 +235,37 @@ TEST_F(TrainerGpus, BucketsAreAllreducedWhileBackwardStillRunsOnTwoGpus) {
   }
 }
 
+// Device events: one per GPU at the start and every train.device_sample_s
+// seconds; on the emulator its memory (the arena is in use), marked
+// emulated, its utilisation not known (-1). device_sample_s 0: none.
+TEST_F(TrainerGpus, EachGpuIsSampledWhileItTrains) {
+  REQUIRE_GPUS(2);
+  nlohmann::json doc =
+      mlp({{"type", "mirrored"}, {"devices", gpu_list(2)}}, {{"type", "sgd"}, {"lr", 0.05}});
+  doc["train"].erase("epochs");
+  doc["train"]["steps"] = 3;
+  doc["train"]["device_sample_s"] = 1e-6;  // after every step
+  std::vector<Event> events;
+  train(doc, &events);
+  std::map<std::string, int> per_device;
+  for (const Event& e : events) {
+    const auto* d = std::get_if<DeviceEvent>(&e);
+    if (d == nullptr) continue;
+    ++per_device[d->device];
+    EXPECT_EQ(d->emulated, !kReal) << d->device;
+    EXPECT_GT(d->memory_total_mib, 0) << d->device;
+    EXPECT_GT(d->memory_used_mib, 0) << d->device;
+    EXPECT_LE(d->memory_used_mib, d->memory_total_mib) << d->device;
+    if (!kReal) EXPECT_EQ(d->utilization_pct, -1) << d->device;
+  }
+  ASSERT_EQ(per_device.size(), 2u);
+  for (const auto& [device, n] : per_device) EXPECT_EQ(n, 4) << device << ": the start and 3 steps";
+  doc["train"]["device_sample_s"] = 0;
+  events.clear();
+  train(doc, &events);
+  for (const Event& e : events) EXPECT_FALSE(std::holds_alternative<DeviceEvent>(e));
+}
+
 TEST_F(TrainerGpus, AutoTakesEveryGpuOrAsManyAsTheReplicasAsked) {
   ::setenv("BATON_CUDA_EMULATE", "1", 1);
   const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}};

@@ -131,6 +131,39 @@ class DashboardTest : public QObject {
     QVERIFY(QFileInfo(dir.filePath("d.png")).size() > 1000);
   }
 
+  // A run on GPUs: each GPU's utilisation and memory (% of its total) on
+  // the GPUs plot, which shows once a device event comes; an emulated
+  // GPU's memory only (its utilisation is not known), named so.
+  void gpus_show_their_utilisation_and_memory() {
+    Dashboard d;
+    d.begin_run(QStringLiteral("g"), QStringLiteral("g"), 1000);
+    QVERIFY(d.plot(Dashboard::Plot::kDevices)->isHidden());
+    for (int step = 0; step < 20; step += 5) {
+      StepEvent s;
+      s.run = "g";
+      s.step = step;
+      s.loss = 1.0 / (step + 1);
+      d.add_event(s);
+      DeviceEvent e{"g", step, "gpu:0", 40.0 + step, 20000, 80000, 300, 60, false};
+      d.add_event(e);
+      DeviceEvent emu{"g", step, "gpu_emulated:1", -1, 1024.0 + 100 * step, 4096, -1, -1, true};
+      d.add_event(emu);
+    }
+    QVERIFY(!d.plot(Dashboard::Plot::kDevices)->isHidden());
+    QCOMPARE(d.point_count("g", QStringLiteral("gpu/gpu:0 utilisation")), 4);
+    QCOMPARE(d.point_count("g", QStringLiteral("gpu/gpu:0 memory")), 4);
+    QCOMPARE(d.point_count("g", QStringLiteral("gpu/gpu_emulated:1 (emulated) memory")), 4);
+    QCOMPARE(d.point_count("g", QStringLiteral("gpu/gpu_emulated:1 (emulated) utilisation")), 0);
+    QCOMPARE(d.plot(Dashboard::Plot::kDevices)->graphCount(), 3);
+    d.resize(1200, 900);
+    d.replot_now();
+    QCOMPARE(d.plot(Dashboard::Plot::kDevices)->yAxis->range().upper, 100.0);
+    QDir().mkpath(QStringLiteral(BATON_UI_TEST_OUTPUT "/screenshots"));
+    QVERIFY(d.grab().save(QStringLiteral(BATON_UI_TEST_OUTPUT "/screenshots/gpus.png")));
+    d.clear();
+    QVERIFY(d.plot(Dashboard::Plot::kDevices)->isHidden());
+  }
+
   // parameter_server: each worker reports its own rows; the job's rate is
   // their sum, and every worker (rank 0 too) has its own series.
   void parameter_server_throughput_is_the_workers_sum() {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -96,6 +97,31 @@ uint64_t meminfo_bytes(const std::string& key);
 void probe_gpus(const ProbeOptions& options, HostInfo& host);
 // Both.
 HostInfo probe_local_host(const ProbeOptions& options);
+
+// A run's GPUs watched while it trains (device events): NVML opened once
+// (dlopen), each GPU found by its PCI address. Never throws: without NVML,
+// or for a GPU it does not list, note() says why and sample() gives what
+// it can (-1 for a figure not known).
+class GpuMonitor {
+ public:
+  struct State {
+    double utilization_pct = -1;  // of NVML's last sample period, a kernel running
+    double memory_used_mib = -1, memory_total_mib = -1;
+    double power_w = -1, temperature_c = -1;
+  };
+  // `pci_bus_ids`: the GPUs, as cudaDeviceGetPCIBusId writes them.
+  explicit GpuMonitor(const std::vector<std::string>& pci_bus_ids,
+                      const std::string& nvml_library = "libnvidia-ml.so.1");
+  ~GpuMonitor();
+  GpuMonitor(const GpuMonitor&) = delete;
+  GpuMonitor& operator=(const GpuMonitor&) = delete;
+  State sample(size_t gpu) const;
+  const std::string& note() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The probe document, version 1 ("v": 1). Optional fields are left out when
 // absent.

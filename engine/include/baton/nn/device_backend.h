@@ -32,6 +32,7 @@ class DeviceBackend : public Backend, public DeviceMemory {
   // BATON_SIMT_MEMORY_MIB less what it holds): what a run's memory plan is
   // checked against before its buffers are made.
   virtual size_t free_memory_bytes() const = 0;
+  virtual size_t total_memory_bytes() const = 0;  // the device's whole memory
   // Waits for every op queued so far; throws RuntimeError with the device's
   // error when one of them failed.
   virtual void synchronize() = 0;

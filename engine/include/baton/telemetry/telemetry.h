@@ -2,7 +2,8 @@
 //
 // Schema (version kTelemetrySchemaVersion = 1): each event serialises to one
 // JSON object on one line with at least
-//   "v": 1, "type": "<run_start|step|epoch|log|checkpoint|run_end|link|sample|timeline>",
+//   "v": 1, "type": "<run_start|step|epoch|log|checkpoint|run_end|link|sample|timeline|
+//   device>",
 //   "run": "<run id>", "time": <seconds since the Unix epoch>
 // and the fields of its struct below under the same names. Units are in the
 // names (_ms, _s, _per_s). Readers must ignore fields they do not know;
@@ -140,8 +141,23 @@ struct TimelineEvent {
   nlohmann::json trace;
 };
 
+// One GPU's state while a run trains on it, every train.device_sample_s
+// seconds: from NVML on a GPU (its utilisation - the share of NVML's last
+// sample period in which a kernel ran -, memory used of total, power and
+// temperature); on the GPU emulator its memory only, `emulated` set. A
+// figure not known is -1.
+struct DeviceEvent {
+  std::string run;
+  int64_t step = 0;    // the steps done when it was taken
+  std::string device;  // "gpu:0", "gpu_emulated:1"
+  double utilization_pct = -1;
+  double memory_used_mib = -1, memory_total_mib = -1;
+  double power_w = -1, temperature_c = -1;
+  bool emulated = false;
+};
+
 using Event = std::variant<RunStartEvent, StepEvent, EpochEvent, LogEvent, CheckpointEvent,
-                           RunEndEvent, LinkEvent, SampleEvent, TimelineEvent>;
+                           RunEndEvent, LinkEvent, SampleEvent, TimelineEvent, DeviceEvent>;
 
 nlohmann::json to_json(const Event& event);
 // Reads an event back from to_json's form (possibly written by another
@@ -151,6 +167,11 @@ nlohmann::json to_json(const Event& event);
 // naming the field when a known field has the wrong JSON type.
 std::optional<Event> event_from_json(const nlohmann::json& j);
 const char* event_type(const Event& event);
+// A device event as the history keeps it (an events row of kind "device":
+// its step, the device in the message, the other fields in `data`);
+// std::nullopt when `data` does not read as one.
+std::optional<Event> device_event_from_row(const std::string& run, int64_t step,
+                                           const std::string& device, nlohmann::json data);
 const char* log_level_name(LogLevel level);
 
 class TelemetrySink {

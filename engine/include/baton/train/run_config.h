@@ -95,6 +95,9 @@ struct RunConfig {
   int64_t sample_tokens = 128;
   std::string sample_prompt = "\n";
   double sample_temperature = 0.8;
+  // On GPUs: every this many seconds (0: never) a device event per GPU
+  // (utilisation, memory, power, temperature: NVML; the emulator's memory).
+  double device_sample_s = 5.0;
   StrategyConfig strategy;
   CheckpointConfig checkpoint;
 };

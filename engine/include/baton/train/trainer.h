@@ -33,6 +33,8 @@
 
 namespace baton {
 
+class GpuMonitor;  // baton/discovery/discovery.h
+
 struct TrainOptions {
   std::string run_id;          // required: names the run in telemetry
   std::string checkpoint_dir;  // required when checkpointing is wanted; "" = none
@@ -242,6 +244,14 @@ class Trainer {
   int64_t device_allocations_start_ = 0;
   int64_t device_allocations_planned_ = 0;
   int64_t device_allocations() const;
+  // Device events (device_samples.cpp): NVML for real GPUs, found by PCI
+  // address at the start; sample_devices emits one per GPU every
+  // train.device_sample_s seconds (now, with `force`).
+  void plan_device_samples(const std::string& gpu_library, const std::vector<int>& gpus);
+  void sample_devices(int64_t step, bool force);
+  std::unique_ptr<GpuMonitor> gpu_monitor_;
+  std::chrono::steady_clock::time_point last_device_sample_{};
+  bool device_sampled_ = false;
   int64_t device_product_scratch_ = 0;  // the products' scratch (bf16 operands), in the plan
   int64_t labels_per_sample_ = 1;
   std::vector<std::unique_ptr<Replica>> replicas_;
