@@ -1,11 +1,10 @@
 // MirroredStrategy and CentralStorageStrategy: replicas as threads of this
-// process, gradients combined through the local communicator.
+// process, gradients combined through the local communicator; mirrored on
+// GPUs, one replica per GPU, through an NCCL group (DeviceGradientReducer).
 #include <baton/comm/communicator.h>
 #include <baton/comm/local.h>
 #include <baton/comm/nccl.h>
 #include <baton/core/error.h>
-#include <baton/core/timeline.h>
-#include <baton/nn/device_backend.h>
 #include <baton/strategy/strategy.h>
 
 #include <algorithm>
