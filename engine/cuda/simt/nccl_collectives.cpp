@@ -54,20 +54,21 @@ struct Arith<__nv_bfloat16> {
 // as NCCL computes it: floating inputs each scaled by 1/n, then summed;
 // integers summed, then divided.
 template <class T>
-void reduce(const Call& c, const std::vector<Call>& calls, size_t offset, void* out) {
+void reduce(ncclRedOp_t op, const std::vector<const void*>& inputs, size_t offset, size_t count,
+            void* out) {
   using A = Arith<T>;
   using Acc = typename A::Acc;
-  const size_t n = calls.size();
-  const bool premul = c.op == ncclAvg && std::is_floating_point_v<Acc>;
+  const size_t n = inputs.size();
+  const bool premul = op == ncclAvg && std::is_floating_point_v<Acc>;
   const Acc inv = premul ? static_cast<Acc>(1) / static_cast<Acc>(n) : static_cast<Acc>(1);
   const auto in = [&](size_t r, size_t i) {
-    const Acc v = A::load(calls[r].send, offset + i);
+    const Acc v = A::load(inputs[r], offset + i);
     return premul ? v * inv : v;
   };
-  for (size_t i = 0; i < c.count; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     Acc acc = in(0, i);
-    for (size_t r = 1; r < n; ++r) acc = combine(c.op, acc, in(r, i));
-    if (c.op == ncclAvg && !premul) acc = acc / static_cast<Acc>(n);
+    for (size_t r = 1; r < n; ++r) acc = combine(op, acc, in(r, i));
+    if (op == ncclAvg && !premul) acc = acc / static_cast<Acc>(n);
     A::store(out, i, acc);
   }
 }
@@ -95,19 +96,19 @@ void by_type(ncclDataType_t t, F f) {
 std::vector<unsigned char> output_of(const Call& c, const std::vector<Call>& calls, int rank) {
   const size_t elem = type_bytes(c.type);
   const size_t n = calls.size();
+  std::vector<const void*> inputs;
+  for (const Call& k : calls) inputs.push_back(k.send);
   std::vector<unsigned char> out;
   switch (c.kind) {
     case Call::kAllReduce:
     case Call::kReduce:
       if (c.kind == Call::kReduce && rank != c.root) break;
       out.resize(c.count * elem);
-      by_type(c.type, [&](auto tag) { reduce<decltype(tag)>(c, calls, 0, out.data()); });
+      reduce_into(c.type, c.op, inputs, 0, c.count, out.data());
       break;
     case Call::kReduceScatter:
       out.resize(c.count * elem);
-      by_type(c.type, [&](auto tag) {
-        reduce<decltype(tag)>(c, calls, static_cast<size_t>(rank) * c.count, out.data());
-      });
+      reduce_into(c.type, c.op, inputs, static_cast<size_t>(rank) * c.count, c.count, out.data());
       break;
     case Call::kAllGather:
       out.resize(n * c.count * elem);
@@ -124,7 +125,8 @@ std::vector<unsigned char> output_of(const Call& c, const std::vector<Call>& cal
   return out;
 }
 
-// Why the ranks' calls of one number do not match, or empty.
+}  // namespace
+
 std::string mismatch(const std::vector<Call>& calls) {
   const Call& a = calls[0];
   for (size_t r = 1; r < calls.size(); ++r) {
@@ -141,7 +143,10 @@ std::string mismatch(const std::vector<Call>& calls) {
   return {};
 }
 
-}  // namespace
+void reduce_into(ncclDataType_t type, ncclRedOp_t op, const std::vector<const void*>& inputs,
+                 size_t offset, size_t count, void* out) {
+  by_type(type, [&](auto tag) { reduce<decltype(tag)>(op, inputs, offset, count, out); });
+}
 
 size_t type_bytes(ncclDataType_t t) {
   switch (t) {

@@ -9,8 +9,10 @@
 //   ncclCommInitRankConfig with config.blocking = 0 returns ncclInProgress
 //   at once and ncclCommGetAsyncError says ncclInProgress until every rank
 //   has joined; a config not made by NCCL_CONFIG_INITIALIZER is
-//   ncclInvalidArgument. The unique id connects ranks of this process only
-//   (one made by another process is refused, saying so).
+//   ncclInvalidArgument. The ranks of a unique id may be in this process or
+//   in others on this host (nccl_wire.h: a shared-memory segment); a device
+//   index is the host's GPU there, so two processes' ranks on one index are
+//   a duplicate GPU too.
 // - Calls: a destroyed or aborted communicator, a null stream (the
 //   emulator's legacy stream is shared by all its devices, where a GPU's
 //   is per device) or a stream made on another device, a buffer that is not device memory of the
@@ -28,21 +30,18 @@
 //   they time out or are aborted themselves.
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <unistd.h>
 
-#include <array>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "nccl_stand_in.h"
+#include "nccl_wire.h"
 #include "simt_host.h"
 #include "simt_internal.h"
 #include "simt_streams.h"
@@ -50,8 +49,6 @@
 using namespace baton::simt::ccl;
 
 namespace {
-
-constexpr char kIdTag[8] = {'b', 't', 'n', 'c', 'c', 'l', 'i', 'd'};
 
 thread_local std::string t_last_error;
 thread_local int t_group_depth = 0;
@@ -77,14 +74,10 @@ ncclResult_t refuse_call(ncclResult_t r, const std::string& why) {
   return refuse(r, why);
 }
 
-// The cliques made from unique ids and not yet complete, by id: the
-// process-wide registry NCCL's bootstrap stands for here.
+// The handles made and not yet destroyed or aborted: a freed handle is
+// recognised without reading it.
 struct Registry {
   std::mutex mu;
-  std::map<std::array<char, NCCL_UNIQUE_ID_BYTES>, std::shared_ptr<Clique>> waiting;
-  uint64_t ids = 0;
-  // The handles made and not yet destroyed or aborted: a freed handle is
-  // recognised without reading it.
   std::set<const ncclComm*> handles;
 };
 Registry& registry() {
@@ -92,10 +85,16 @@ Registry& registry() {
   return r;
 }
 
-std::array<char, NCCL_UNIQUE_ID_BYTES> key_of(const ncclUniqueId& id) {
-  std::array<char, NCCL_UNIQUE_ID_BYTES> k{};
-  std::memcpy(k.data(), id.internal, k.size());
-  return k;
+int ranks_of(const Member& m) {
+  return m.clique != nullptr ? m.clique->nranks : wire_ranks(*m.wire);
+}
+
+// A non-blocking init's progress: done once every rank has joined.
+void refresh(Member& m) {
+  if (m.wire != nullptr && m.async.load() == ncclInProgress && wire_complete(*m.wire)) {
+    int expected = ncclInProgress;
+    m.async.compare_exchange_strong(expected, ncclSuccess);
+  }
 }
 
 bool live(const ncclComm* comm) {
@@ -132,62 +131,28 @@ ncclResult_t check_config(const ncclConfig_t* config, bool* blocking) {
   return ncclSuccess;
 }
 
-// Joins rank `rank` of the clique for `id` on the current device.
+// Joins rank `rank` of the communicator of `id` on the current device.
 ncclResult_t join(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, bool blocking) {
   if (out == nullptr) return refuse(ncclInvalidArgument, "comm is null");
   *out = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return refuse(ncclInvalidArgument, "rank " + std::to_string(rank) + " of " +
                                            std::to_string(nranks) + " is out of range");
-  if (std::memcmp(id.internal, kIdTag, sizeof kIdTag) != 0)
+  if (!is_wire_id(id))
     return refuse(ncclInvalidArgument, "the unique id was not made by ncclGetUniqueId");
-  int pid = 0;
-  std::memcpy(&pid, id.internal + sizeof kIdTag, sizeof pid);
-  if (pid != static_cast<int>(getpid()))
-    return refuse(ncclSystemError,
-                  "the NCCL stand-in connects the ranks of one process; this id "
-                  "was made by process " +
-                      std::to_string(pid));
-  const int device = baton::simt::current_device_index();
   auto m = std::make_shared<Member>();
   m->rank = rank;
-  m->device = device;
-  std::shared_ptr<Clique> c;
-  {
-    Registry& reg = registry();
-    const std::lock_guard<std::mutex> lock(reg.mu);
-    auto& slot = reg.waiting[key_of(id)];
-    if (slot == nullptr) slot = std::make_shared<Clique>(nranks);
-    c = slot;
-    const std::lock_guard<std::mutex> clock(c->mu);
-    if (c->nranks != nranks)
-      return refuse(ncclInvalidUsage, "rank " + std::to_string(rank) + " says " +
-                                          std::to_string(nranks) + " ranks, another said " +
-                                          std::to_string(c->nranks));
-    if (c->devices[static_cast<size_t>(rank)] != -1)
-      return refuse(ncclInvalidUsage, "rank " + std::to_string(rank) + " joined twice");
-    for (int other = 0; other < nranks; ++other) {
-      if (c->devices[static_cast<size_t>(other)] == device)
-        return refuse(ncclInvalidUsage, "Duplicate GPU detected: rank " + std::to_string(rank) +
-                                            " and rank " + std::to_string(other) +
-                                            " both on CUDA device " + std::to_string(device));
-    }
-    m->clique = c;
-    m->async.store(ncclInProgress);
-    c->members[static_cast<size_t>(rank)] = m;
-    c->devices[static_cast<size_t>(rank)] = device;
-    if (++c->joined == nranks) {
-      for (const auto& w : c->members) {
-        if (const auto member = w.lock()) member->async.store(ncclSuccess);
-      }
-      reg.waiting.erase(key_of(id));
-    }
-    c->cv.notify_all();
-  }
+  m->device = baton::simt::current_device_index();
+  ncclResult_t code = ncclSuccess;
+  std::string why;
+  m->wire = join_wire(id, nranks, rank, m->device, &code, &why);
+  if (m->wire == nullptr) return refuse(code, why);
+  m->async.store(ncclInProgress);
+  refresh(*m);
   *out = make_handle(m);
   if (!blocking) return m->async.load() == ncclSuccess ? ncclSuccess : ncclInProgress;
-  std::unique_lock<std::mutex> lock(c->mu);
-  c->cv.wait(lock, [&] { return c->joined == nranks; });
+  wait_wire_complete(*m->wire);
+  refresh(*m);
   return ncclSuccess;
 }
 
@@ -197,6 +162,7 @@ ncclResult_t issue(ncclComm_t comm, cudaStream_t stream, Call call) {
   if (!live(comm))
     return refuse_call(ncclInvalidArgument, std::string(call.name) + ": invalid comm");
   const auto& m = comm->member;
+  refresh(*m);
   if (m->async.load() == ncclInProgress)
     return refuse_call(ncclInvalidUsage, std::string(call.name) +
                                              ": the communicator's initialisation is in progress");
@@ -215,7 +181,7 @@ ncclResult_t issue(ncclComm_t comm, cudaStream_t stream, Call call) {
   if (elem == 0)
     return refuse_call(ncclInvalidArgument,
                        std::string(call.name) + ": a data type the stand-in does not model");
-  const int n = m->clique->nranks;
+  const int n = ranks_of(*m);
   if (call.root < 0 || call.root >= n)
     return refuse_call(ncclInvalidArgument, std::string(call.name) + ": root or peer " +
                                                 std::to_string(call.root) + " of " +
@@ -274,7 +240,11 @@ ncclResult_t flush() {
     std::vector<Call> calls = std::move(queues[i].second);
     const cudaError_t st =
         baton::simt::enqueue(queues[i].first.second, "an NCCL call", [m, calls = std::move(calls)] {
-          run_calls(m, calls);
+          if (m->wire != nullptr) {
+            run_wire_calls(m, calls);
+          } else {
+            run_calls(m, calls);
+          }
           return cudaSuccess;
         });
     if (st != cudaSuccess)
@@ -328,17 +298,7 @@ const char* ncclGetLastError(ncclComm_t comm) {
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   if (id == nullptr) return refuse(ncclInvalidArgument, "uniqueId is null");
-  std::memset(id->internal, 0, sizeof id->internal);
-  std::memcpy(id->internal, kIdTag, sizeof kIdTag);
-  const int pid = static_cast<int>(getpid());
-  std::memcpy(id->internal + sizeof kIdTag, &pid, sizeof pid);
-  uint64_t n = 0;
-  {
-    Registry& reg = registry();
-    const std::lock_guard<std::mutex> lock(reg.mu);
-    n = ++reg.ids;
-  }
-  std::memcpy(id->internal + sizeof kIdTag + sizeof pid, &n, sizeof n);
+  make_wire_id(id);
   return ncclSuccess;
 }
 
@@ -397,6 +357,9 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     const std::lock_guard<std::mutex> lock(m->clique->mu);
     m->aborted.store(true);
     m->clique->cv.notify_all();
+  } else if (m != nullptr && m->wire != nullptr) {
+    m->aborted.store(true);
+    wire_abort(*m->wire);
   }
   comm->magic = 0;
   delete comm;
@@ -405,13 +368,14 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!live(comm) || asyncError == nullptr) return refuse(ncclInvalidArgument, "invalid comm");
+  refresh(*comm->member);
   *asyncError = static_cast<ncclResult_t>(comm->member->async.load());
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   if (!live(comm) || count == nullptr) return refuse(ncclInvalidArgument, "invalid comm");
-  *count = comm->member->clique->nranks;
+  *count = ranks_of(*comm->member);
   return ncclSuccess;
 }
 

@@ -40,6 +40,7 @@ struct Call {
 };
 
 struct Member;
+struct Wire;  // a communicator's ranks across processes (nccl_wire.h)
 
 // The ranks of one communicator: those made from one unique id, or by one
 // ncclCommInitAll.
@@ -79,7 +80,10 @@ struct Clique {
 // destroyed or aborted with calls still queued).
 struct Member {
   int rank = 0, device = 0;
+  // One of the two: the ranks of this process (ncclCommInitAll), or those
+  // of a unique id, in any process (ncclCommInitRank).
   std::shared_ptr<Clique> clique;
+  std::shared_ptr<Wire> wire;
   std::atomic<bool> aborted{false};
   std::atomic<int> async{ncclSuccess};  // ncclInProgress while a non-blocking init waits
   // Host side, in issue order: the next collective's number, and the next
@@ -94,6 +98,14 @@ struct Member {
 
 // Bytes of one element, 0 for a type the stand-in does not model.
 size_t type_bytes(ncclDataType_t t);
+
+// out[i] = inputs[r][offset + i] reduced over r in rank order, i < count,
+// as NCCL's op (ncclAvg scales floating inputs by 1/n first).
+void reduce_into(ncclDataType_t type, ncclRedOp_t op, const std::vector<const void*>& inputs,
+                 size_t offset, size_t count, void* out);
+
+// Why the ranks' calls of one number do not match, or empty.
+std::string mismatch(const std::vector<Call>& calls);
 
 // One rank's calls of a group, in order, on its stream's thread: its sends
 // posted first, then its receives, then its collectives in turn (each

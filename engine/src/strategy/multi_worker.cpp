@@ -8,6 +8,7 @@
 #include <baton/core/error.h>
 #include <baton/strategy/strategy.h>
 
+#include "device_gradient_reducer.h"
 #include "gradient_buckets.h"
 #include "replica_pool.h"
 
@@ -31,9 +32,21 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Communi
   pool_ = std::make_unique<ReplicaPool>(local_, [this] { nested_->abort(); });
 }
 
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> host,
+                                                         std::unique_ptr<NcclCommunicator> nccl,
+                                                         std::string device, GradientOptions grads)
+    : grads_(grads), comm_(std::move(host)), nccl_(std::move(nccl)), gpu_(std::move(device)) {
+  if (!comm_ || !nccl_ || comm_->size() != nccl_->size() || comm_->rank() != nccl_->rank()) {
+    throw RuntimeError(
+        "multi_worker_mirrored on GPUs: the NCCL communicator must rank the processes as the "
+        "host communicator does");
+  }
+}
+
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
   // The communication threads first: they use the communicators.
   reducer_.reset();
+  device_reducer_.reset();
 }
 
 Communicator& MultiWorkerMirroredStrategy::outer() const {
@@ -41,6 +54,7 @@ Communicator& MultiWorkerMirroredStrategy::outer() const {
 }
 
 Communicator& MultiWorkerMirroredStrategy::handle(int r) const {
+  if (nccl_) return *nccl_;
   return nested_ ? nested_->rank(r) : *comm_;
 }
 
@@ -67,6 +81,7 @@ std::vector<std::string> MultiWorkerMirroredStrategy::gather_to_chief(const std:
 
 std::vector<std::string> MultiWorkerMirroredStrategy::devices() const {
   std::vector<std::string> d;
+  if (nccl_) return {"worker:" + std::to_string(outer().rank()) + "/" + gpu_};
   for (int r = 0; r < local_; ++r) {
     d.push_back("worker:" + std::to_string(outer().rank()) + "/cpu:" + std::to_string(r));
   }
@@ -91,6 +106,12 @@ double MultiWorkerMirroredStrategy::reduce(ReduceOp op, const PerReplica<double>
 
 void MultiWorkerMirroredStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& per_replica,
                                                  bool overlap_allowed) {
+  if (nccl_) {
+    // On a GPU the flat buffer is reduced: bind_device_gradients.
+    bound_params_ = per_replica;
+    overlap_allowed_ = overlap_allowed;
+    return;
+  }
   std::vector<Communicator*> comms;
   for (int r = 0; r < local_; ++r) comms.push_back(&handle(r));
   std::function<void()> on_failure;
@@ -102,14 +123,45 @@ void MultiWorkerMirroredStrategy::bind_gradients(const PerReplica<std::vector<Pa
   reducer_->bind(per_replica, std::move(comms));
 }
 
-bool MultiWorkerMirroredStrategy::overlaps_backward() const {
-  return reducer_ && reducer_->overlap();
+void MultiWorkerMirroredStrategy::bind_device_gradients(const PerReplica<DeviceGradients>& grads) {
+  if (!nccl_) Strategy::bind_device_gradients(grads);
+  if (grads.size() != 1 || bound_params_.size() != 1) {
+    throw RuntimeError("multi_worker_mirrored on GPUs: one replica per process, its parameters "
+                       "bound first (bind_gradients)");
+  }
+  // NCCL's calls never touch MPI: the communication thread may overlap
+  // backward whatever MPI's thread level.
+  device_reducer_ = std::make_unique<DeviceGradientReducer>(
+      bound_params_[0], grads, std::vector<Communicator*>{nccl_.get()}, grads_,
+      grads_.overlap && overlap_allowed_ && num_replicas() > 1, std::function<void()>(),
+      timeline_);
 }
 
-void MultiWorkerMirroredStrategy::gradients_ready(int r, size_t from) { reducer_->ready(r, from); }
+bool MultiWorkerMirroredStrategy::overlaps_backward() const {
+  return (reducer_ && reducer_->overlap()) || (device_reducer_ && device_reducer_->overlap());
+}
+
+void MultiWorkerMirroredStrategy::gradients_ready(int r, size_t from) {
+  if (device_reducer_) {
+    device_reducer_->ready(r, from);
+  } else {
+    reducer_->ready(r, from);
+  }
+}
 
 void MultiWorkerMirroredStrategy::reduce_gradients(
     const PerReplica<std::vector<Param*>>& per_replica) {
+  if (nccl_) {
+    if (!device_reducer_) {
+      throw RuntimeError("multi_worker_mirrored on GPUs: no gradient buffer was bound");
+    }
+    if (device_reducer_->overlap()) {
+      device_reducer_->wait(0);
+    } else {
+      device_reducer_->reduce(0);
+    }
+    return;
+  }
   if (!reducer_) bind_gradients(per_replica, false);
   if (reducer_->overlap()) {
     for (int r = 0; r < local_; ++r) reducer_->wait(r);
@@ -150,6 +202,13 @@ bool MultiWorkerMirroredStrategy::agree_to_stop(bool local) {
 }
 
 std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() {
+  if (nccl_) {
+    // The gradients' links (NCCL's, modelled: it does not say what it
+    // moved) and the host's (the step's totals over MPI).
+    std::vector<LinkSample> all = nccl_->links().drain();
+    for (auto& l : comm_->links().drain()) all.push_back(l);
+    return all;
+  }
   return nested_ ? nested_->drain_links() : comm_->links().drain();
 }
 

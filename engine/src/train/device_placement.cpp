@@ -1,8 +1,10 @@
 #include "device_placement.h"
 
+#include <baton/comm/mpi.h>
 #include <baton/core/error.h>
 #include <baton/nn/gpu_library.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -26,6 +28,37 @@ GpuPick pick(const std::string& dir, bool emulate) {
 
 int index_of(const std::string& name) { return std::stoi(name.substr(name.find(':') + 1)); }
 
+// multi_worker_mirrored's "gpu" / "gpu_emulated": this rank on the GPU of
+// its place on its host, as Horovod and torchrun pick it (LOCAL_RANK).
+void place_worker_on_gpu(const RunConfig& cfg, const std::string& gpu_library_dir,
+                         ReplicaPlacement& p) {
+  const StrategyConfig& s = cfg.strategy;
+  const bool emulated = s.devices == "gpu_emulated" || emulation_asked();
+  const GpuPick g = pick(gpu_library_dir, emulated);
+  const std::string key = cfg.file + ": strategy.devices: ";
+  if (g.library.empty()) throw InputError(key + "\"" + s.devices + "\" was asked for, but " + g.why);
+  if (s.replicas > 1) {
+    throw InputError(cfg.file + ": strategy.replicas_per_worker: is " +
+                     std::to_string(s.replicas) +
+                     ", and on GPUs each worker is one rank on one GPU (NCCL runs one rank per "
+                     "device): remove it, and start one process per GPU");
+  }
+  const int local = std::max(0, MpiRuntime::launcher_local_rank());
+  const std::string kind = emulated ? "gpu_emulated:" : "gpu:";
+  if (local >= g.devices) {
+    throw InputError(key + "\"" + s.devices + "\": this rank is number " + std::to_string(local) +
+                     " on its host and takes " + kind + std::to_string(local) + ", and its host has " +
+                     std::to_string(g.devices) + (emulated ? " emulated" : "") +
+                     " GPU(s): start at most one rank per GPU on each host");
+  }
+  p.device = kind + std::to_string(local);
+  p.backends.push_back(GpuLibrary(g.library).open(local, cfg.precision));
+  p.gpus = {local};
+  p.library = g.library;
+  p.why = "strategy.devices \"" + s.devices + "\": the rank's GPU by its place on its host (" +
+          std::to_string(local) + "): " + g.why;
+}
+
 }  // namespace
 
 ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_library_dir) {
@@ -39,15 +72,21 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
   if (s.type == "one_device" && s.devices != "auto" && s.devices != "cpu:0") named = {s.devices};
   if (s.devices == "cpu:0") {
     p.why = "strategy.devices asks for the CPU";
+  } else if (s.type == "multi_worker_mirrored" && s.devices != "auto") {
+    place_worker_on_gpu(cfg, gpu_library_dir, p);
   } else if (!gpu_strategy) {
     // "auto" (the parser refuses GPU names here): the CPU, and whether a
     // GPU was passed over.
     const GpuPick g = pick(gpu_library_dir, emulation_asked());
     p.why = g.devices > 0
-                ? s.type + " trains on the CPU in this version, though this machine has " +
-                      std::to_string(g.devices) +
-                      " GPU(s): GPUs serve one_device and mirrored until the other "
-                      "strategies run over NCCL"
+                ? s.type == "multi_worker_mirrored"
+                      ? "auto: multi_worker_mirrored trains on the CPU unless strategy.devices "
+                        "is \"gpu\" (one rank per GPU), though this machine has " +
+                            std::to_string(g.devices) + " GPU(s)"
+                      : s.type + " trains on the CPU in this version, though this machine has " +
+                            std::to_string(g.devices) +
+                            " GPU(s): GPUs serve one_device, mirrored and "
+                            "multi_worker_mirrored until the other strategies run over NCCL"
                 : "auto: " + g.why;
   } else {
     const bool auto_pick = named.empty();
@@ -93,16 +132,19 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
       p.why = (auto_pick ? "auto: " : "strategy.devices: ") + g.why;
     }
   }
-  // mirrored's allreduce.backend, when given, must fit where it runs.
-  if (s.type == "mirrored" && !s.backend.empty() && (s.backend == "nccl") != !p.backends.empty()) {
+  // The allreduce's backend, when given, must fit where it runs.
+  const bool multi = s.type == "multi_worker_mirrored";
+  if ((s.type == "mirrored" || multi) && !s.backend.empty() &&
+      (s.backend == "nccl") != !p.backends.empty()) {
+    const std::string host = multi ? "mpi" : "local";
     throw InputError(
         cfg.file + ": strategy.allreduce.backend: \"" + s.backend + "\" " +
         (p.backends.empty()
              ? "sums over NCCL between GPUs, and this run's replicas are on the CPU (" + p.why +
-                   "): use \"local\", or list GPUs in strategy.devices"
-             : "sums host memory, and this run's replicas are on GPUs (" + p.device +
-                   "), which mirrored sums over NCCL: use \"nccl\", or "
-                   "strategy.devices \"cpu\""));
+                   "): use \"" + host + "\", or " +
+                   (multi ? "strategy.devices \"gpu\"" : "list GPUs in strategy.devices")
+             : "sums host memory, and this run's replicas are on GPUs (" + p.device + "), which " +
+                   s.type + " sums over NCCL: use \"nccl\", or strategy.devices \"cpu\""));
   }
   if (p.backends.empty() && cfg.precision != "fp32") {
     throw InputError(cfg.file + ": train.precision: \"" + cfg.precision +

@@ -69,21 +69,32 @@ void Trainer::check_drift(int64_t step) {
   if (!replicas_linked()) return;
   const int n = strategy_->num_replicas();
   if (on_gpus()) {
-    // Every replica is in this process (mirrored over its GPUs): the
-    // checksums are compared here, each read back by its replica's thread.
-    strategy_->run([this](const ReplicaContext& rc) {
+    // Each checksum read back by its replica's thread into the replica's
+    // slots; the processes' slots summed over the host communicator when
+    // the replicas are in several (multi_worker_mirrored on GPUs; mirrored's
+    // are all in this one).
+    strategy_->run([this, n](const ReplicaContext& rc) {
       Replica& rep = *replicas_[rc.replica_id];
       rep.bind_thread();
       rep.device->synchronize();
       const uint32_t crc = params_crc(rep.params);
-      rep.drift.assign({static_cast<float>(crc >> 16), static_cast<float>(crc & 0xFFFF)});
+      rep.drift.assign(static_cast<size_t>(2 * n), 0.0f);
+      const int g = strategy_->first_replica() + rc.replica_id;
+      rep.drift[2 * g] = static_cast<float>(crc >> 16);
+      rep.drift[2 * g + 1] = static_cast<float>(crc & 0xFFFF);
     });
-    for (int g = 0; g < n; ++g) {
-      const auto& d = replicas_[static_cast<size_t>(g)]->drift;
-      const auto& c = replicas_[0]->drift;
-      const uint32_t crc = (static_cast<uint32_t>(d[0]) << 16) | static_cast<uint32_t>(d[1]);
-      const uint32_t chief = (static_cast<uint32_t>(c[0]) << 16) | static_cast<uint32_t>(c[1]);
-      if (crc != chief) throw_drift(g, step, crc, chief);
+    std::vector<float> all(static_cast<size_t>(2 * n), 0.0f);
+    for (const auto& rep : replicas_) {
+      for (size_t i = 0; i < all.size(); ++i) all[i] += rep->drift[i];
+    }
+    if (Communicator* host = strategy_->process_communicator()) {
+      host->allreduce(all.data(), 2 * n, ReduceOp::kSum);
+    }
+    const auto crc_at = [&](int g) {
+      return (static_cast<uint32_t>(all[2 * g]) << 16) | static_cast<uint32_t>(all[2 * g + 1]);
+    };
+    for (int g = 1; g < n; ++g) {
+      if (crc_at(g) != crc_at(0)) throw_drift(g, step, crc_at(g), crc_at(0));
     }
     return;
   }

@@ -58,11 +58,13 @@ std::string normal_device(const std::string& name) {
 
 // strategy.devices: "auto", "cpu", or device names; one_device takes tf's
 // strategy.device (one name) too, and one device only; mirrored takes a
-// list of GPUs (one replica on each, NCCL between them). The other
-// strategies train on the CPU in this version, and asking them for GPUs is
-// an error rather than a silent CPU. Returns "auto", "cpu:0" or one_device's
-// device; `gpus` gets mirrored's GPUs ("gpu:N" or "gpu_emulated:N", in the
-// order given).
+// list of GPUs (one replica on each, NCCL between them);
+// multi_worker_mirrored takes "gpu" or "gpu_emulated" (each rank on the GPU
+// of its place on its host, NCCL between the ranks). The other strategies
+// train on the CPU in this version, and asking them for GPUs is an error
+// rather than a silent CPU. Returns "auto", "cpu:0", one_device's device or
+// multi_worker_mirrored's "gpu"/"gpu_emulated"; `gpus` gets mirrored's GPUs
+// ("gpu:N" or "gpu_emulated:N", in the order given).
 std::string parse_devices(const ConfigNode& node, const std::string& type,
                           std::vector<std::string>& gpus) {
   const bool one = type == "one_device";
@@ -74,6 +76,16 @@ std::string parse_devices(const ConfigNode& node, const std::string& type,
   if (!node.has(key)) return "auto";
   node.accept(key);
   const nlohmann::json& j = node.json().at(key);
+  if (type == "multi_worker_mirrored" && j.is_string()) {
+    const std::string v = j.get<std::string>();
+    if (v == "gpu" || v == "cuda") return "gpu";
+    if (v == "gpu_emulated") return "gpu_emulated";
+    if (normal_device(v) != "auto" && normal_device(v) != "cpu:0") {
+      node.fail(key, "multi_worker_mirrored runs one rank per GPU, each on the GPU of its place "
+                     "on its host: expected \"auto\", \"cpu\", \"gpu\" or \"gpu_emulated\", got \"" +
+                         v + "\"");
+    }
+  }
   const auto name_of = [&](const nlohmann::json& v) {
     const std::string given = v.is_string() ? v.get<std::string>() : v.dump();
     const std::string name = v.is_string() ? normal_device(given) : "";
@@ -200,7 +212,9 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     // mirrored: "local" (threads summing host memory) on the CPU, "nccl"
     // on GPUs; absent, whichever the placement gives (device_placement.cpp
     // refuses a backend that does not fit the devices).
-    s.backend = multi ? ar.choice_or("backend", "mpi", {"mpi"})
+    // multi_worker_mirrored: "mpi" between CPU ranks, "nccl" between GPU
+    // ranks; absent, likewise.
+    s.backend = multi ? ar.choice_or("backend", "", {"mpi", "nccl"})
                       : ar.choice_or("backend", "", {"local", "nccl"});
     s.algorithm = ar.choice_or("algorithm", "native", {"native", "ring", "hierarchical"});
     s.bucket_bytes = static_cast<int64_t>(ar.positive_or("bucket_mb", 25.0) * (1 << 20));

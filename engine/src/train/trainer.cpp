@@ -89,8 +89,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   device_note_ = place.why;
   plan_device_samples(place.library, place.gpus);
   strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_,
-                            cfg_.strategy.type == "mirrored" ? place.gpus : std::vector<int>{},
-                            place.library);
+                            reduces_on_gpus() ? place.gpus : std::vector<int>{}, place.library);
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;
@@ -367,14 +366,14 @@ int64_t Trainer::parameter_bytes() const {
 }
 
 void Trainer::refuse_unlinked_cross_replica_layers(Sequential& model, int replica) {
-  if (on_gpus() && cfg_.strategy.type == "mirrored") {
+  if (reduces_on_gpus()) {
     for (size_t i = 0; i < model.size(); ++i) {
       if (!model.layer(i).needs_cross_replica()) continue;
       throw InputError(cfg_.file + ": model" + (cfg_.model.contains("norm") ? ".norm" : "") + ": " +
                        model.layer(i).describe() +
-                       " shares batch statistics between replicas, which mirrored does on the "
-                       "CPU only in this version (not over NCCL between GPUs): use batchnorm, or "
-                       "strategy.devices \"cpu\"");
+                       " shares batch statistics between replicas, which " + cfg_.strategy.type +
+                       " does on the CPU only in this version (not over NCCL between GPUs): use "
+                       "batchnorm, or strategy.devices \"cpu\"");
     }
   }
   if (strategy_->num_replicas() <= 1 || strategy_->replica_communicator(replica) != nullptr) return;
@@ -510,12 +509,12 @@ void Trainer::bind_gradients() {
   PerReplica<std::vector<Param*>> all;
   for (auto& rep : replicas_) all.push_back(rep->params);
   strategy_->bind_gradients(all, !layer_communicates);
-  if (on_gpus() && cfg_.strategy.type == "mirrored") {
+  if (reduces_on_gpus()) {
     // Each replica's flat gradient buffer, reduced in buckets on the GPUs.
     PerReplica<DeviceGradients> grads;
     for (auto& rep : replicas_) {
       if (!is_flat(rep->params, rep->flat)) {
-        throw RuntimeError("mirrored on GPUs: replica " + std::to_string(rep->index) +
+        throw RuntimeError(cfg_.strategy.type + " on GPUs: replica " + std::to_string(rep->index) +
                            "'s gradients are not in its flat buffer");
       }
       grads.push_back({rep->device, rep->flat.grads.data(), rep->flat.grads.numel(),

@@ -94,6 +94,15 @@ class MpiRuntime {
     }
     return -1;
   }
+  // This process's place among the ranks on its host, as the launcher's
+  // environment says (OpenMPI, MPICH's hydra, Slurm's srun); -1 when it
+  // says none. Needs no MPI.
+  static int launcher_local_rank() {
+    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+      if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return std::atoi(v);
+    }
+    return -1;
+  }
 
   // Whether MPI is initialised (and not finalised) in this process, by an
   // MpiRuntime or anyone else. Always false in builds without MPI.

@@ -27,6 +27,7 @@ class ReplicaPool;
 class GradientReducer;
 class DeviceGradientReducer;
 class NcclGroup;
+class NcclCommunicator;
 class DeviceBackend;
 class PsShard;
 struct CommOptions;
@@ -151,9 +152,9 @@ class Strategy {
                               bool /*overlap_allowed*/) {}
   virtual bool overlaps_backward() const { return false; }
   virtual void gradients_ready(int /*r*/, size_t /*from*/) {}
-  // Replicas on GPUs, one on each (mirrored over NCCL): instead of
-  // bind_gradients the trainer hands each local replica's flat gradient
-  // buffer once, and reduce_gradients then sums those buffers over the
+  // Replicas on GPUs, one on each (mirrored and multi_worker_mirrored over
+  // NCCL): after bind_gradients the trainer hands each local replica's
+  // flat gradient buffer once, and reduce_gradients then sums those buffers over the
   // replicas on the devices (no host copy). RuntimeError from a strategy
   // that does not run on GPUs.
   virtual void bind_device_gradients(const PerReplica<DeviceGradients>& grads);
@@ -166,6 +167,10 @@ class Strategy {
   // The communicator replica r's layers use to share statistics
   // (SyncBatchNorm); null when replicas do not communicate.
   virtual Communicator* replica_communicator(int /*r*/) { return nullptr; }
+  // A host-memory communicator between this job's processes, one rank per
+  // process, when the replicas' own communicators carry device memory
+  // (multi_worker_mirrored on GPUs); null otherwise.
+  virtual Communicator* process_communicator() { return nullptr; }
 
   // Per-link traffic since the last call (empty without communication).
   virtual std::vector<LinkSample> drain_links();
@@ -362,6 +367,14 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   // `comm` spans the processes; `local` configures the in-process group.
   MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> comm, int local_replicas,
                               GradientOptions grads, const CommOptions& local);
+  // On GPUs: this process's one replica on its GPU (`device`, "gpu:N" or
+  // "gpu_emulated:N"), its flat gradient buffer summed in buckets over
+  // `nccl` (DeviceGradientReducer, overlapping backward); `host` (MPI, the
+  // processes' ranks in the same order) carries the step's totals, the
+  // chief's strings and the clocks.
+  MultiWorkerMirroredStrategy(std::unique_ptr<Communicator> host,
+                              std::unique_ptr<NcclCommunicator> nccl, std::string device,
+                              GradientOptions grads);
   ~MultiWorkerMirroredStrategy() override;
   std::string name() const override { return "multi_worker_mirrored"; }
   int num_replicas() const override;
@@ -387,6 +400,8 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   bool agree_to_stop(bool local) override;
   bool stop_needs_agreement() const override { return true; }
   Communicator* replica_communicator(int r) override { return &handle(r); }
+  Communicator* process_communicator() override { return nccl_ ? &outer() : nullptr; }
+  void bind_device_gradients(const PerReplica<DeviceGradients>& grads) override;
   std::vector<LinkSample> drain_links() override;
   std::string communication() const override;
   std::string communication_note() const override;
@@ -397,10 +412,15 @@ class MultiWorkerMirroredStrategy final : public Strategy {
 
   int local_ = 1;
   GradientOptions grads_;
-  std::unique_ptr<Communicator> comm_;   // local_ == 1
+  std::unique_ptr<Communicator> comm_;   // local_ == 1 (on GPUs: the host's)
   std::unique_ptr<NestedGroup> nested_;  // local_ > 1
   std::unique_ptr<ReplicaPool> pool_;    // local_ > 1
   std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<NcclCommunicator> nccl_;        // on GPUs
+  std::string gpu_;                               // on GPUs: its name
+  PerReplica<std::vector<Param*>> bound_params_;  // on GPUs: bind_gradients'
+  bool overlap_allowed_ = false;
+  std::unique_ptr<DeviceGradientReducer> device_reducer_;  // after nccl_: it uses it
 };
 
 // tf.distribute's ParameterServerStrategy over MPI: the last `num_ps` ranks

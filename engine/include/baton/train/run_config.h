@@ -33,8 +33,10 @@ struct StrategyConfig {
   std::string type = "one_device";
   // Where the replicas compute (strategy.devices; one_device also reads
   // tf's strategy.device): "auto" (a GPU when there is one, else the CPU),
-  // "cpu:0", or one_device's "gpu:N" / "gpu_emulated:N" (the CUDA backend
-  // on the GPU emulator). Resolved by the trainer (device_placement.h).
+  // "cpu:0", one_device's "gpu:N" / "gpu_emulated:N" (the CUDA backend
+  // on the GPU emulator), or multi_worker_mirrored's "gpu" / "gpu_emulated"
+  // (each rank on the GPU of its place on its host). Resolved by the
+  // trainer (device_placement.h).
   std::string devices = "auto";
   // mirrored's GPUs, when strategy.devices lists them ("gpu:N" or
   // "gpu_emulated:N", one replica on each; `devices` is then "auto").
@@ -43,6 +45,9 @@ struct StrategyConfig {
   // multi_worker_mirrored: replicas per worker process (replicas_per_worker)
   int replicas = 1;
   bool replicas_given = false;  // mirrored: strategy.replicas was in the config
+  // The allreduce's backend (strategy.allreduce.backend): mirrored "local"
+  // or "nccl", multi_worker_mirrored "mpi" or "nccl"; "" when not given
+  // (whichever the devices take).
   std::string backend = "local";
   std::string algorithm = "native";
   int64_t bucket_bytes = 25 << 20;

@@ -237,6 +237,12 @@ class Trainer {
   std::vector<std::shared_ptr<DeviceBackend>> devices_;
   const Backend* backend_ = &cpu_backend();
   bool on_gpus() const { return !devices_.empty(); }
+  // Replicas on GPUs whose gradients are summed there, over NCCL (mirrored,
+  // multi_worker_mirrored).
+  bool reduces_on_gpus() const {
+    return on_gpus() && (cfg_.strategy.type == "mirrored" ||
+                         cfg_.strategy.type == "multi_worker_mirrored");
+  }
   std::string device_name_ = "cpu:0", device_note_;
   int64_t device_plan_bytes_ = 0;  // the memory plan's bytes on each device
   // The devices' allocation counts (summed) before the arenas, and the
