@@ -115,11 +115,15 @@ std::string parse_devices(const ConfigNode& node, const std::string& type,
   const bool gpu = first != "auto" && first != "cpu:0";
   if (names.size() == 1 && (!gpu || one)) return first;
   if (!mirrored) {
-    node.fail(key, type +
-                       " trains its replicas on the CPU in this version (GPUs serve one_device "
-                       "and mirrored): use \"auto\" or \"cpu\", or strategy.type mirrored or "
-                       "one_device with \"" +
-                       first + "\"");
+    node.fail(key, type == "multi_worker_mirrored"
+                       ? "multi_worker_mirrored runs one rank per GPU, each on the GPU of its "
+                         "place on its host: expected \"auto\", \"cpu\", \"gpu\" or "
+                         "\"gpu_emulated\""
+                       : type +
+                             " trains its replicas on the CPU in this version (GPUs serve "
+                             "one_device, mirrored and multi_worker_mirrored): use \"auto\" or "
+                             "\"cpu\", or strategy.type mirrored or one_device with \"" +
+                             first + "\"");
   }
   const std::string kind = first.substr(0, first.find(':') + 1);
   for (const std::string& n : names) {
