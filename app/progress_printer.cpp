@@ -113,6 +113,10 @@ void ProgressPrinter::emit(const Event& event) {
       std::fprintf(out_, "model FLOPs: %sFLOP per step (counted from the layer shapes)\n",
                    si_text(s->model_flops_per_step).c_str());
     }
+    if (s->peak_flops > 0) {
+      std::fprintf(out_, "peak: %sFLOP/s per GPU (%s)\n", si_text(s->peak_flops).c_str(),
+                   s->peak_note.c_str());
+    }
   } else if (const auto* e = std::get_if<StepEvent>(&event)) {
     on_step(*e);
   } else if (const auto* e = std::get_if<EpochEvent>(&event)) {

@@ -163,6 +163,10 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
                  "over the measured time)\n",
                  si_text(s.model_flops_per_step).c_str(), si_text(s.model_flops_per_s).c_str());
   }
+  if (s.mfu > 0) {
+    std::fprintf(out, "MFU             %.2g%% of %sFLOP/s per GPU (%s)\n", 100.0 * s.mfu,
+                 si_text(s.peak_flops).c_str(), s.peak_note.c_str());
+  }
   std::fprintf(out, "wall time       %.2f s\n", s.wall_time_s);
   std::fprintf(out, "run directory   %s\n", o.dir.path.c_str());
   std::fprintf(out, "  events        %s\n", o.dir.events().c_str());

@@ -239,6 +239,21 @@ size_t GpuBackend::total_memory_bytes() const {
   return total;
 }
 
+GpuPeak GpuBackend::peak() const {
+  int major = 0, minor = 0, sms = 0, clock_khz = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_), "peak");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_), "peak");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_), "peak");
+  check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device_), "peak");
+  GpuPeak p = gpu_dense_peak(major, minor, sms, clock_khz, precision_name(precision_));
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess &&
+      std::string(prop.name) == "Baton SIMT emulator") {
+    p.note += " (the emulated device's, which the emulator, on the CPU, is far below)";
+  }
+  return p;
+}
+
 void GpuBackend::synchronize() { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
 void GpuBackend::make_current() { check(cudaSetDevice(device_), "cudaSetDevice"); }

@@ -59,6 +59,7 @@ class GpuBackend final : public DeviceBackend {
   void fill_zero_bytes(void* y, size_t bytes) override;
   size_t free_memory_bytes() const override;
   size_t total_memory_bytes() const override;
+  GpuPeak peak() const override;
   void synchronize() override;
   void make_current() override;
   void reserve_marks(int n) override;

@@ -233,6 +233,43 @@ TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun
   }
 }
 
+// multi_worker_mirrored on GPUs (2 emulated GPUs per process, rank r on
+// gpu_emulated:r, NCCL's stand-in between the processes): a rank killed
+// after the first checkpoint takes the job down (its peer's NCCL wait
+// finds its process gone), the job restarts on the same GPUs from the
+// newest checkpoint, and ends bit-identical to the uninterrupted run.
+TEST_F(LaunchRestarts, AKilledGpuRankRestartsOnItsGpuFromTheCheckpoint) {
+  if (!fs::exists(fs::path(BATON_BINARY).parent_path().parent_path() / "lib" / "baton" /
+                  "baton_cuda_emu.so")) {
+    GTEST_SKIP() << "built without the GPU emulator (no CUDA toolkit headers)";
+  }
+  const std::vector<std::string> gpus = {"--set", "strategy.devices=gpu_emulated",
+                                         "--set", "train.steps=300",
+                                         "--set", "model.layers=[64,64,10]"};
+  const Launched ref = launch("gpu_ref", {"FAULT_RANK=-1", "BATON_SIMT_DEVICES=2"}, gpus);
+  ASSERT_EQ(ref.exit_code(), 0) << excerpt(ref.result.err);
+  const auto starts = ref.of_type("run_start");
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].value("device", ""), "gpu_emulated:0") << starts[0].dump();
+  EXPECT_EQ(starts[0].value("communication", ""), "nccl/native") << starts[0].dump();
+  const auto want = final_tensors("gpu_ref", 300);
+  ASSERT_FALSE(want.empty());
+  const Launched l =
+      launch("gpu_kill",
+             {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=0.2", "BATON_SIMT_DEVICES=2",
+              after_first_checkpoint("gpu_kill")},
+             gpus);
+  ASSERT_EQ(l.exit_code(), 0) << excerpt(l.result.err);
+  const auto restarts = l.of_type("restart");
+  ASSERT_FALSE(restarts.empty()) << "the kill came after the run's end";
+  EXPECT_EQ(restarts[0].value("rank", -2), 1) << restarts[0].dump();
+  const auto again = l.of_type("run_start");
+  ASSERT_EQ(again.size(), restarts.size() + 1);
+  EXPECT_GT(again[1].value("start_step", int64_t{0}), 0) << again[1].dump();
+  std::string why;
+  EXPECT_TRUE(bit_identical(final_tensors("gpu_kill", 300), want, &why)) << why;
+}
+
 // A checkpoint the kill left unusable (cut short): the restart reports it,
 // takes the one before, and the run still ends bit-identical.
 TEST_F(LaunchRestarts, ACheckpointCutShortIsSkippedForThePreviousOne) {

@@ -341,6 +341,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrComputeCapabilityMinor:
       *value = p.minor;
       break;
+    case cudaDevAttrClockRate:
+      *value = 1980000;  // kHz: the boost clock of the H100 SXM it advertises
+      break;
     case cudaDevAttrWarpSize:
       *value = p.warpSize;
       break;

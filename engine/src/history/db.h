@@ -167,7 +167,9 @@ inline constexpr int kRollupShift[kRollupLevels] = {6, 10, 14, 18};
 // Metric catalogue: the names a step or epoch event is stored under.
 inline constexpr const char* kStepMetrics[] = {
     "loss",    "accuracy",   "lr",      "grad_norm",    "samples_per_s",     "step_time_ms",
-    "data_ms", "compute_ms", "comm_ms", "optimizer_ms", "rank_samples_per_s"};
+    "data_ms", "compute_ms", "comm_ms", "optimizer_ms", "rank_samples_per_s", "mfu"};
+// The step metrics a step stores only when known (> 0): MFU (GPUs).
+inline constexpr int kStepMetricMfu = 11;
 inline constexpr int kNumStepMetrics = static_cast<int>(std::size(kStepMetrics));
 inline constexpr int kNumEpochMetrics = 6;
 inline constexpr const char* kEpochMetrics[] = {

@@ -59,6 +59,8 @@ RunStartEvent start_event(const RunRecord& r, const nlohmann::json& info) {
   e.parameters = get<int64_t>(info, "parameters", 0);
   e.tokens_per_sample = get<int64_t>(info, "tokens_per_sample", 0);
   e.model_flops_per_step = get<double>(info, "model_flops_per_step", 0.0);
+  e.peak_flops = get<double>(info, "peak_flops", 0.0);
+  e.peak_note = get<std::string>(info, "peak_note", std::string());
   e.start_step = get<int64_t>(info, "start_step", 0);
   // A resumed run's row holds the newest config; each attempt's own is in
   // its start info.
@@ -203,7 +205,7 @@ struct HistoryReplay::Impl {
             &e->loss,         &e->accuracy,          &e->lr,
             &e->grad_norm,    &e->samples_per_s,     &e->step_time_ms,
             &e->data_ms,      &e->compute_ms,        &e->comm_ms,
-            &e->optimizer_ms, &e->rank_samples_per_s};
+            &e->optimizer_ms, &e->rank_samples_per_s, &e->mfu};
         if (!mi->second.epoch) *fields[mi->second.index] = value;
       } else if (auto* e = std::get_if<EpochEvent>(&re.event)) {
         double* fields[6] = {&e->train_loss,   &e->train_accuracy, &e->val_loss,
@@ -302,6 +304,9 @@ struct HistoryReplay::Impl {
     e.has_validation = m.contains("val_loss");
     e.val_loss = get<double>(m, "val_loss", 0.0);
     e.val_accuracy = get<double>(m, "val_accuracy", 0.0);
+    e.tokens_per_s = get<double>(m, "tokens_per_s", 0.0);
+    e.model_flops_per_s = get<double>(m, "model_flops_per_s", 0.0);
+    e.mfu = get<double>(m, "mfu", 0.0);
     e.error = rec.error;
     const double wall = rec.end_time > 0 ? rec.end_time - rec.start_time : e.wall_time_s;
     return ReplayedEvent{e, e.step, wall};

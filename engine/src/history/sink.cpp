@@ -52,7 +52,7 @@ StepBody step_body(const StepEvent& e) {
           e.rank,
           e.wall_time_s,
           {e.loss, e.accuracy, e.lr, e.grad_norm, e.samples_per_s, e.step_time_ms, e.data_ms,
-           e.compute_ms, e.comm_ms, e.optimizer_ms, e.rank_samples_per_s}};
+           e.compute_ms, e.comm_ms, e.optimizer_ms, e.rank_samples_per_s, e.mfu}};
 }
 
 nlohmann::json json_array(const std::vector<std::string>& v) {
@@ -250,6 +250,7 @@ class HistoryWriter {
     }
     if (e.tokens_per_s > 0) m["tokens_per_s"] = e.tokens_per_s;
     if (e.model_flops_per_s > 0) m["model_flops_per_s"] = e.model_flops_per_s;
+    if (e.mfu > 0) m["mfu"] = e.mfu;
     const std::string status =
         e.status == "completed" || e.status == "interrupted" ? e.status : "failed";
     Stmt upd(db_,
@@ -273,6 +274,7 @@ class HistoryWriter {
     // One single-row INSERT per sample: a multi-row INSERT needs a
     // statement journal and measured slower.
     for (int i = 0; i < kNumStepMetrics; ++i) {
+      if (i == kStepMetricMfu && !(s.values[i] > 0)) continue;  // not known: not stored
       sample(step_metric_[i], s.step, s.rank, seq, s.epoch, wall, s.values[i]);
     }
     last_step_ = std::max(last_step_, s.step);

@@ -163,6 +163,12 @@ nlohmann::json summary_json(const std::string& run_id, const TrainSummary& s) {
     js["model_flops_per_step"] = s.model_flops_per_step;
     js["model_flops_per_s"] = s.model_flops_per_s;
   }
+  if (s.mfu > 0) {
+    // Over the devices' peak, which is modelled (peak_note says how).
+    js["mfu"] = s.mfu;
+    js["peak_flops"] = s.peak_flops;
+    js["peak_note"] = s.peak_note;
+  }
   if (!s.communication.empty()) js["communication"] = s.communication;
   if (!s.communication_note.empty()) js["communication_note"] = s.communication_note;
   if (!s.device.empty()) js["device"] = s.device;

@@ -70,6 +70,8 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("start_step", e.start_step);
     r("tokens_per_sample", e.tokens_per_sample);
     r("model_flops_per_step", e.model_flops_per_step);
+    r("peak_flops", e.peak_flops);
+    r("peak_note", e.peak_note);
     r("ps_servers", e.ps_servers);
     if (j.contains("config")) e.config = j.at("config");
     return e;
@@ -97,6 +99,7 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("local_replicas", e.local_replicas);
     e.rank_samples_per_s = e.samples_per_s;
     r("rank_samples_per_s", e.rank_samples_per_s);
+    r("mfu", e.mfu);
     return e;
   }
   if (type == "epoch") {
@@ -179,6 +182,7 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("val_accuracy", e.val_accuracy);
     r("tokens_per_s", e.tokens_per_s);
     r("model_flops_per_s", e.model_flops_per_s);
+    r("mfu", e.mfu);
     r("error", e.error);
     return e;
   }

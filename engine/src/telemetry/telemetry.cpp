@@ -36,6 +36,8 @@ struct ToJson {
               {"config", e.config}});
     if (e.tokens_per_sample > 0) j["tokens_per_sample"] = e.tokens_per_sample;
     if (e.model_flops_per_step > 0) j["model_flops_per_step"] = e.model_flops_per_step;
+    if (e.peak_flops > 0) j["peak_flops"] = e.peak_flops;
+    if (!e.peak_note.empty()) j["peak_note"] = e.peak_note;
     if (!e.ps_servers.empty()) j["ps_servers"] = e.ps_servers;
     return j;
   }
@@ -58,6 +60,7 @@ struct ToJson {
               {"replica", e.replica},
               {"local_replicas", e.local_replicas},
               {"rank_samples_per_s", e.rank_samples_per_s}});
+    if (e.mfu > 0) j["mfu"] = e.mfu;
     return j;
   }
   nlohmann::json operator()(const EpochEvent& e) const {
@@ -105,6 +108,7 @@ struct ToJson {
     if (e.has_validation) j.update({{"val_loss", e.val_loss}, {"val_accuracy", e.val_accuracy}});
     if (e.tokens_per_s > 0) j["tokens_per_s"] = e.tokens_per_s;
     if (e.model_flops_per_s > 0) j["model_flops_per_s"] = e.model_flops_per_s;
+    if (e.mfu > 0) j["mfu"] = e.mfu;
     if (!e.error.empty()) j["error"] = e.error;
     return j;
   }

@@ -296,6 +296,10 @@ int64_t Trainer::tokens_per_sample() const {
   return train_->token_features() ? train_->features() : 0;
 }
 
+double Trainer::job_peak_flops() const {
+  return peak_.flops * static_cast<double>(strategy_->num_replicas());
+}
+
 double Trainer::model_flops_per_step() const {
   return 3.0 * static_cast<double>(replicas_[0]->model->forward_flops_per_sample()) *
          static_cast<double>(cfg_.global_batch);
@@ -347,6 +351,11 @@ void Trainer::emit_run_start(const RunState& s) {
   start.parameters = replicas_[0]->model->num_parameters();
   start.tokens_per_sample = tokens_per_sample();
   start.model_flops_per_step = model_flops_per_step();
+  peak_ = on_gpus() ? devices_[0]->peak()
+                    : GpuPeak{0, "no peak: MFU is reported for GPUs (the CPU's depends on its "
+                                 "ISA and clocks, which Baton does not model)"};
+  start.peak_flops = peak_.flops;
+  start.peak_note = peak_.note;
   start.start_step = s.step;
   start.ps_servers = strategy_->server_addresses();
   start.config = cfg_.raw;
@@ -526,6 +535,9 @@ void Trainer::report_window(RunState& s, float lr) {
   e.replica = strategy_->first_replica();
   e.local_replicas = strategy_->local_replicas();
   e.rank_samples_per_s = w.total > 0 ? w.own_samples / (w.total / 1000.0) : 0.0;
+  if (job_peak_flops() > 0 && e.step_time_ms > 0) {
+    e.mfu = model_flops_per_step() / (e.step_time_ms / 1000.0) / job_peak_flops();
+  }
   emit(e);
   s.win = RunState::Window{};
   if (const StalenessStats st = strategy_->drain_staleness(); st.count > 0) {
@@ -606,6 +618,9 @@ TrainSummary Trainer::finish_run(RunState& s) {
   const int64_t steps_run = s.step - sum.start_step;
   sum.model_flops_per_s =
       train_s > 0 ? sum.model_flops_per_step * static_cast<double>(steps_run) / train_s : 0.0;
+  sum.peak_flops = peak_.flops;
+  sum.peak_note = peak_.note;
+  sum.mfu = job_peak_flops() > 0 ? sum.model_flops_per_s / job_peak_flops() : 0.0;
   if (sum.epochs_completed == 0) sum.train_loss = s.last_loss;
   if (strategy_->remote_updates()) {
     const StalenessStats st = strategy_->total_staleness();
@@ -625,6 +640,7 @@ TrainSummary Trainer::finish_run(RunState& s) {
   end.samples_per_s = sum.samples_per_s;
   end.tokens_per_s = sum.tokens_per_s;
   end.model_flops_per_s = sum.model_flops_per_s;
+  end.mfu = sum.mfu;
   emit(end);
   return std::move(sum);
 }

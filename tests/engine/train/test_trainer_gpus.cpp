@@ -9,6 +9,7 @@
 // GPU and as the CPU, dropout included, with every replica identical.
 #include <baton/core/error.h>
 #include <baton/nn/gpu_library.h>
+#include <baton/nn/gpu_peak.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
 #include <baton/train/trainer.h>
@@ -264,6 +265,60 @@ TEST_F(TrainerGpus, EachGpuIsSampledWhileItTrains) {
   events.clear();
   train(doc, &events);
   for (const Event& e : events) EXPECT_FALSE(std::holds_alternative<DeviceEvent>(e));
+}
+
+// MFU: the step's counted model FLOPs over its time over both GPUs' peak,
+// the peak modelled from the device's SMs and clock (the emulator's
+// advertised sm_90 with 132 SMs at 1.98 GHz: 256 fp32 FLOPs per SM per
+// clock), said so; none on the CPU.
+TEST_F(TrainerGpus, MfuIsTheModelFlopsOverEveryGpusModelledPeak) {
+  REQUIRE_GPUS(2);
+  nlohmann::json doc =
+      mlp({{"type", "mirrored"}, {"devices", gpu_list(2)}}, {{"type", "sgd"}, {"lr", 0.05}});
+  doc["train"].erase("epochs");
+  doc["train"]["steps"] = 4;
+  doc["train"]["log_every_steps"] = 1;
+  std::vector<Event> events;
+  const Trained t = train(doc, &events);
+  double peak = 0, flops = 0;
+  int steps = 0;
+  for (const Event& e : events) {
+    if (const auto* s = std::get_if<RunStartEvent>(&e)) {
+      peak = s->peak_flops;
+      flops = s->model_flops_per_step;
+      if (!kReal) {
+        EXPECT_DOUBLE_EQ(peak, 256.0 * 132 * 1.98e9);
+        EXPECT_TRUE(has(s->peak_note, "modelled fp32 dense peak")) << s->peak_note;
+        EXPECT_TRUE(has(s->peak_note, "emulated")) << s->peak_note;
+      }
+    }
+    if (const auto* s = std::get_if<StepEvent>(&e)) {
+      ++steps;
+      ASSERT_GT(peak, 0);
+      EXPECT_GT(s->mfu, 0);
+      EXPECT_NEAR(s->mfu, flops / (s->step_time_ms / 1000) / (2 * peak), 1e-9 * s->mfu);
+    }
+  }
+  EXPECT_EQ(steps, 4);
+  EXPECT_EQ(t.summary.peak_flops, peak);
+  EXPECT_NEAR(t.summary.mfu, t.summary.model_flops_per_s / (2 * peak), 1e-9 * t.summary.mfu);
+  EXPECT_GT(t.summary.mfu, 0);
+  const Trained cpu =
+      train(mlp({{"type", "one_device"}, {"devices", "cpu"}}, {{"type", "sgd"}, {"lr", 0.05}}));
+  EXPECT_EQ(cpu.summary.mfu, 0);
+  EXPECT_TRUE(has(cpu.summary.peak_note, "no peak")) << cpu.summary.peak_note;
+}
+
+// The table the peak comes from: H100's bf16 is 4096 FLOPs per SM per
+// clock (989 TFLOP/s at 132 SMs and 1.83 GHz, NVIDIA's figure); a
+// capability it does not hold gives none, saying why.
+TEST(GpuPeak, ModelledFromTheCapabilitysRatePerSmAndClock) {
+  EXPECT_NEAR(gpu_dense_peak(9, 0, 132, 1830000, "bf16").flops, 989.4e12, 0.1e12);
+  EXPECT_NEAR(gpu_dense_peak(8, 0, 108, 1410000, "tf32").flops, 156e12, 0.1e12);
+  EXPECT_NEAR(gpu_dense_peak(8, 0, 108, 1410000, "fp32").flops, 19.5e12, 0.1e12);
+  const GpuPeak unknown = gpu_dense_peak(7, 5, 40, 1590000, "fp32");
+  EXPECT_EQ(unknown.flops, 0);
+  EXPECT_TRUE(has(unknown.note, "sm_75")) << unknown.note;
 }
 
 TEST_F(TrainerGpus, AutoTakesEveryGpuOrAsManyAsTheReplicasAsked) {

@@ -12,6 +12,7 @@
 
 #include <baton/core/device_memory.h>
 #include <baton/nn/backend.h>
+#include <baton/nn/gpu_peak.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,10 @@ class DeviceBackend : public Backend, public DeviceMemory {
   // checked against before its buffers are made.
   virtual size_t free_memory_bytes() const = 0;
   virtual size_t total_memory_bytes() const = 0;  // the device's whole memory
+  // The device's dense matrix peak at this backend's precision, modelled
+  // (gpu_peak.h), with how; the emulator's is its advertised device's,
+  // said so.
+  virtual GpuPeak peak() const = 0;
   // Waits for every op queued so far; throws RuntimeError with the device's
   // error when one of them failed.
   virtual void synchronize() = 0;

@@ -45,6 +45,10 @@ struct RunStartEvent {
   // Model FLOPs of one training step of the global batch: counted from the
   // layer shapes (3x the forward products), not measured.
   double model_flops_per_step = 0;
+  // On GPUs: one replica's device's dense matrix peak (FLOPs/s, modelled:
+  // gpu_peak.h) and how it was modelled; 0 and why not elsewhere.
+  double peak_flops = 0;
+  std::string peak_note;
   // parameter_server over TCP: the servers' host:port, where workers
   // outside the MPI job join them (`baton launch` reads it).
   std::vector<std::string> ps_servers;
@@ -65,6 +69,10 @@ struct StepEvent {
   // This process's own rows per second (samples_per_s is the job's, as
   // far as this process knows it: under parameter_server, its own too).
   double rank_samples_per_s = 0;
+  // Model FLOPs utilisation: the step's counted model FLOPs over its time,
+  // over every replica's device peak (RunStartEvent::peak_flops, modelled);
+  // 0 where no peak is known (the CPU).
+  double mfu = 0;
 };
 
 struct EpochEvent {
@@ -119,6 +127,7 @@ struct RunEndEvent {
   // the counted model FLOPs per step times the measured steps per second.
   double tokens_per_s = 0;
   double model_flops_per_s = 0;
+  double mfu = 0;  // model_flops_per_s over the replicas' peak; 0: unknown
   std::string error;
 };
 

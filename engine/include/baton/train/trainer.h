@@ -91,6 +91,10 @@ struct TrainSummary {
   int64_t tokens_per_sample = 0;
   double tokens_per_s = 0;
   double model_flops_per_step = 0, model_flops_per_s = 0;
+  // On GPUs: one device's dense peak (modelled, with how: peak_note) and
+  // model_flops_per_s over every replica's peak (MFU); 0 elsewhere.
+  double peak_flops = 0, mfu = 0;
+  std::string peak_note;
   std::string last_checkpoint;
   // parameter_server: the staleness of the updates (see StalenessStats).
   bool has_staleness = false;
@@ -237,6 +241,8 @@ class Trainer {
   std::vector<std::shared_ptr<DeviceBackend>> devices_;
   const Backend* backend_ = &cpu_backend();
   bool on_gpus() const { return !devices_.empty(); }
+  // Every replica's device peak together (FLOPs/s, modelled); 0: unknown.
+  double job_peak_flops() const;
   // Replicas on GPUs whose gradients are summed there, over NCCL (mirrored,
   // multi_worker_mirrored).
   bool reduces_on_gpus() const {
@@ -244,6 +250,7 @@ class Trainer {
                          cfg_.strategy.type == "multi_worker_mirrored");
   }
   std::string device_name_ = "cpu:0", device_note_;
+  GpuPeak peak_;  // one replica device's (run start): MFU's denominator
   int64_t device_plan_bytes_ = 0;  // the memory plan's bytes on each device
   // The devices' allocation counts (summed) before the arenas, and the
   // allocations planning made.
