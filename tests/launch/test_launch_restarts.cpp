@@ -209,8 +209,8 @@ TEST_F(LaunchRestarts, KilledRanksRestartAndEndBitIdenticalToTheUninterruptedRun
         << "trial " << trial << " (rank " << rank << ", " << d << " s): " << why;
   }
   // Most kills land inside the run (a few may come after its end).
-  EXPECT_GE(restarted, kTrials - 2) << "only " << restarted << " of " << kTrials
-                                    << " trials were interrupted";
+  EXPECT_GE(restarted, kTrials - 2)
+      << "only " << restarted << " of " << kTrials << " trials were interrupted";
   // The launcher answered for each run while it lived: a rank's death and
   // the restart left the run `running` (the chief's own death did not make
   // it interrupted, with an error event, when the next attempt opened the
@@ -254,11 +254,10 @@ TEST_F(LaunchRestarts, AKilledGpuRankRestartsOnItsGpuFromTheCheckpoint) {
   EXPECT_EQ(starts[0].value("communication", ""), "nccl/native") << starts[0].dump();
   const auto want = final_tensors("gpu_ref", 300);
   ASSERT_FALSE(want.empty());
-  const Launched l =
-      launch("gpu_kill",
-             {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=0.2", "BATON_SIMT_DEVICES=2",
-              after_first_checkpoint("gpu_kill")},
-             gpus);
+  const Launched l = launch("gpu_kill",
+                            {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=0.2",
+                             "BATON_SIMT_DEVICES=2", after_first_checkpoint("gpu_kill")},
+                            gpus);
   ASSERT_EQ(l.exit_code(), 0) << excerpt(l.result.err);
   const auto restarts = l.of_type("restart");
   ASSERT_FALSE(restarts.empty()) << "the kill came after the run's end";

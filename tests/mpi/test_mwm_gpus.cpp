@@ -117,10 +117,9 @@ TEST_F(MwmGpus, WhatGpusCannotDoIsRefusedNamingTheKey) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   };
-  refused({{"type", "multi_worker_mirrored"},
-           {"devices", "gpu_emulated"},
-           {"replicas_per_worker", 2}},
-          "strategy.replicas_per_worker", "one rank on one GPU");
+  refused(
+      {{"type", "multi_worker_mirrored"}, {"devices", "gpu_emulated"}, {"replicas_per_worker", 2}},
+      "strategy.replicas_per_worker", "one rank on one GPU");
   refused({{"type", "multi_worker_mirrored"},
            {"devices", "gpu_emulated"},
            {"allreduce", {{"backend", "mpi"}}}},

@@ -22,8 +22,8 @@ namespace baton::simt::ccl {
 namespace {
 
 constexpr char kWireTag[8] = {'b', 't', 'n', 'w', 'i', 'r', 'e', '1'};
-constexpr int kNameBytes = 16;                // random bytes naming the segment
-constexpr int kMaxRanks = 64;                 // a host's GPUs, with room
+constexpr int kNameBytes = 16;                     // random bytes naming the segment
+constexpr int kMaxRanks = 64;                      // a host's GPUs, with room
 constexpr size_t kChunkBytes = size_t{256} << 10;  // a collective's piece per rank
 constexpr size_t kBoxBytes = size_t{64} << 10;     // a pair's mailbox
 constexpr uint64_t kReady = 0x626174776972656cull;
@@ -51,7 +51,7 @@ struct Header {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the flag crosses processes");
 
-struct Box {  // a ring of bytes from one rank to another
+struct Box {            // a ring of bytes from one rank to another
   uint64_t head, tail;  // written and read, in bytes since the start
   unsigned char data[kBoxBytes];
 };
@@ -87,7 +87,8 @@ struct Wire {
   }
   Header& h() const { return *static_cast<Header*>(base); }
   unsigned char* chunk(int r) const {
-    return static_cast<unsigned char*>(base) + header_bytes() + static_cast<size_t>(r) * kChunkBytes;
+    return static_cast<unsigned char*>(base) + header_bytes() +
+           static_cast<size_t>(r) * kChunkBytes;
   }
   Box& box(int from, int to) const {
     auto* first = reinterpret_cast<Box*>(static_cast<unsigned char*>(base) + header_bytes() +
@@ -180,8 +181,8 @@ WireCall to_wire(const Call& c) {
 }
 
 Call from_wire(const WireCall& w) {
-  static const char* names[] = {"ncclAllReduce",     "ncclReduce", "ncclReduceScatter",
-                                "ncclAllGather",     "ncclBroadcast", "ncclSend", "ncclRecv"};
+  static const char* names[] = {"ncclAllReduce", "ncclReduce", "ncclReduceScatter", "ncclAllGather",
+                                "ncclBroadcast", "ncclSend",   "ncclRecv"};
   Call c;
   c.kind = static_cast<Call::Kind>(w.kind);
   c.name = names[std::clamp(w.kind, 0, 6)];
@@ -263,8 +264,8 @@ bool collective(Wire& w, Member& m, const Call& k) {
 bool point_to_point(Wire& w, Member& m, const std::vector<Call>& calls) {
   struct Transfer {
     const Call* call;
-    size_t bytes = 0;      // this side's
-    size_t expected = 0;   // a receive: the sender's count, once read
+    size_t bytes = 0;     // this side's
+    size_t expected = 0;  // a receive: the sender's count, once read
     size_t done = 0;
     bool counted = false;  // the byte count is through
   };
@@ -308,15 +309,15 @@ bool point_to_point(Wire& w, Member& m, const std::vector<Call>& calls) {
           x.expected = count;
           x.counted = moved = true;
           if (count != x.bytes) {
-            m.set_error(ncclInvalidUsage,
-                        "ncclRecv of " + std::to_string(x.bytes) + " bytes from rank " +
-                            std::to_string(x.call->root) + ", which sent " + std::to_string(count));
+            m.set_error(ncclInvalidUsage, "ncclRecv of " + std::to_string(x.bytes) +
+                                              " bytes from rank " + std::to_string(x.call->root) +
+                                              ", which sent " + std::to_string(count));
           }
         }
         while (x.counted && x.done < x.expected && b.head != b.tail) {
           const size_t at = b.tail % kBoxBytes;
-          const size_t n = std::min({kBoxBytes - at, static_cast<size_t>(b.head - b.tail),
-                                     x.expected - x.done});
+          const size_t n =
+              std::min({kBoxBytes - at, static_cast<size_t>(b.head - b.tail), x.expected - x.done});
           // All of the sender's bytes are taken from the box; as many as
           // fit land in the receive buffer.
           if (x.done < x.bytes) {

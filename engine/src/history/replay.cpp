@@ -202,9 +202,9 @@ struct HistoryReplay::Impl {
       }
       if (auto* e = std::get_if<StepEvent>(&re.event)) {
         double* fields[kNumStepMetrics] = {
-            &e->loss,         &e->accuracy,          &e->lr,
-            &e->grad_norm,    &e->samples_per_s,     &e->step_time_ms,
-            &e->data_ms,      &e->compute_ms,        &e->comm_ms,
+            &e->loss,         &e->accuracy,           &e->lr,
+            &e->grad_norm,    &e->samples_per_s,      &e->step_time_ms,
+            &e->data_ms,      &e->compute_ms,         &e->comm_ms,
             &e->optimizer_ms, &e->rank_samples_per_s, &e->mfu};
         if (!mi->second.epoch) *fields[mi->second.index] = value;
       } else if (auto* e = std::get_if<EpochEvent>(&re.event)) {

@@ -126,15 +126,15 @@ void MultiWorkerMirroredStrategy::bind_gradients(const PerReplica<std::vector<Pa
 void MultiWorkerMirroredStrategy::bind_device_gradients(const PerReplica<DeviceGradients>& grads) {
   if (!nccl_) Strategy::bind_device_gradients(grads);
   if (grads.size() != 1 || bound_params_.size() != 1) {
-    throw RuntimeError("multi_worker_mirrored on GPUs: one replica per process, its parameters "
-                       "bound first (bind_gradients)");
+    throw RuntimeError(
+        "multi_worker_mirrored on GPUs: one replica per process, its parameters "
+        "bound first (bind_gradients)");
   }
   // NCCL's calls never touch MPI: the communication thread may overlap
   // backward whatever MPI's thread level.
   device_reducer_ = std::make_unique<DeviceGradientReducer>(
       bound_params_[0], grads, std::vector<Communicator*>{nccl_.get()}, grads_,
-      grads_.overlap && overlap_allowed_ && num_replicas() > 1, std::function<void()>(),
-      timeline_);
+      grads_.overlap && overlap_allowed_ && num_replicas() > 1, std::function<void()>(), timeline_);
 }
 
 bool MultiWorkerMirroredStrategy::overlaps_backward() const {

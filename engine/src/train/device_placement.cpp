@@ -36,10 +36,10 @@ void place_worker_on_gpu(const RunConfig& cfg, const std::string& gpu_library_di
   const bool emulated = s.devices == "gpu_emulated" || emulation_asked();
   const GpuPick g = pick(gpu_library_dir, emulated);
   const std::string key = cfg.file + ": strategy.devices: ";
-  if (g.library.empty()) throw InputError(key + "\"" + s.devices + "\" was asked for, but " + g.why);
+  if (g.library.empty())
+    throw InputError(key + "\"" + s.devices + "\" was asked for, but " + g.why);
   if (s.replicas > 1) {
-    throw InputError(cfg.file + ": strategy.replicas_per_worker: is " +
-                     std::to_string(s.replicas) +
+    throw InputError(cfg.file + ": strategy.replicas_per_worker: is " + std::to_string(s.replicas) +
                      ", and on GPUs each worker is one rank on one GPU (NCCL runs one rank per "
                      "device): remove it, and start one process per GPU");
   }
@@ -47,8 +47,9 @@ void place_worker_on_gpu(const RunConfig& cfg, const std::string& gpu_library_di
   const std::string kind = emulated ? "gpu_emulated:" : "gpu:";
   if (local >= g.devices) {
     throw InputError(key + "\"" + s.devices + "\": this rank is number " + std::to_string(local) +
-                     " on its host and takes " + kind + std::to_string(local) + ", and its host has " +
-                     std::to_string(g.devices) + (emulated ? " emulated" : "") +
+                     " on its host and takes " + kind + std::to_string(local) +
+                     ", and its host has " + std::to_string(g.devices) +
+                     (emulated ? " emulated" : "") +
                      " GPU(s): start at most one rank per GPU on each host");
   }
   p.device = kind + std::to_string(local);

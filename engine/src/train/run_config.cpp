@@ -81,9 +81,10 @@ std::string parse_devices(const ConfigNode& node, const std::string& type,
     if (v == "gpu" || v == "cuda") return "gpu";
     if (v == "gpu_emulated") return "gpu_emulated";
     if (normal_device(v) != "auto" && normal_device(v) != "cpu:0") {
-      node.fail(key, "multi_worker_mirrored runs one rank per GPU, each on the GPU of its place "
-                     "on its host: expected \"auto\", \"cpu\", \"gpu\" or \"gpu_emulated\", got \"" +
-                         v + "\"");
+      node.fail(key,
+                "multi_worker_mirrored runs one rank per GPU, each on the GPU of its place "
+                "on its host: expected \"auto\", \"cpu\", \"gpu\" or \"gpu_emulated\", got \"" +
+                    v + "\"");
     }
   }
   const auto name_of = [&](const nlohmann::json& v) {

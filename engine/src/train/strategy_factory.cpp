@@ -36,10 +36,10 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
       // on its host): MPI carries NCCL's id and the step's figures, NCCL
       // the gradients, from the library the backend came from.
       auto host = std::make_unique<MpiCommunicator>(CommOptions{});
-      auto nccl = std::make_unique<NcclCommunicator>(NcclLibrary::load(gpu_library), *host,
-                                                     gpus[0], comm);
-      return std::make_unique<MultiWorkerMirroredStrategy>(std::move(host), std::move(nccl),
-                                                           device, grads);
+      auto nccl =
+          std::make_unique<NcclCommunicator>(NcclLibrary::load(gpu_library), *host, gpus[0], comm);
+      return std::make_unique<MultiWorkerMirroredStrategy>(std::move(host), std::move(nccl), device,
+                                                           grads);
     }
     // Another thread than the main one calls MPI when replicas are threads or
     // buckets are reduced during backward: that needs MPI_THREAD_SERIALIZED.

@@ -352,8 +352,9 @@ void Trainer::emit_run_start(const RunState& s) {
   start.tokens_per_sample = tokens_per_sample();
   start.model_flops_per_step = model_flops_per_step();
   peak_ = on_gpus() ? devices_[0]->peak()
-                    : GpuPeak{0, "no peak: MFU is reported for GPUs (the CPU's depends on its "
-                                 "ISA and clocks, which Baton does not model)"};
+                    : GpuPeak{0,
+                              "no peak: MFU is reported for GPUs (the CPU's depends on its "
+                              "ISA and clocks, which Baton does not model)"};
   start.peak_flops = peak_.flops;
   start.peak_note = peak_.note;
   start.start_step = s.step;

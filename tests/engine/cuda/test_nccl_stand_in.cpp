@@ -228,9 +228,9 @@ TEST_F(NcclStandIn, RanksByUniqueIdMeetOverTheWireWithTheSameBits) {
     ASSERT_EQ(by_wire[d].size(), by_clique[d].size());
     size_t first = 0;
     while (first < by_wire[d].size() && by_wire[d][first] == by_clique[d][first]) ++first;
-    EXPECT_EQ(first, by_wire[d].size()) << "rank " << d << ": first differs at " << first << " ("
-                                        << by_wire[d][first] << " by the wire, "
-                                        << by_clique[d][first] << " in one clique)";
+    EXPECT_EQ(first, by_wire[d].size())
+        << "rank " << d << ": first differs at " << first << " (" << by_wire[d][first]
+        << " by the wire, " << by_clique[d][first] << " in one clique)";
     // The received half is the peer's input, the broadcast rank 1's.
     EXPECT_EQ(by_wire[d][2 * n + n + 5], in[1 - d][5]);
     EXPECT_EQ(by_wire[d][n + 7], in[1][7]);

@@ -123,9 +123,16 @@ TEST(History, CsvExportMatchesWhatWasRecorded) {
     }
     EXPECT_EQ((got[{e.step, "grad_norm"}]), e.grad_norm);
     EXPECT_EQ((got[{e.step, "step_time_ms"}]), e.step_time_ms);
+    // MFU only where known (> 0).
+    EXPECT_EQ(got.count({e.step, "mfu"}), e.mfu > 0 ? 1u : 0u) << e.step;
+    if (e.mfu > 0) EXPECT_EQ((got[{e.step, "mfu"}]), e.mfu);
   }
-  // 11 metrics per step event and 6 per epoch event (with validation).
-  EXPECT_EQ(got.size(), rec.steps.size() * 11 + rec.epochs * 6);
+  // 11 metrics per step event, MFU on those that have it, and 6 per epoch
+  // event (with validation).
+  size_t with_mfu = 0;
+  for (const auto& e : rec.steps) with_mfu += e.mfu > 0 ? 1 : 0;
+  EXPECT_GT(with_mfu, 0u);
+  EXPECT_EQ(got.size(), rec.steps.size() * 11 + with_mfu + rec.epochs * 6);
 }
 
 TEST(History, FiltersTagsNotesAndDelete) {

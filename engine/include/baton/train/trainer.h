@@ -246,11 +246,11 @@ class Trainer {
   // Replicas on GPUs whose gradients are summed there, over NCCL (mirrored,
   // multi_worker_mirrored).
   bool reduces_on_gpus() const {
-    return on_gpus() && (cfg_.strategy.type == "mirrored" ||
-                         cfg_.strategy.type == "multi_worker_mirrored");
+    return on_gpus() &&
+           (cfg_.strategy.type == "mirrored" || cfg_.strategy.type == "multi_worker_mirrored");
   }
   std::string device_name_ = "cpu:0", device_note_;
-  GpuPeak peak_;  // one replica device's (run start): MFU's denominator
+  GpuPeak peak_;                   // one replica device's (run start): MFU's denominator
   int64_t device_plan_bytes_ = 0;  // the memory plan's bytes on each device
   // The devices' allocation counts (summed) before the arenas, and the
   // allocations planning made.
