@@ -20,7 +20,9 @@
 #      gpu:0 in bf16 at the largest batch that fits, and the same model in
 #      PyTorch (tests/gpu/gpt2_benchmark.py): tokens/s, TFLOP/s, MFU and the
 #      ratio in $OUT/gpt2_benchmark.{txt,json};
-#   3. baton bench allreduce --backend nccl at 1, 16 and 256 MiB (native and
+#   3. multi_worker_mirrored over 2 GPUs under mpirun -n 2 (skipped, saying
+#      so, on a one-GPU machine);
+#   4. baton bench allreduce --backend nccl at 1, 16 and 256 MiB (native and
 #      ring; every GPU of this process - with one GPU that is one rank, so
 #      busbw is 0 and algbw is the GPU's copy speed), under mpirun -n 2 when
 #      there are 2 GPUs, and --backend local (2 CPU threads) for comparison.
@@ -251,6 +253,17 @@ if [[ "${GPUS:-0}" -ge 2 ]] && command -v mpirun >/dev/null 2>&1; then
 else
   echo
   echo "=== bench mpirun -n 2 nccl: skipped (needs 2 GPUs; NCCL refuses two ranks on one GPU)"
+fi
+# multi_worker_mirrored on the GPUs, one rank per GPU (NCCL's id over MPI):
+# 30 steps of the digits MLP, which must say it ran nccl/native on gpu:0.
+if [[ "${GPUS:-0}" -ge 2 ]] && command -v mpirun >/dev/null 2>&1; then
+  step "multi_worker_mirrored on 2 GPUs (mpirun -n 2)" 180 bash -c "mpirun -n 2 --oversubscribe \
+    '$BATON' train '$SRC/resources/examples/digits.json' --set strategy.type=multi_worker_mirrored \
+    --set strategy.devices=gpu --set train.steps=30 --runs-dir '$BUILD/mwm_runs' --db '$BUILD/mwm.db' \
+    | tee /dev/stderr | grep -q 'communication   nccl/native'"
+else
+  echo
+  echo "=== multi_worker_mirrored on 2 GPUs: skipped (needs 2 GPUs: one rank per GPU)"
 fi
 for size in 1M 16M 256M; do
   step "bench local (2 threads) $size" 120 "$BATON" bench allreduce --backend local --ranks 2 \

@@ -244,7 +244,7 @@ TEST_F(LaunchRestarts, AKilledGpuRankRestartsOnItsGpuFromTheCheckpoint) {
     GTEST_SKIP() << "built without the GPU emulator (no CUDA toolkit headers)";
   }
   const std::vector<std::string> gpus = {"--set", "strategy.devices=gpu_emulated",
-                                         "--set", "train.steps=300",
+                                         "--set", "train.steps=120",
                                          "--set", "model.layers=[64,64,10]"};
   const Launched ref = launch("gpu_ref", {"FAULT_RANK=-1", "BATON_SIMT_DEVICES=2"}, gpus);
   ASSERT_EQ(ref.exit_code(), 0) << excerpt(ref.result.err);
@@ -252,7 +252,7 @@ TEST_F(LaunchRestarts, AKilledGpuRankRestartsOnItsGpuFromTheCheckpoint) {
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].value("device", ""), "gpu_emulated:0") << starts[0].dump();
   EXPECT_EQ(starts[0].value("communication", ""), "nccl/native") << starts[0].dump();
-  const auto want = final_tensors("gpu_ref", 300);
+  const auto want = final_tensors("gpu_ref", 120);
   ASSERT_FALSE(want.empty());
   const Launched l = launch("gpu_kill",
                             {"FAULT_RANK=1", "FAULT_SIGNAL=KILL", "FAULT_DELAY=0.2",
@@ -266,7 +266,7 @@ TEST_F(LaunchRestarts, AKilledGpuRankRestartsOnItsGpuFromTheCheckpoint) {
   ASSERT_EQ(again.size(), restarts.size() + 1);
   EXPECT_GT(again[1].value("start_step", int64_t{0}), 0) << again[1].dump();
   std::string why;
-  EXPECT_TRUE(bit_identical(final_tensors("gpu_kill", 300), want, &why)) << why;
+  EXPECT_TRUE(bit_identical(final_tensors("gpu_kill", 120), want, &why)) << why;
 }
 
 // A checkpoint the kill left unusable (cut short): the restart reports it,

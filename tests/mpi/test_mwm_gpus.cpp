@@ -5,7 +5,8 @@
 // (nccl_wire.h). Run by ctest under mpiexec -n 2: the equivalence matrix's
 // multi-process GPU row - the ranks train as one_device on the CPU (dropout
 // included, the batch split unevenly), every rank holds the same bits, and
-// the buckets' allreduce during backward and after it gives the same bits.
+// the buckets' allreduce during backward and after it gives the same bits;
+// SyncBatchNorm's statistics go between the ranks' GPUs.
 #include <baton/core/error.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
@@ -104,6 +105,23 @@ TEST_F(MwmGpus, RanksOnTheirGpusTrainAsTheCpuAndHoldTheSameBits) {
     after["strategy"]["allreduce"] = {{"overlap", false}};
     EXPECT_EQ(train(after).params, many.params) << cell << ": overlap off";
   }
+}
+
+// SyncBatchNorm between the ranks' GPUs: the statistics summed over NCCL
+// between the processes, so the two ranks normalise over the global batch
+// as one device does with BatchNorm.
+TEST_F(MwmGpus, SyncBatchNormSumsOverTheRanksGpus) {
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  nlohmann::json one = mlp({{"type", "one_device"}, {"devices", "cpu"}}, sgd);
+  one["model"]["norm"] = "batchnorm";
+  nlohmann::json many =
+      mlp({{"type", "multi_worker_mirrored"}, {"devices", "gpu_emulated"}}, sgd);
+  many["model"]["norm"] = "syncbatchnorm";
+  const Trained a = train(one), b = train(many);
+  EXPECT_LE(worst_equivalence_error(b.params, a.params), 1.0) << "rank " << rank_;
+  std::vector<float> root = b.params;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  EXPECT_EQ(root, b.params) << "rank " << rank_;
 }
 
 TEST_F(MwmGpus, WhatGpusCannotDoIsRefusedNamingTheKey) {

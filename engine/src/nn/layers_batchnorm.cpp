@@ -55,6 +55,19 @@ int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
   return f;
 }
 
+void BatchNorm::sum_across(float* data, int64_t count) {
+  // On a GPU the sum runs on the communicator's own stream (NCCL's) and
+  // returns once done: the ops queued on this replica's stream that write
+  // `data` must have run first. A download is in the stream's order and
+  // returns when its bytes are here, so after every op queued before it.
+  // Later ops, queued after the call, see the sum.
+  if (DeviceMemory* device = stats_.device_memory()) {
+    float first = 0;
+    device->download(&first, data, sizeof(float));
+  }
+  comm_->sum_across_replicas(data, count);
+}
+
 const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
   // The planned width, not x.cols(): a batch with no rows has no columns,
   // and its replica must still send F + 1 and F floats like the others.
@@ -66,7 +79,7 @@ const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
     float* sum = stats_.data();
     be().column_sums(x.data(), n, f, sum);
     be().fill(sum + f, 1, static_cast<float>(n));
-    if (comm_ != nullptr) comm_->sum_across_replicas(sum, f + 1);
+    if (comm_ != nullptr) sum_across(sum, f + 1);
     // The global row count, on the host: this replica's own without a link;
     // the summed one read back from the backend's memory with one.
     float rows = static_cast<float>(n);
@@ -87,7 +100,7 @@ const Tensor& BatchNorm::forward(const Tensor& x, const ForwardContext& ctx) {
     // Pass two: sum (x - global mean)^2 (F floats), summed over the replicas.
     float* m2 = stats_.data() + f + 1;
     be().column_centered_squares(x.data(), mean_.data(), n, f, m2);
-    if (comm_ != nullptr) comm_->sum_across_replicas(m2, f);
+    if (comm_ != nullptr) sum_across(m2, f);
     // The same statistics and running averages on every replica.
     be().batch_norm_statistics(sum, m2, rows, momentum_, eps_, mean_.data(), rstd_.data(),
                                running_mean_.data(), running_var_.data(), f);
@@ -125,7 +138,7 @@ const Tensor& BatchNorm::backward(const Tensor& dy, bool need_input_grad) {
   float* sdg = stats_.data() + f;
   be().copy(bias_.grad.data(), sdb, f);
   be().copy(gain_.grad.data(), sdg, f);
-  if (comm_ != nullptr) comm_->sum_across_replicas(stats_.data(), 2 * f);
+  if (comm_ != nullptr) sum_across(stats_.data(), 2 * f);
   const float inv_n = global_rows_ > 0.0f ? 1.0f / global_rows_ : 0.0f;
   be().batch_norm_input_grad(dy.data(), relu_y, xhat_.data(), gain_.value.data(), rstd_.data(), sdb,
                              sdg, inv_n, dx_.data(), n, f);

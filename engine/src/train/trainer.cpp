@@ -366,16 +366,6 @@ int64_t Trainer::parameter_bytes() const {
 }
 
 void Trainer::refuse_unlinked_cross_replica_layers(Sequential& model, int replica) {
-  if (reduces_on_gpus()) {
-    for (size_t i = 0; i < model.size(); ++i) {
-      if (!model.layer(i).needs_cross_replica()) continue;
-      throw InputError(cfg_.file + ": model" + (cfg_.model.contains("norm") ? ".norm" : "") + ": " +
-                       model.layer(i).describe() +
-                       " shares batch statistics between replicas, which " + cfg_.strategy.type +
-                       " does on the CPU only in this version (not over NCCL between GPUs): use "
-                       "batchnorm, or strategy.devices \"cpu\"");
-    }
-  }
   if (strategy_->num_replicas() <= 1 || strategy_->replica_communicator(replica) != nullptr) return;
   for (size_t i = 0; i < model.size(); ++i) {
     if (!model.layer(i).needs_cross_replica()) continue;

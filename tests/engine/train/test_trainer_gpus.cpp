@@ -373,10 +373,41 @@ TEST_F(TrainerGpus, WhatTheGpusCannotDoIsAnInputErrorNamingTheKey) {
   named["train"].erase("epochs");
   named["train"]["steps"] = 1;
   EXPECT_EQ(train(named).summary.communication, "nccl/native");
-  // SyncBatchNorm's statistics go between CPU replicas only for now.
-  nlohmann::json sync = with({{"type", "mirrored"}, {"devices", {"gpu_emulated:0"}}});
-  sync["model"]["norm"] = "syncbatchnorm";
-  expect_refused(sync, "model.norm", "not over NCCL between GPUs");
+}
+
+// SyncBatchNorm between GPUs: each replica's statistics summed over NCCL
+// on the devices (after its stream's writes), so mirrored on 2 GPUs
+// normalises over the global batch as one device does with BatchNorm and
+// as 2 CPU replicas do with SyncBatchNorm.
+TEST_F(TrainerGpus, SyncBatchNormSumsItsStatisticsOverNcclBetweenGpus) {
+  REQUIRE_GPUS(2);
+  const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  const auto with_norm = [&](const nlohmann::json& strategy, const char* norm) {
+    nlohmann::json doc = mlp(strategy, sgd);
+    doc["model"]["norm"] = norm;
+    return doc;
+  };
+  const Trained one = train(with_norm({{"type", "one_device"}, {"devices", "cpu"}}, "batchnorm"));
+  const Trained cpus = train(
+      with_norm({{"type", "mirrored"}, {"devices", "cpu"}, {"replicas", 2}}, "syncbatchnorm"));
+  std::vector<Event> events;
+  const Trained gpus =
+      train(with_norm({{"type", "mirrored"}, {"devices", gpu_list(2)}}, "syncbatchnorm"), &events);
+  ASSERT_EQ(gpus.params.size(), 2u);
+  EXPECT_EQ(gpus.params[1], gpus.params[0]);
+  EXPECT_LE(worst_equivalence_error(gpus.params[0], cpus.params[0]), param_bound());
+  EXPECT_LE(worst_equivalence_error(gpus.params[0], one.params[0]), param_bound());
+  ASSERT_EQ(gpus.summary.step_losses.size(), one.summary.step_losses.size());
+  for (size_t i = 0; i < one.summary.step_losses.size(); ++i) {
+    EXPECT_NEAR(gpus.summary.step_losses[i], one.summary.step_losses[i], loss_bound()) << i;
+  }
+  // The layer talks during backward: the buckets wait for it, and the run
+  // log says so.
+  bool said = false;
+  for (const Event& e : events) {
+    if (const auto* l = std::get_if<LogEvent>(&e)) said = said || has(l->message, "overlap is off");
+  }
+  EXPECT_TRUE(said);
 }
 
 // A checkpoint written by replicas on two GPUs resumes on the CPU (and the

@@ -305,6 +305,7 @@ class BatchNorm : public Layer {
   bool fuse_next(Layer& next) override;
 
  private:
+  void sum_across(float* data, int64_t count);  // comm_'s sum, after this replica's ops
   float momentum_, eps_;
   bool relu_ = false;  // a fused ReLU after the affine map
   BatchStats stats_scope_;
