@@ -114,8 +114,7 @@ TEST_F(MwmGpus, SyncBatchNormSumsOverTheRanksGpus) {
   const nlohmann::json sgd = {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
   nlohmann::json one = mlp({{"type", "one_device"}, {"devices", "cpu"}}, sgd);
   one["model"]["norm"] = "batchnorm";
-  nlohmann::json many =
-      mlp({{"type", "multi_worker_mirrored"}, {"devices", "gpu_emulated"}}, sgd);
+  nlohmann::json many = mlp({{"type", "multi_worker_mirrored"}, {"devices", "gpu_emulated"}}, sgd);
   many["model"]["norm"] = "syncbatchnorm";
   const Trained a = train(one), b = train(many);
   EXPECT_LE(worst_equivalence_error(b.params, a.params), 1.0) << "rank " << rank_;

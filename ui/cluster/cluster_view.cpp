@@ -183,6 +183,14 @@ void ClusterView::show_link_bandwidth(int src, int dst, double gbps, bool estima
 
 void ClusterView::clear_link_bandwidth() { scene_->clear_link_bandwidth(); }
 
+void ClusterView::show_device_figures(const QString& device, double utilization_pct,
+                                      double memory_used_mib, double memory_total_mib,
+                                      bool emulated) {
+  scene_->show_device_figures(device, utilization_pct, memory_used_mib, memory_total_mib, emulated);
+}
+
+void ClusterView::clear_device_figures() { scene_->clear_device_figures(); }
+
 // ---- this host, off the GUI thread ----
 
 void ClusterView::probe_this_host() {

@@ -72,6 +72,11 @@ class ClusterView : public QWidget {
                            bool eager = false);
   // Back to the links' plain look (a run started or ended; edits do it too).
   void clear_link_bandwidth();
+  // A running job's GPU figures (a device event) on its tile
+  // (TopologyScene::show_device_figures); cleared when a run starts.
+  void show_device_figures(const QString& device, double utilization_pct, double memory_used_mib,
+                           double memory_total_mib, bool emulated);
+  void clear_device_figures();
   void open_topology();
   void save_topology();
   void add_host();

@@ -74,7 +74,25 @@ DeviceItem::DeviceItem(int host_id, const TopologyDevice& device, int replica_ra
   if (device.numa_node >= 0) tip += QObject::tr("\nNUMA node %1").arg(device.numa_node);
   tip += rank_ >= 0 ? QObject::tr("\nreplica %1 of the ring").arg(rank_)
                     : QObject::tr("\nnot used by this strategy");
+  base_tip_ = tip;
   setToolTip(tip);
+}
+
+void DeviceItem::set_figures(const Figures& f) {
+  figures_ = f;
+  has_figures_ = true;
+  QString tip = base_tip_ + QObject::tr("\nthe run: ");
+  if (f.utilization_pct >= 0)
+    tip += QObject::tr("utilisation %1%, ").arg(f.utilization_pct, 0, 'f', 0);
+  if (f.memory_total_mib > 0) {
+    tip += QObject::tr("memory %1 of %2 GiB")
+               .arg(std::max(0.0, f.memory_used_mib) / 1024, 0, 'f', 1)
+               .arg(f.memory_total_mib / 1024, 0, 'f', 1);
+  }
+  tip += f.emulated ? QObject::tr(" (emulated: the GPU emulator's memory; no utilisation)")
+                    : QObject::tr(" (measured, NVML)");
+  setToolTip(tip);
+  update();
 }
 
 QRectF DeviceItem::boundingRect() const { return {0, 0, kWidth, kHeight}; }
@@ -96,7 +114,28 @@ void DeviceItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWid
   f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.85));
   p->setFont(f);
   p->drawText(boundingRect().adjusted(4, 1, -4, rank_ >= 0 ? -11 : -1), Qt::AlignCenter, name_);
-  if (rank_ >= 0) {
+  if (has_figures_) {
+    // The run's figure as a bar along the bottom: utilisation, or memory
+    // where utilisation is not known (the emulator).
+    const double total = std::max(1.0, figures_.memory_total_mib);
+    const double share = figures_.utilization_pct >= 0
+                             ? figures_.utilization_pct / 100
+                             : std::max(0.0, figures_.memory_used_mib) / total;
+    const QRectF bar(3, kHeight - 5, (kWidth - 6) * std::clamp(share, 0.0, 1.0), 3);
+    p->setPen(Qt::NoPen);
+    p->setBrush(QColor(0xd3, 0x54, 0x00));
+    p->drawRect(bar);
+    p->setPen(text);
+    f.setPointSizeF(std::max(5.5, f.pointSizeF() * 0.85));
+    p->setFont(f);
+    const QString line =
+        figures_.utilization_pct >= 0
+            ? QObject::tr("%1% busy").arg(figures_.utilization_pct, 0, 'f', 0)
+            : QObject::tr("mem %1%%2")
+                  .arg(100 * std::max(0.0, figures_.memory_used_mib) / total, 0, 'f', 0)
+                  .arg(figures_.emulated ? QObject::tr(" emu") : QString());
+    p->drawText(boundingRect().adjusted(4, 13, -4, -4), Qt::AlignCenter, line);
+  } else if (rank_ >= 0) {
     f.setPointSizeF(std::max(5.5, f.pointSizeF() * 0.85));
     p->setFont(f);
     p->drawText(boundingRect().adjusted(4, 14, -4, -1), Qt::AlignCenter,
@@ -108,7 +147,10 @@ void DeviceItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWid
 
 HostItem::HostItem(const TopologyHost& host, const std::vector<Replica>& replicas,
                    QStringList problems, DragFn on_drag)
-    : id_(host.id), problems_(std::move(problems)), on_drag_(std::move(on_drag)) {
+    : id_(host.id),
+      local_(host.local),
+      problems_(std::move(problems)),
+      on_drag_(std::move(on_drag)) {
   setFlag(ItemIsSelectable);
   setPos(host.pos);
   title_ = QStringLiteral("%1:%2").arg(host.name).arg(host.port);

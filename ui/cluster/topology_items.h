@@ -24,11 +24,24 @@ class DeviceItem : public QGraphicsItem {
   int host_id() const { return host_id_; }
   const QString& device() const { return name_; }
   int replica_rank() const { return rank_; }  // -1: not a replica
+  // A running job's figures for this GPU (a device event): its utilisation
+  // (%, < 0: not known, as on the emulator) and memory; drawn as a bar and
+  // a line of text, "emulated" said where the emulator gave them.
+  struct Figures {
+    double utilization_pct = -1, memory_used_mib = 0, memory_total_mib = 0;
+    bool emulated = false;
+  };
+  void set_figures(const Figures& f);
+  bool has_figures() const { return has_figures_; }
+  const Figures& figures() const { return figures_; }
 
  private:
   int host_id_;
   QString name_, kind_;
   int rank_;
+  QString base_tip_;
+  bool has_figures_ = false;
+  Figures figures_;
 };
 
 class HostItem : public QGraphicsItem {
@@ -41,6 +54,7 @@ class HostItem : public QGraphicsItem {
   QRectF boundingRect() const override;
   void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
   int host_id() const { return id_; }
+  bool local() const { return local_; }  // the machine the studio runs on
   const std::vector<DeviceItem*>& devices() const { return devices_; }
   const QStringList& problems() const { return problems_; }
 
@@ -50,6 +64,7 @@ class HostItem : public QGraphicsItem {
 
  private:
   int id_;
+  bool local_ = false;
   QString title_, role_, summary_;
   QStringList problems_;
   QRectF rect_;

@@ -65,7 +65,41 @@ void TopologyScene::rebuild() {
       l->set_bandwidth(it.value().gbps, it.value().estimated, it.value().eager);
     }
   }
+  for (auto it = device_figures_.cbegin(); it != device_figures_.cend(); ++it) {
+    const auto& v = it.value();
+    if (DeviceItem* d = device_item_for(it.key())) d->set_figures({v[0], v[1], v[2], v[3] != 0});
+  }
   setSceneRect(itemsBoundingRect().adjusted(-40, -40, 40, 40));
+}
+
+DeviceItem* TopologyScene::device_item_for(const QString& device) const {
+  const int colon = device.indexOf(QLatin1Char(':'));
+  if (colon < 0) return nullptr;
+  const QString tile = QStringLiteral("cuda") + device.mid(colon);
+  DeviceItem* first = nullptr;
+  for (HostItem* h : hosts_) {
+    for (DeviceItem* d : h->devices()) {
+      if (d->device() != tile) continue;
+      if (h->local()) return d;
+      if (first == nullptr) first = d;
+    }
+  }
+  return first;
+}
+
+void TopologyScene::show_device_figures(const QString& device, double utilization_pct,
+                                        double memory_used_mib, double memory_total_mib,
+                                        bool emulated) {
+  device_figures_.insert(
+      device, {utilization_pct, memory_used_mib, memory_total_mib, emulated ? 1.0 : 0.0});
+  if (DeviceItem* d = device_item_for(device)) {
+    d->set_figures({utilization_pct, memory_used_mib, memory_total_mib, emulated});
+  }
+}
+
+void TopologyScene::clear_device_figures() {
+  device_figures_.clear();
+  schedule_rebuild();
 }
 
 LinkItem* TopologyScene::add_link(const TopologyLink& l) {

@@ -40,6 +40,16 @@ class TopologyScene : public QGraphicsScene {
   void show_link_bandwidth(int src, int dst, double gbps, bool estimated = false,
                            bool eager = false);
   void clear_link_bandwidth();
+  // A running job's device event: `device` is the run's name for the GPU
+  // ("gpu:N" or "gpu_emulated:N"), lighting the tile cuda:N of this host
+  // (the studio's runs are its own), or of the first host that has one
+  // when none is this host. Kept until clear_device_figures (a new run),
+  // across rebuilds.
+  void show_device_figures(const QString& device, double utilization_pct, double memory_used_mib,
+                           double memory_total_mib, bool emulated);
+  void clear_device_figures();
+  // The tile the run's `device` lights, or nullptr.
+  DeviceItem* device_item_for(const QString& device) const;
 
  signals:
   // A host box was dragged: from -> to, `drag_id` the same for every move
@@ -69,6 +79,8 @@ class TopologyScene : public QGraphicsScene {
     bool estimated = false, eager = false;
   };
   QHash<quint64, Shown> bandwidth_;
+  // The last figures per GPU tile ("cuda:N"), re-applied after a rebuild.
+  QHash<QString, std::vector<double>> device_figures_;
   bool rebuild_pending_ = false;
   int drag_counter_ = 0;
 };

@@ -47,12 +47,13 @@ MainWindow::MainWindow(StudioContext ctx, QWidget* parent)
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   // A live run's per-link bandwidth colours the topology canvas.
   // The Prediction tab predicts for the Train view's config.
-  cluster_->prediction().set_config_source([this] {
-    return std::make_pair(train_->form().config(), train_->form().config_path());
-  });
+  cluster_->prediction().set_config_source(
+      [this] { return std::make_pair(train_->form().config(), train_->form().config_path()); });
   connect(train_, &TrainView::link_bandwidth, cluster_, &ClusterView::show_link_bandwidth);
   // A run's colours are its own: gone when the next starts or it ends.
   connect(train_, &TrainView::run_started, cluster_, &ClusterView::clear_link_bandwidth);
+  connect(train_, &TrainView::device_figures, cluster_, &ClusterView::show_device_figures);
+  connect(train_, &TrainView::run_started, cluster_, &ClusterView::clear_device_figures);
   connect(train_, &TrainView::run_finished, cluster_, &ClusterView::clear_link_bandwidth);
   connect(train_, &TrainView::run_finished, history_, &HistoryView::refresh);
   connect(history_, &HistoryView::replay_requested, this, [this] { show_view(View::kHistory); });

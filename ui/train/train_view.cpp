@@ -279,6 +279,9 @@ void TrainView::on_events(const std::vector<Event>& batch) {
       log_line(line);
     } else if (const auto* c = std::get_if<CheckpointEvent>(&ev)) {
       log_line(tr("checkpoint at step %1: %2").arg(c->step).arg(QString::fromStdString(c->path)));
+    } else if (const auto* g = std::get_if<DeviceEvent>(&ev)) {
+      Q_EMIT device_figures(QString::fromStdString(g->device), g->utilization_pct,
+                            g->memory_used_mib, g->memory_total_mib, g->emulated);
     } else if (const auto* k = std::get_if<LinkEvent>(&ev)) {
       const auto it = links.find({k->src, k->dst});
       if (!k->eager || it == links.end() || it->second.eager) {

@@ -54,6 +54,10 @@ class TrainView : public QWidget {
   // messages under MPI's eager limit, a buffer copy's rate (latency-bound,
   // not the link's bandwidth).
   void link_bandwidth(int src, int dst, double gbps, bool estimated, bool eager);
+  // A GPU's figures (a device event: "gpu:N" or "gpu_emulated:N";
+  // utilisation < 0: not known).
+  void device_figures(const QString& device, double utilization_pct, double memory_used_mib,
+                      double memory_total_mib, bool emulated);
   void run_started(const QString& run_id);
   void run_finished(const QString& run_id, const QString& status);
 

@@ -91,6 +91,26 @@ class ClusterViewTest : public QObject {
     view.show_link_bandwidth(0, 2, 3.0);
     QCOMPARE(scene.link_count(), 5);
 
+    // A run's GPU figures (its device events) light the GPU's tile: no host
+    // is this one here, so the first host with a cuda:N (beta). The
+    // emulator's say so and show memory (no utilisation); NVML's show the
+    // utilisation, measured.
+    view.show_device_figures(QStringLiteral("gpu_emulated:1"), -1, 1024, 4096, true);
+    DeviceItem* g1 = scene.device_item_for(QStringLiteral("gpu_emulated:1"));
+    QVERIFY(g1 != nullptr);
+    QCOMPARE(g1->device(), QStringLiteral("cuda:1"));
+    QCOMPARE(g1->host_id(), 2);
+    QVERIFY(g1->has_figures());
+    QVERIFY2(g1->toolTip().contains(QLatin1String("emulated")), qPrintable(g1->toolTip()));
+    QVERIFY2(g1->toolTip().contains(QLatin1String("memory 1.0 of 4.0 GiB")),
+             qPrintable(g1->toolTip()));
+    view.show_device_figures(QStringLiteral("gpu:0"), 93.5, 2048, 81559, false);
+    DeviceItem* g0 = scene.device_item_for(QStringLiteral("gpu:0"));
+    QVERIFY(g0 != nullptr && g0->has_figures());
+    QVERIFY2(g0->toolTip().contains(QLatin1String("utilisation 94%")), qPrintable(g0->toolTip()));
+    QVERIFY2(g0->toolTip().contains(QLatin1String("measured")), qPrintable(g0->toolTip()));
+    QVERIFY(scene.device_item_for(QStringLiteral("gpu:7")) == nullptr);  // no such tile
+
     // An edit shows its validation message on the host box; undo takes it back.
     QComboBox* strategy = view.panel().strategy_box();
     strategy->setCurrentIndex(strategy->findData(QStringLiteral("mirrored")));
@@ -107,6 +127,9 @@ class ClusterViewTest : public QObject {
     // An edit makes the last run's figures stale: the rebuilt links are plain.
     QVERIFY(scene.link_item(1, 2)->bandwidth_gbps() < 0);  // no figure
     QCOMPARE(scene.link_item(1, 2)->pen(), before);
+    // The GPUs keep the run's last figures (its devices did not change)
+    // until the next run starts.
+    QVERIFY(scene.device_item_for(QStringLiteral("gpu:0"))->has_figures());
     // TPU is listed, not selectable, with the reason.
     const int tpu = strategy->findData(QStringLiteral("tpu"));
     QVERIFY(tpu >= 0);
@@ -152,6 +175,10 @@ class ClusterViewTest : public QObject {
       for (int x = 0; x < img.width(); x += 7) colours.insert(img.pixel(x, y));
     }
     QVERIFY2(colours.size() > 20, qPrintable(QString::number(colours.size())));
+    // A new run starts without the last one's GPU figures.
+    view.clear_device_figures();
+    QTRY_VERIFY(scene.device_item_for(QStringLiteral("gpu:0")) != nullptr &&
+                !scene.device_item_for(QStringLiteral("gpu:0"))->has_figures());
   }
 
   // A probe through mpirun can wait for minutes on an unreachable host: the
