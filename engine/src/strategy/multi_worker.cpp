@@ -204,10 +204,10 @@ bool MultiWorkerMirroredStrategy::agree_to_stop(bool local) {
 std::vector<LinkSample> MultiWorkerMirroredStrategy::drain_links() {
   if (nccl_) {
     // The gradients' links (NCCL's, modelled: it does not say what it
-    // moved) and the host's (the step's totals over MPI).
-    std::vector<LinkSample> all = nccl_->links().drain();
-    for (auto& l : comm_->links().drain()) all.push_back(l);
-    return all;
+    // moved). The host's few floats a step over MPI (totals, checksums)
+    // would read as latency-bound samples of the same pairs: left out.
+    (void)comm_->links().drain();
+    return nccl_->links().drain();
   }
   return nested_ ? nested_->drain_links() : comm_->links().drain();
 }
