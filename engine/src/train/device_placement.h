@@ -5,7 +5,8 @@
 // CPU; "cpu:0" the CPU; "gpu:N" the CUDA backend on GPU N (baton_cuda.so);
 // "gpu_emulated:N" the same backend on the GPU emulator (baton_cuda_emu.so,
 // or any GPU name with BATON_CUDA_EMULATE=1); mirrored's list of GPUs one
-// replica on each. What was chosen is said with why, for the run log, the
+// replica on each; multi_worker_mirrored's "gpu" / "gpu_emulated" this
+// rank on the GPU of its place on its host (the launcher's local rank). What was chosen is said with why, for the run log, the
 // summary and the history record.
 #pragma once
 
