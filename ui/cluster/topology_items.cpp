@@ -131,10 +131,16 @@ void DeviceItem::paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWid
     const QString line =
         figures_.utilization_pct >= 0
             ? QObject::tr("%1% busy").arg(figures_.utilization_pct, 0, 'f', 0)
-            : QObject::tr("mem %1%%2")
-                  .arg(100 * std::max(0.0, figures_.memory_used_mib) / total, 0, 'f', 0)
-                  .arg(figures_.emulated ? QObject::tr(" emu") : QString());
+            : QObject::tr("%1% mem").arg(100 * std::max(0.0, figures_.memory_used_mib) / total, 0,
+                                         'f', 0);
     p->drawText(boundingRect().adjusted(4, 13, -4, -4), Qt::AlignCenter, line);
+    if (figures_.emulated) {
+      // The emulator's figures: the tile outlined dashed (the tooltip says
+      // emulated).
+      p->setPen(QPen(text, 1, Qt::DashLine));
+      p->setBrush(Qt::NoBrush);
+      p->drawRoundedRect(boundingRect().adjusted(2, 2, -2, -2), 3, 3);
+    }
   } else if (rank_ >= 0) {
     f.setPointSizeF(std::max(5.5, f.pointSizeF() * 0.85));
     p->setFont(f);
