@@ -9,7 +9,7 @@
 //   step       11 metric samples: loss, accuracy, lr, grad_norm,
 //              samples_per_s, step_time_ms, data_ms, compute_ms, comm_ms,
 //              optimizer_ms, rank_samples_per_s (with the step, epoch, rank
-//              and wall time)
+//              and wall time); a 12th, mfu, where known (GPUs)
 //   epoch      train_loss, train_accuracy, [val_loss, val_accuracy],
 //              epoch_samples_per_s, epoch_time_s
 //   link       a link sample (src, dst, num_bytes, seconds, estimated)
