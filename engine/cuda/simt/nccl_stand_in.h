@@ -1,9 +1,10 @@
 // The NCCL stand-in's insides (nccl_reference.cpp: its API, checks and
 // groups; nccl_collectives.cpp: the calls as they run on the streams): the
 // struct behind ncclComm_t, the ranks of one communicator, and what the two
-// files share. Ranks are emulated devices of this process; each call runs
-// on its rank's stream thread and meets the other ranks' calls there, as
-// NCCL's kernels meet on the GPUs.
+// files share. Ranks are emulated devices (of this process, or over the
+// wire of other processes on this host: nccl_wire.h); each call runs on its
+// rank's stream thread and meets the other ranks' calls there, as NCCL's
+// kernels meet on the GPUs.
 #pragma once
 
 #include <nccl.h>
@@ -42,8 +43,8 @@ struct Call {
 struct Member;
 struct Wire;  // a communicator's ranks across processes (nccl_wire.h)
 
-// The ranks of one communicator: those made from one unique id, or by one
-// ncclCommInitAll.
+// The ranks of one communicator made by one ncclCommInitAll (those of a
+// unique id meet over the wire instead: nccl_wire.h).
 struct Clique {
   explicit Clique(int n)
       : nranks(n), members(static_cast<size_t>(n)), devices(static_cast<size_t>(n), -1) {}
