@@ -46,8 +46,16 @@ const std::string kConfig = testing_launch::digits_config(R"({
   "checkpoint": {"every_steps": 100, "every_epoch": false, "keep": 2}
 })");
 
-// OpenMPI's rsh agent: "agent HOST COMMAND..." runs COMMAND here.
+// OpenMPI's rsh agent: "agent HOST COMMAND..." runs COMMAND here. Each
+// host's daemon keeps its session files in a folder of its own under the
+// test's: on one machine (one host name) the daemons otherwise share
+// /tmp/ompi.<name>.<uid>/jf.<job family>, where a folder left by an earlier
+// job's killed daemon of the same 16-bit job family ends the job ("mkdir:
+// File exists", seen once in CI).
 const char* kAgent = R"(#!/bin/sh
+OMPI_MCA_orte_tmpdir_base="$(dirname "$0")/ompi/$1"
+export OMPI_MCA_orte_tmpdir_base
+mkdir -p "$OMPI_MCA_orte_tmpdir_base" || exit 1
 shift
 exec /bin/sh -c "$*"
 )";
@@ -403,62 +411,60 @@ TEST_F(LaunchElastic, TfConfigParameterServerTasksRunOnTheirHostsAndAWorkerIsRep
     for (const pid_t p : held) ::kill(p, SIGCONT);
     held.clear();
   };
-  const auto job = testing_launch::run_launcher(BATON_BINARY,
-                                                {"baton",
-                                                 "launch",
-                                                 config_,
-                                                 "--tf-config",
-                                                 path("tf_ps.json"),
-                                                 "--runs-dir",
-                                                 path("runs"),
-                                                 "--db",
-                                                 path("history.db"),
-                                                 "--set",
-                                                 "train.steps=40000",
-                                                 "--set",
-                                                 "strategy.type=parameter_server",
-                                                 "--set",
-                                                 "strategy.num_ps=1",
-                                                 "--set",
-                                                 "strategy.mode=async",
-                                                 "--host-cooldown",
-                                                 "0.5",
-                                                 "--heartbeat",
-                                                 "0.2",
-                                                 "--events",
-                                                 "-",
-                                                 "-q"},
-                                                env(), [&](const nlohmann::json& e) {
-                                                  if (e.value("type", "") != "ranks") return;
-                                                  if (killed != 0) {
-                                                    for (const auto& r : e["ranks"]) {
-                                                      const long pid = r.value("pid", 0L);
-                                                      if (r.value("rank", -1) == 2 &&
-                                                          r.value("state", "") == "running" &&
-                                                          pid != 0 && pid != killed) {
-                                                        replacement_seen = true;
-                                                        release();
-                                                      }
-                                                    }
-                                                    return;
-                                                  }
-                                                  for (const auto& r : e["ranks"]) {
-                                                    if (r.value("rank", -1) == 2 &&
-                                                        r.value("state", "") == "running" &&
-                                                        r.value("step", int64_t{-1}) >= 1000) {
-                                                      killed = r.value("pid", 0L);
-                                                    }
-                                                  }
-                                                  if (killed == 0) return;
-                                                  for (const auto& r : e["ranks"]) {
-                                                    const int rank = r.value("rank", -1);
-                                                    const long pid = r.value("pid", 0L);
-                                                    if ((rank == 0 || rank == 1) && pid > 0 &&
-                                                        ::kill(static_cast<pid_t>(pid), SIGSTOP) == 0)
-                                                      held.push_back(static_cast<pid_t>(pid));
-                                                  }
-                                                  ::kill(static_cast<pid_t>(killed), SIGKILL);
-                                                });
+  const auto job = testing_launch::run_launcher(
+      BATON_BINARY,
+      {"baton",
+       "launch",
+       config_,
+       "--tf-config",
+       path("tf_ps.json"),
+       "--runs-dir",
+       path("runs"),
+       "--db",
+       path("history.db"),
+       "--set",
+       "train.steps=40000",
+       "--set",
+       "strategy.type=parameter_server",
+       "--set",
+       "strategy.num_ps=1",
+       "--set",
+       "strategy.mode=async",
+       "--host-cooldown",
+       "0.5",
+       "--heartbeat",
+       "0.2",
+       "--events",
+       "-",
+       "-q"},
+      env(), [&](const nlohmann::json& e) {
+        if (e.value("type", "") != "ranks") return;
+        if (killed != 0) {
+          for (const auto& r : e["ranks"]) {
+            const long pid = r.value("pid", 0L);
+            if (r.value("rank", -1) == 2 && r.value("state", "") == "running" && pid != 0 &&
+                pid != killed) {
+              replacement_seen = true;
+              release();
+            }
+          }
+          return;
+        }
+        for (const auto& r : e["ranks"]) {
+          if (r.value("rank", -1) == 2 && r.value("state", "") == "running" &&
+              r.value("step", int64_t{-1}) >= 1000) {
+            killed = r.value("pid", 0L);
+          }
+        }
+        if (killed == 0) return;
+        for (const auto& r : e["ranks"]) {
+          const int rank = r.value("rank", -1);
+          const long pid = r.value("pid", 0L);
+          if ((rank == 0 || rank == 1) && pid > 0 && ::kill(static_cast<pid_t>(pid), SIGSTOP) == 0)
+            held.push_back(static_cast<pid_t>(pid));
+        }
+        ::kill(static_cast<pid_t>(killed), SIGKILL);
+      });
   release();
   ASSERT_EQ(job.exit_code, 0) << job.err;
   ASSERT_NE(killed, 0) << "worker 2 never seen running past step 1000";
