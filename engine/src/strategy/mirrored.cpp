@@ -162,8 +162,13 @@ CentralStorageStrategy::CentralStorageStrategy(int replicas, const CommOptions& 
                                                GradientOptions grads)
     : MirroredStrategy(replicas, comm, grads) {}
 
+CentralStorageStrategy::CentralStorageStrategy(std::unique_ptr<NcclGroup> nccl,
+                                               std::vector<std::string> devices)
+    : MirroredStrategy(std::move(nccl), std::move(devices), GradientOptions{}), on_gpus_(true) {}
+
 std::string CentralStorageStrategy::communication() const {
-  return "in-process sum into the central copy";
+  return on_gpus_ ? "GPU-to-host copies, summed into the central copy on the host"
+                  : "in-process sum into the central copy";
 }
 
 void CentralStorageStrategy::bind_gradients(const PerReplica<std::vector<Param*>>& /*per_replica*/,

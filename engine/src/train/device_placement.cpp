@@ -65,9 +65,11 @@ void place_worker_on_gpu(const RunConfig& cfg, const std::string& gpu_library_di
 ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_library_dir) {
   const StrategyConfig& s = cfg.strategy;
   const std::string key = cfg.file + ": strategy.devices: ";
-  const bool gpu_strategy = s.type == "one_device" || s.type == "mirrored";
+  const bool gpu_strategy =
+      s.type == "one_device" || s.type == "mirrored" || s.type == "central_storage";
   ReplicaPlacement p;
-  // The GPUs asked for by name (one_device's one, mirrored's list), or
+  // The GPUs asked for by name (one_device's one, mirrored's and
+  // central_storage's list), or
   // none (auto, cpu).
   std::vector<std::string> named = s.gpus;
   if (s.type == "one_device" && s.devices != "auto" && s.devices != "cpu:0") named = {s.devices};
@@ -84,10 +86,12 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
                       ? "auto: multi_worker_mirrored trains on the CPU unless strategy.devices "
                         "is \"gpu\" (one rank per GPU), though this machine has " +
                             std::to_string(g.devices) + " GPU(s)"
-                      : s.type + " trains on the CPU in this version, though this machine has " +
+                      : s.type +
+                            " trains its workers on the CPU in this version, though this "
+                            "machine has " +
                             std::to_string(g.devices) +
-                            " GPU(s): GPUs serve one_device, mirrored and "
-                            "multi_worker_mirrored until the other strategies run over NCCL"
+                            " GPU(s): GPUs serve one_device, mirrored, central_storage and "
+                            "multi_worker_mirrored"
                 : "auto: " + g.why;
   } else {
     const bool auto_pick = named.empty();
@@ -97,14 +101,14 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
     if (g.library.empty()) {
       if (!auto_pick) throw InputError(key + "\"" + named[0] + "\" was asked for, but " + g.why);
       p.why = "auto: " + g.why;
-    } else if (auto_pick && s.type == "mirrored" && s.replicas_given && s.replicas > g.devices) {
+    } else if (auto_pick && s.type != "one_device" && s.replicas_given && s.replicas > g.devices) {
       p.why = "auto: strategy.replicas asks for " + std::to_string(s.replicas) +
               " replicas and this machine has " + std::to_string(g.devices) +
               (g.emulated ? " emulated" : "") +
               " GPU(s) (one replica each): the replicas train on the CPU";
     } else {
-      // auto: one_device the first GPU; mirrored every GPU, or its
-      // strategy.replicas first ones.
+      // auto: one_device the first GPU; mirrored and central_storage every
+      // GPU, or their strategy.replicas first ones.
       std::vector<int> gpus;
       if (auto_pick) {
         const int n = s.type == "one_device" ? 1 : s.replicas_given ? s.replicas : g.devices;

@@ -58,9 +58,10 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
     if (buffers_only) return;
     for (Param* p : rep.params) comm.broadcast(p->value.data(), p->value.numel(), 0);
     // central_storage: one optimizer, nothing to give the others (and one
-    // parameter copy, which the broadcast above leaves as it is). Every
+    // parameter copy, which the broadcast above leaves as it is; on GPUs
+    // the host copy's, which every replica's values came from). Every
     // replica must run the same collectives, so all skip it together.
-    if (strategy_->shares_parameters()) return;
+    if (strategy_->shares_parameters() || strategy_->keeps_host_copy()) return;
     for (auto& [name, t] : rep.optimizer->state()) comm.broadcast(t->data(), t->numel(), 0);
   });
 }

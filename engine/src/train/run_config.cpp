@@ -58,17 +58,18 @@ std::string normal_device(const std::string& name) {
 
 // strategy.devices: "auto", "cpu", or device names; one_device takes tf's
 // strategy.device (one name) too, and one device only; mirrored takes a
-// list of GPUs (one replica on each, NCCL between them);
+// list of GPUs (one replica on each, NCCL between them), and so does
+// central_storage (one replica on each, the variables in host memory);
 // multi_worker_mirrored takes "gpu" or "gpu_emulated" (each rank on the GPU
-// of its place on its host, NCCL between the ranks). The other strategies
-// train on the CPU in this version, and asking them for GPUs is an error
-// rather than a silent CPU. Returns "auto", "cpu:0", one_device's device or
-// multi_worker_mirrored's "gpu"/"gpu_emulated"; `gpus` gets mirrored's GPUs
-// ("gpu:N" or "gpu_emulated:N", in the order given).
+// of its place on its host, NCCL between the ranks). parameter_server's
+// workers train on the CPU in this version, and asking it for GPUs is an
+// error rather than a silent CPU. Returns "auto", "cpu:0", one_device's
+// device or multi_worker_mirrored's "gpu"/"gpu_emulated"; `gpus` gets the
+// listed GPUs ("gpu:N" or "gpu_emulated:N", in the order given).
 std::string parse_devices(const ConfigNode& node, const std::string& type,
                           std::vector<std::string>& gpus) {
   const bool one = type == "one_device";
-  const bool mirrored = type == "mirrored";
+  const bool mirrored = type == "mirrored" || type == "central_storage";
   if (one && node.has("device") && node.has("devices")) {
     node.fail("device", "give strategy.devices or strategy.device, not both");
   }
@@ -121,18 +122,20 @@ std::string parse_devices(const ConfigNode& node, const std::string& type,
                          "place on its host: expected \"auto\", \"cpu\", \"gpu\" or "
                          "\"gpu_emulated\""
                        : type +
-                             " trains its replicas on the CPU in this version (GPUs serve "
-                             "one_device, mirrored and multi_worker_mirrored): use \"auto\" or "
-                             "\"cpu\", or strategy.type mirrored or one_device with \"" +
+                             " trains its workers on the CPU in this version (GPUs serve "
+                             "one_device, mirrored, central_storage and multi_worker_mirrored): "
+                             "use \"auto\" or \"cpu\", or strategy.type mirrored or "
+                             "central_storage with \"" +
                              first + "\"");
   }
   const std::string kind = first.substr(0, first.find(':') + 1);
   for (const std::string& n : names) {
     if (n == "auto" || n == "cpu:0" || n.substr(0, n.find(':') + 1) != kind) {
-      node.fail(key,
-                "mirrored's devices are GPUs of one kind (\"gpu:N\" or \"gpu_emulated:N\"), "
-                "one replica on each; got \"" +
-                    n + "\" beside \"" + first + "\" (\"auto\" or \"cpu\" alone train on the CPU)");
+      node.fail(key, type +
+                         "'s devices are GPUs of one kind (\"gpu:N\" or \"gpu_emulated:N\"), "
+                         "one replica on each; got \"" +
+                         n + "\" beside \"" + first +
+                         "\" (\"auto\" or \"cpu\" alone train on the CPU)");
     }
     if (std::count(names.begin(), names.end(), n) > 1) {
       node.fail(key, "\"" + n + "\" is listed twice: NCCL runs one replica per GPU");
@@ -140,6 +143,17 @@ std::string parse_devices(const ConfigNode& node, const std::string& type,
   }
   gpus = names;
   return "auto";
+}
+
+// Listed GPUs are one replica each: strategy.replicas, when given, agrees.
+void check_replicas_match_gpus(const ConfigNode& node, StrategyConfig& s) {
+  if (s.gpus.empty()) return;
+  if (s.replicas_given && s.replicas != static_cast<int>(s.gpus.size())) {
+    node.fail("replicas", "is " + std::to_string(s.replicas) + ", and strategy.devices lists " +
+                              std::to_string(s.gpus.size()) +
+                              " GPU(s), one replica each: remove replicas or make them agree");
+  }
+  s.replicas = static_cast<int>(s.gpus.size());
 }
 
 StrategyConfig parse_strategy(const ConfigNode& node) {
@@ -177,7 +191,9 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     // allreduce, so those keys are unknown here and finish() refuses them.
   } else if (s.type == "central_storage") {
     const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
+    s.replicas_given = node.has("replicas");
     s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
+    check_replicas_match_gpus(node, s);
     // One parameter copy that every replica reads: after backward each
     // replica thread sums its slice of every gradient into that copy. No
     // allreduce runs - no algorithm, no buckets, nothing to overlap with
@@ -204,12 +220,7 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
       const int64_t cores = std::max<unsigned>(1, std::thread::hardware_concurrency());
       s.replicas_given = node.has("replicas");
       s.replicas = static_cast<int>(node.integer_or("replicas", cores, 1, 1024));
-      if (!s.gpus.empty() && s.replicas_given && s.replicas != static_cast<int>(s.gpus.size())) {
-        node.fail("replicas", "is " + std::to_string(s.replicas) + ", and strategy.devices lists " +
-                                  std::to_string(s.gpus.size()) +
-                                  " GPU(s), one replica each: remove replicas or make them agree");
-      }
-      if (!s.gpus.empty()) s.replicas = static_cast<int>(s.gpus.size());
+      check_replicas_match_gpus(node, s);
     } else {
       s.replicas = static_cast<int>(node.integer_or("replicas_per_worker", 1, 1, 1024));
     }

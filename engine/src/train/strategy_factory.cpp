@@ -82,27 +82,32 @@ std::unique_ptr<Strategy> make_strategy(const StrategyConfig& s, const std::stri
     return std::make_unique<ParameterServerStrategy>(num_ps, s.mode == "sync", s.max_staleness,
                                                      file, join);
   }
+  // On GPUs (mirrored, central_storage): one NCCL rank per GPU, in this
+  // process (ncclCommInitAll), from the library the replicas' backends
+  // came from.
+  std::vector<std::string> names;
+  for (const int g : gpus) {
+    names.push_back(std::string(device.rfind("gpu_emulated:", 0) == 0 ? "gpu_emulated:" : "gpu:") +
+                    std::to_string(g));
+  }
+  const auto group = [&] {
+    return std::make_unique<NcclGroup>(NcclLibrary::load(gpu_library), gpus, comm);
+  };
   if (s.type == "central_storage") {
     // No allreduce (run_config refuses its keys): the replicas' group
     // carries only the first broadcast and SyncBatchNorm's statistics,
-    // with the local communicator's defaults.
+    // with the communicators' defaults.
+    if (!gpus.empty()) {
+      comm = CommOptions{};
+      return std::make_unique<CentralStorageStrategy>(group(), std::move(names));
+    }
     return std::make_unique<CentralStorageStrategy>(s.replicas, CommOptions{}, GradientOptions{});
   }
   if (!gpus.empty()) {
     if (s.type != "mirrored") {
-      throw RuntimeError(s.type + " on GPUs is not built yet (mirrored and one_device are)");
+      throw RuntimeError(s.type + " on GPUs is not built yet");
     }
-    // One NCCL rank per GPU, in this process (ncclCommInitAll), from the
-    // library the replicas' backends came from.
-    std::vector<std::string> names;
-    for (const int g : gpus) {
-      names.push_back(
-          std::string(device.rfind("gpu_emulated:", 0) == 0 ? "gpu_emulated:" : "gpu:") +
-          std::to_string(g));
-    }
-    return std::make_unique<MirroredStrategy>(
-        std::make_unique<NcclGroup>(NcclLibrary::load(gpu_library), gpus, comm), std::move(names),
-        grads);
+    return std::make_unique<MirroredStrategy>(group(), std::move(names), grads);
   }
   return std::make_unique<MirroredStrategy>(s.replicas, comm, grads);
 }

@@ -81,15 +81,16 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   ReplicaPlacement place = place_replicas(cfg_, opt_.gpu_library_dir);
   devices_ = std::move(place.backends);
   if (on_gpus()) backend_ = devices_[0].get();
-  // mirrored's "auto" took every GPU: one replica on each.
-  if (on_gpus() && cfg_.strategy.type == "mirrored") {
+  // mirrored's and central_storage's "auto" took every GPU: one replica
+  // on each.
+  if (on_gpus() && (cfg_.strategy.type == "mirrored" || cfg_.strategy.type == "central_storage")) {
     cfg_.strategy.replicas = static_cast<int>(devices_.size());
   }
   device_name_ = place.device;
   device_note_ = place.why;
   plan_device_samples(place.library, place.gpus);
-  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_,
-                            reduces_on_gpus() ? place.gpus : std::vector<int>{}, place.library);
+  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_, place.gpus,
+                            place.library);
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;
@@ -157,7 +158,10 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     refuse_unlinked_cross_replica_layers(*rep->model, r);
     rep->model->attach(strategy_->replica_communicator(r));
     rep->params = rep->model->params();
-    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->params, backend, &rep->flat);
+    if (!strategy_->keeps_host_copy()) {
+      rep->optimizer =
+          std::make_unique<Optimizer>(cfg_.optimizer, rep->params, backend, &rep->flat);
+    }
     if (rep->model->out_rows_per_sample() != labels_per_sample_) {
       throw InputError(cfg_.file + ": model: gives " +
                        std::to_string(rep->model->out_rows_per_sample()) +
@@ -171,6 +175,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   }
   model_description_ = replicas_[0]->model->describe();
   if (strategy_->shares_parameters()) share_central_parameters();
+  if (strategy_->keeps_host_copy()) make_host_copy(factory, shape);
   if (opt_.timeline) make_timeline();
   bind_gradients();
 
@@ -356,12 +361,14 @@ int64_t Trainer::parameter_bytes() const {
     seen.push_back(&t);
     bytes += t.numel() * static_cast<int64_t>(sizeof(float));
   };
-  for (const auto& rep : replicas_) {
-    for (const Param* p : rep->params) add(p->value);
-    if (rep->optimizer) {
-      for (auto& [name, t] : rep->optimizer->state()) add(*t);
+  const auto add_replica = [&](const Replica& rep) {
+    for (const Param* p : rep.params) add(p->value);
+    if (rep.optimizer) {
+      for (auto& [name, t] : rep.optimizer->state()) add(*t);
     }
-  }
+  };
+  for (const auto& rep : replicas_) add_replica(*rep);
+  if (host_copy_) add_replica(*host_copy_);
   return bytes;
 }
 
@@ -400,12 +407,13 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   // whichever device wrote it.
   for (auto& [name, t] : rep.model->buffers())
     d.tensors.emplace_back("buffer." + name, t->to_host());
-  for (auto& [name, t] : rep.optimizer->state())
-    d.tensors.emplace_back("optim." + name, t->to_host());
+  // The optimizer's state (the host copy's when the variables live there).
+  Optimizer& optim = *updating(0).optimizer;
+  for (auto& [name, t] : optim.state()) d.tensors.emplace_back("optim." + name, t->to_host());
   d.meta = {{"step", step},
             {"epoch", epoch},
             {"batch_in_epoch", batch_in_epoch},
-            {"optimizer_steps", rep.optimizer->steps_taken()},
+            {"optimizer_steps", optim.steps_taken()},
             {"seed", cfg_.seed},
             {"model", model_description_},
             {"model_shape", {train_->features(), replicas_[0]->model->out_features()}},
@@ -417,7 +425,7 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
     // checkpoint takes theirs (the chief's own optimizer never steps).
     std::vector<Tensor*> values, optimizer;
     for (size_t i = 0; i < rep.params.size(); ++i) values.push_back(&d.tensors[i].second);
-    const size_t first_optim = d.tensors.size() - rep.optimizer->state().size();
+    const size_t first_optim = d.tensors.size() - optim.state().size();
     for (size_t i = first_optim; i < d.tensors.size(); ++i)
       optimizer.push_back(&d.tensors[i].second);
     const std::vector<int64_t> updates =
@@ -434,7 +442,10 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
     throw InputError(where + " holds the model " + d.meta.value("model", std::string("?")) +
                      ", but this config builds " + model_description_);
   }
-  for (auto& rep : replicas_) {
+  std::vector<Replica*> restored;
+  for (auto& rep : replicas_) restored.push_back(rep.get());
+  if (host_copy_) restored.push_back(host_copy_.get());
+  for (Replica* rep : restored) {
     rep->bind_thread();
     std::vector<std::pair<std::string, Tensor*>> targets;
     for (size_t i = 0; i < rep->params.size(); ++i) {
@@ -442,11 +453,14 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
                            &rep->params[i]->value);
     }
     for (auto& [name, t] : rep->model->buffers()) targets.emplace_back("buffer." + name, t);
-    // central_storage: one optimizer (replica 0's) - the others restore
-    // their (shared) parameters and buffers only.
-    if (!rep->optimizer) continue;
-    for (auto& [name, t] : rep->optimizer->state()) targets.emplace_back("optim." + name, t);
-    if (targets.size() != d.tensors.size()) {
+    // central_storage on the CPU: one optimizer (replica 0's), and the
+    // others' parameters are views of replica 0's. On GPUs each replica
+    // takes the parameters and buffers, the host copy the optimizer too.
+    if (!rep->optimizer && rep->device == nullptr) continue;
+    if (rep->optimizer) {
+      for (auto& [name, t] : rep->optimizer->state()) targets.emplace_back("optim." + name, t);
+    }
+    if (rep->optimizer ? targets.size() != d.tensors.size() : targets.size() > d.tensors.size()) {
       throw InputError(where + " holds " + std::to_string(d.tensors.size()) +
                        " tensors, the model and optimizer need " + std::to_string(targets.size()));
     }
@@ -550,7 +564,9 @@ void Trainer::replica_step(int r, const StepInputs& in) {
 }
 
 void Trainer::replica_update(int r, const UpdateInputs& in) {
-  Replica& rep = *replicas_[r];
+  // The host copy's, where the variables live there (it is the only
+  // replica the strategy updates then).
+  Replica& rep = updating(r);
   rep.bind_thread();
   // Where the gradients are summed remotely the clipping happens there.
   if (in.need_norm && !strategy_->clips_remotely()) {

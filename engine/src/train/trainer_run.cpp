@@ -74,7 +74,13 @@ TrainSummary Trainer::run() {
   s.sum.step_losses.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - s.step)));
   s.nrep = strategy_->local_replicas();
   s.batches.assign(static_cast<size_t>(s.nrep), nullptr);
-  for (auto& r : replicas_) s.all_params.push_back(r->params);
+  // The variables the strategy reduces into and updates: every replica's,
+  // or the host copy's alone where they live there.
+  if (host_copy_) {
+    s.all_params.push_back(host_copy_->params);
+  } else {
+    for (auto& r : replicas_) s.all_params.push_back(r->params);
+  }
   s.loss_parts.assign(static_cast<size_t>(s.nrep), 0.0);
   s.correct_parts.assign(static_cast<size_t>(s.nrep), 0.0);
   s.train_t0 = Clock::now();
@@ -169,13 +175,16 @@ void Trainer::resume(RunState& s) {
     std::vector<Tensor*> tensors;
     for (Param* p : rep.params) tensors.push_back(&p->value);
     for (auto& [name, t] : rep.model->buffers()) tensors.push_back(t);
-    for (auto& [name, t] : rep.optimizer->state()) tensors.push_back(t);
+    for (auto& [name, t] : updating(0).optimizer->state()) tensors.push_back(t);
     strategy_->broadcast_tensors_from_chief(tensors);
     restored_remote_ = true;
   }
   for (auto& rep : replicas_) {
     if (rep->optimizer)
       rep->optimizer->set_steps_taken(position.at("optimizer_steps").get<int64_t>());
+  }
+  if (host_copy_) {
+    host_copy_->optimizer->set_steps_taken(position.at("optimizer_steps").get<int64_t>());
   }
   // Every process confirms the step it resumes at (and that its config
   // plans the same epochs) before any trains on.
@@ -364,7 +373,9 @@ void Trainer::emit_run_start(const RunState& s) {
   log(LogLevel::kInfo, "device " + device_note_);
   log_kernel_notes();
   if (!strategy_->remote_updates()) {
-    log(LogLevel::kInfo, "optimizer: " + replicas_[0]->optimizer->describe_update());
+    log(LogLevel::kInfo,
+        std::string(host_copy_ ? "optimizer (the host copy's, in host memory): " : "optimizer: ") +
+            updating(0).optimizer->describe_update());
   }
   if (!overlap_note_.empty()) log(LogLevel::kInfo, overlap_note_);
   if (const std::string note = strategy_->communication_note(); !note.empty()) {
@@ -435,6 +446,7 @@ bool Trainer::train_step(RunState& s) {
   const auto t2 = Clock::now();
   const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, s.step, total_steps_);
   strategy_->set_step_rows(own_rows, global_rows);
+  if (host_copy_) gather_gradients_to_host();
   strategy_->reduce_gradients(s.all_params);
   const auto t3 = Clock::now();
   // The norm costs a pass over every gradient: take it when clipping needs
@@ -443,6 +455,7 @@ bool Trainer::train_step(RunState& s) {
   const bool need_norm = cfg_.optimizer.clip_global_norm > 0.0f || log_step;
   const UpdateInputs up{lr, need_norm, &s.grad_norm};
   strategy_->apply_updates(s.all_params, [this, &up](int r) { replica_update(r, up); });
+  if (host_copy_) scatter_host_values();
   if (strategy_->clips_remotely()) s.grad_norm = strategy_->remote_gradient_norm();
   const auto t4 = Clock::now();
 

@@ -310,7 +310,7 @@ TEST_F(TrainerGpu, WhatTheMachineCannotGiveIsAnInputErrorNamingTheKey) {
   }
   // The parser: a GPU for a strategy that cannot use one yet, a bad name.
   auto doc = tiny_regression(dir_);
-  doc["strategy"]["type"] = "central_storage";
+  doc["strategy"]["type"] = "parameter_server";
   for (const char* bad : {"gpu:0", "tpu:0"}) {
     try {
       config(doc, bad);

@@ -186,6 +186,45 @@ INSTANTIATE_TEST_SUITE_P(Gpus, MirroredGpus, ::testing::Values(1, 2, 4),
                            return std::to_string(i.param) + "gpus";
                          });
 
+// central_storage on GPUs, as TF places it: the replicas compute on their
+// GPUs, the variables and the one optimizer stay in host memory, each
+// step's gradients come to the host and are summed there in replica order.
+// It trains as the CPU's central_storage over as many replicas (the same
+// sums in the same order) and as one device, every GPU holding the host
+// copy's values after each step.
+class CentralStorageGpus : public TrainerGpus, public ::testing::WithParamInterface<int> {};
+
+TEST_P(CentralStorageGpus, TrainsAsTheCpuWithTheVariablesInHostMemory) {
+  const int n = GetParam();
+  REQUIRE_GPUS(n);
+  const nlohmann::json optimizers[] = {{{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
+                                       {{"type", "adam"}, {"lr", 0.01}}};
+  for (const auto& opt : optimizers) {
+    const std::string cell = opt.dump() + " on " + std::to_string(n) + " GPU(s)";
+    const Trained one = train(mlp({{"type", "one_device"}, {"devices", "cpu"}}, opt));
+    const Trained cpu =
+        train(mlp({{"type", "central_storage"}, {"devices", "cpu"}, {"replicas", n}}, opt));
+    const Trained gpu = train(mlp({{"type", "central_storage"}, {"devices", gpu_list(n)}}, opt));
+    ASSERT_EQ(gpu.params.size(), static_cast<size_t>(n)) << cell;
+    EXPECT_EQ(gpu.summary.device, joined(n)) << cell;
+    EXPECT_TRUE(has(gpu.summary.communication, "summed into the central copy on the host"))
+        << gpu.summary.communication;
+    EXPECT_LE(worst_equivalence_error(gpu.params[0], cpu.params[0]), param_bound()) << cell;
+    EXPECT_LE(worst_equivalence_error(gpu.params[0], one.params[0]), param_bound()) << cell;
+    for (int r = 1; r < n; ++r) EXPECT_EQ(gpu.params[r], gpu.params[0]) << cell << " " << r;
+    ASSERT_EQ(gpu.summary.step_losses.size(), cpu.summary.step_losses.size()) << cell;
+    for (size_t i = 0; i < cpu.summary.step_losses.size(); ++i) {
+      EXPECT_NEAR(gpu.summary.step_losses[i], cpu.summary.step_losses[i], loss_bound()) << cell;
+    }
+    EXPECT_NEAR(gpu.summary.val_loss, cpu.summary.val_loss, loss_bound()) << cell;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpus, CentralStorageGpus, ::testing::Values(1, 2, 4),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::to_string(i.param) + "gpus";
+                         });
+
 // The overlap, seen on the devices' clock: on each replica's communication
 // lane a bucket's "gradients ready" span ends when the GPU has written its
 // gradients, and its "allreduce" follows. Bucket 0 (the last layer's)
@@ -257,7 +296,9 @@ TEST_F(TrainerGpus, EachGpuIsSampledWhileItTrains) {
     EXPECT_GT(d->memory_total_mib, 0) << d->device;
     EXPECT_GT(d->memory_used_mib, 0) << d->device;
     EXPECT_LE(d->memory_used_mib, d->memory_total_mib) << d->device;
-    if (!kReal) EXPECT_EQ(d->utilization_pct, -1) << d->device;
+    if (!kReal) {
+      EXPECT_EQ(d->utilization_pct, -1) << d->device;
+    }
   }
   ASSERT_EQ(per_device.size(), 2u);
   for (const auto& [device, n] : per_device) EXPECT_EQ(n, 4) << device << ": the start and 3 steps";
@@ -354,8 +395,12 @@ TEST_F(TrainerGpus, WhatTheGpusCannotDoIsAnInputErrorNamingTheKey) {
                  "strategy.replicas", "lists 2 GPU(s)");
   expect_refused(with({{"type", "mirrored"}, {"devices", {"gpu_emulated:1", "gpu_emulated:9"}}}),
                  "strategy.devices", "\"gpu_emulated:9\" was asked for");
-  expect_refused(with({{"type", "central_storage"}, {"devices", gpu_list(2)}}), "strategy.devices",
-                 "central_storage trains its replicas on the CPU in this version");
+  expect_refused(with({{"type", "parameter_server"}, {"devices", gpu_list(2)}}), "strategy.devices",
+                 "parameter_server trains its workers on the CPU in this version");
+  expect_refused(with({{"type", "central_storage"}, {"devices", gpu_list(2)}, {"replicas", 3}}),
+                 "strategy.replicas", "lists 2 GPU(s)");
+  expect_refused(with({{"type", "central_storage"}, {"devices", {"gpu_emulated:0", "cpu"}}}),
+                 "strategy.devices", "central_storage's devices are GPUs of one kind");
   // allreduce.backend, when given, fits the devices: nccl between GPUs,
   // local between CPU threads.
   expect_refused(with({{"type", "mirrored"},
@@ -412,15 +457,18 @@ TEST_F(TrainerGpus, SyncBatchNormSumsItsStatisticsOverNcclBetweenGpus) {
 
 // A checkpoint written by replicas on two GPUs resumes on the CPU (and the
 // other way) as if never moved: the file is the same whichever device wrote
-// it.
-TEST_F(TrainerGpus, ACheckpointMovesBetweenTwoGpusAndTheCpu) {
+// it - mirrored's (replica 0's optimizer on its GPU) and central_storage's
+// (the host copy's optimizer) alike.
+class CheckpointGpus : public TrainerGpus, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CheckpointGpus, MovesBetweenTwoGpusAndTheCpu) {
   REQUIRE_GPUS(2);
   const fs::path dir =
       fs::temp_directory_path() / ("baton_trainer_gpus_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
   const auto run = [&](const nlohmann::json& devices, int64_t steps, bool resume) {
-    nlohmann::json strategy = {{"type", "mirrored"}, {"devices", devices}};
+    nlohmann::json strategy = {{"type", GetParam()}, {"devices", devices}};
     if (devices == "cpu") strategy["replicas"] = 2;
     nlohmann::json doc = mlp(strategy, adam);
     doc["train"].erase("epochs");
@@ -450,6 +498,11 @@ TEST_F(TrainerGpus, ACheckpointMovesBetweenTwoGpusAndTheCpu) {
     EXPECT_NEAR(back.step_losses[i], whole.step_losses[i + 4], loss_bound());
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Gpus, CheckpointGpus, ::testing::Values("mirrored", "central_storage"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
 
 }  // namespace
 }  // namespace baton

@@ -96,6 +96,12 @@ class Strategy {
   // Whether the replicas read one copy of the parameters (replica 0's): the
   // trainer then gives the others views of it and one optimizer only.
   virtual bool shares_parameters() const { return false; }
+  // Whether the variables live in host memory while the replicas compute
+  // on GPUs (central_storage on GPUs): the trainer then keeps one host
+  // copy, gathers the replicas' gradients into it before reduce_gradients,
+  // hands the strategy its parameters alone, and copies its values back to
+  // the GPUs after apply_updates.
+  virtual bool keeps_host_copy() const { return false; }
   // This process's place among the processes (its MPI rank; 0 alone).
   virtual int process_rank() const { return 0; }
   // Gives every process the chief's `text` (a collective across the
@@ -331,17 +337,28 @@ class MirroredStrategy : public Strategy {
 };
 
 // TF's CentralStorageStrategy: one copy of the parameters and one optimizer
-// state in host memory. Every replica reads that copy (the trainer gives
-// them views of replica 0's tensors) and computes its own gradients; the
-// gradients are reduced - not allreduced - into the central copy's (each
-// replica thread sums one chunk of every gradient over the replicas, in
-// replica order), the optimizer updates it once, and the replicas read the
-// new values in the next step without a copy.
+// state in host memory. On the CPU every replica reads that copy (the
+// trainer gives them views of replica 0's tensors) and computes its own
+// gradients; the gradients are reduced - not allreduced - into the central
+// copy's (each replica thread sums one chunk of every gradient over the
+// replicas, in replica order), the optimizer updates it once, and the
+// replicas read the new values in the next step without a copy.
 class CentralStorageStrategy final : public MirroredStrategy {
  public:
   CentralStorageStrategy(int replicas, const CommOptions& comm, GradientOptions grads);
+  // On GPUs, as TF places it: replica r computes on the GPU named
+  // devices[r] and the variables stay in host memory - the trainer's host
+  // copy (Trainer::host_copy_), one model and one optimizer on the CPU.
+  // Each step every replica's flat gradient buffer is copied to the host
+  // and summed there in replica order, the optimizer updates the host copy
+  // once, and its values are copied to every GPU before the next step; the
+  // trainer hands reduce_gradients and apply_updates the host copy's
+  // parameters alone. `nccl` links the replicas for SyncBatchNorm's
+  // statistics and the first broadcast only.
+  CentralStorageStrategy(std::unique_ptr<NcclGroup> nccl, std::vector<std::string> devices);
   std::string name() const override { return "central_storage"; }
-  bool shares_parameters() const override { return true; }
+  bool shares_parameters() const override { return !on_gpus_; }
+  bool keeps_host_copy() const override { return on_gpus_; }
   // What reduces the gradients: an in-process sum into the central copy
   // (no allreduce, so no communicator's algorithm).
   std::string communication() const override;
@@ -353,6 +370,9 @@ class CentralStorageStrategy final : public MirroredStrategy {
   void reduce_gradients(const PerReplica<std::vector<Param*>>& per_replica) override;
   void apply_updates(const PerReplica<std::vector<Param*>>& per_replica,
                      const std::function<void(int)>& apply) override;
+
+ private:
+  bool on_gpus_ = false;
 };
 
 // One process per MPI rank (started by mpirun ... baton train CONFIG), each

@@ -196,6 +196,20 @@ class Trainer {
   void bind_gradients();
   // central_storage: replicas 1.. read replica 0's parameters; one optimizer.
   void share_central_parameters();
+  // central_storage on GPUs (Strategy::keeps_host_copy, host_copy.cpp): the
+  // variables' one copy in host memory - a CPU model in flat buffers laid
+  // out as the replicas', with the run's one optimizer - each replica's
+  // gradients summed into it before reduce_gradients (host_staging_: every
+  // replica's downloaded, in turn), its values copied to every GPU after
+  // apply_updates.
+  std::unique_ptr<Replica> host_copy_;
+  std::vector<float> host_staging_;
+  void make_host_copy(const ModelFactory& factory, const ModelShape& shape);
+  void gather_gradients_to_host();
+  void scatter_host_values();
+  // The replica whose optimizer updates replica r's variables: the host
+  // copy when there is one.
+  Replica& updating(int r);
   // Before any batch or model buffer exists: a global batch the training
   // set cannot fill, or buffers the machine's memory cannot hold, is an
   // InputError naming train.global_batch_size (memory_plan.cpp). Returns
