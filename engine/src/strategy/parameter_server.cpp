@@ -267,7 +267,7 @@ void ParameterServerStrategy::start_tcp(const std::string& file) {
 
 std::vector<std::string> ParameterServerStrategy::devices() const {
   if (is_ps_) return {"ps:" + std::to_string(rank_ - num_workers_) + "/cpu:0"};
-  return {"worker:" + std::to_string(rank_) + "/cpu:0"};
+  return {"worker:" + std::to_string(rank_) + "/" + device_};
 }
 
 std::string ParameterServerStrategy::communication() const {

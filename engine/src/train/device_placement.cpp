@@ -28,10 +28,12 @@ GpuPick pick(const std::string& dir, bool emulate) {
 
 int index_of(const std::string& name) { return std::stoi(name.substr(name.find(':') + 1)); }
 
-// multi_worker_mirrored's "gpu" / "gpu_emulated": this rank on the GPU of
-// its place on its host, as Horovod and torchrun pick it (LOCAL_RANK).
+// multi_worker_mirrored's and parameter_server's "gpu" / "gpu_emulated":
+// this rank on the GPU of its place on its host, as Horovod and torchrun
+// pick it (LOCAL_RANK). A parameter server's ranks come last, so its
+// workers' local ranks are the first of each host's.
 void place_worker_on_gpu(const RunConfig& cfg, const std::string& gpu_library_dir,
-                         ReplicaPlacement& p) {
+                         const RankRole& role, ReplicaPlacement& p) {
   const StrategyConfig& s = cfg.strategy;
   const bool emulated = s.devices == "gpu_emulated" || emulation_asked();
   const GpuPick g = pick(gpu_library_dir, emulated);
@@ -43,7 +45,9 @@ void place_worker_on_gpu(const RunConfig& cfg, const std::string& gpu_library_di
                      ", and on GPUs each worker is one rank on one GPU (NCCL runs one rank per "
                      "device): remove it, and start one process per GPU");
   }
-  const int local = std::max(0, MpiRuntime::launcher_local_rank());
+  const bool outside = role.outside_worker >= 0;
+  const int local =
+      outside ? role.outside_worker % g.devices : std::max(0, MpiRuntime::launcher_local_rank());
   const std::string kind = emulated ? "gpu_emulated:" : "gpu:";
   if (local >= g.devices) {
     throw InputError(key + "\"" + s.devices + "\": this rank is number " + std::to_string(local) +
@@ -56,13 +60,18 @@ void place_worker_on_gpu(const RunConfig& cfg, const std::string& gpu_library_di
   p.backends.push_back(GpuLibrary(g.library).open(local, cfg.precision));
   p.gpus = {local};
   p.library = g.library;
-  p.why = "strategy.devices \"" + s.devices + "\": the rank's GPU by its place on its host (" +
-          std::to_string(local) + "): " + g.why;
+  p.why = "strategy.devices \"" + s.devices + "\": " +
+          (outside ? "worker " + std::to_string(role.outside_worker) +
+                         " (outside the MPI job) on its index modulo the host's " +
+                         std::to_string(g.devices) + " GPU(s) (" + std::to_string(local) + ")"
+                   : "the rank's GPU by its place on its host (" + std::to_string(local) + ")") +
+          ": " + g.why;
 }
 
 }  // namespace
 
-ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_library_dir) {
+ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_library_dir,
+                                const RankRole& role) {
   const StrategyConfig& s = cfg.strategy;
   const std::string key = cfg.file + ": strategy.devices: ";
   const bool gpu_strategy =
@@ -73,25 +82,22 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
   // none (auto, cpu).
   std::vector<std::string> named = s.gpus;
   if (s.type == "one_device" && s.devices != "auto" && s.devices != "cpu:0") named = {s.devices};
+  const bool ranks = s.type == "multi_worker_mirrored" || s.type == "parameter_server";
   if (s.devices == "cpu:0") {
     p.why = "strategy.devices asks for the CPU";
-  } else if (s.type == "multi_worker_mirrored" && s.devices != "auto") {
-    place_worker_on_gpu(cfg, gpu_library_dir, p);
+  } else if (role.server && s.devices != "auto") {
+    p.why = "a parameter server keeps its shard and its optimizer in host memory";
+  } else if (ranks && s.devices != "auto") {
+    place_worker_on_gpu(cfg, gpu_library_dir, role, p);
   } else if (!gpu_strategy) {
     // "auto" (the parser refuses GPU names here): the CPU, and whether a
     // GPU was passed over.
     const GpuPick g = pick(gpu_library_dir, emulation_asked());
     p.why = g.devices > 0
-                ? s.type == "multi_worker_mirrored"
-                      ? "auto: multi_worker_mirrored trains on the CPU unless strategy.devices "
-                        "is \"gpu\" (one rank per GPU), though this machine has " +
-                            std::to_string(g.devices) + " GPU(s)"
-                      : s.type +
-                            " trains its workers on the CPU in this version, though this "
-                            "machine has " +
-                            std::to_string(g.devices) +
-                            " GPU(s): GPUs serve one_device, mirrored, central_storage and "
-                            "multi_worker_mirrored"
+                ? "auto: " + s.type +
+                      " trains on the CPU unless strategy.devices is \"gpu\" (one " +
+                      (s.type == "parameter_server" ? "worker" : "rank") +
+                      " per GPU), though this machine has " + std::to_string(g.devices) + " GPU(s)"
                 : "auto: " + g.why;
   } else {
     const bool auto_pick = named.empty();

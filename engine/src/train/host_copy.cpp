@@ -1,13 +1,13 @@
-// central_storage on GPUs (Strategy::keeps_host_copy): the variables live
-// in host memory, as TF's CentralStorageStrategy places them, and the
-// replicas compute on their GPUs. The host copy is a CPU model built like
-// the replicas' (the same seed: the same initial values), its parameters
-// in flat host buffers laid out as every replica's, with the run's one
-// optimizer. Each step every replica's flat gradient buffer comes to the
-// host (on its own thread, its GPU current) and the gradients are summed
-// into the host copy's in replica order - the order the CPU's
-// central_storage sums in - the optimizer updates the host copy once, and
-// its values go back to every GPU before the next step.
+// central_storage on GPUs, and a parameter_server's worker on a GPU
+// (Strategy::keeps_host_copy): the variables live in host memory, as TF
+// places them, and the replicas compute on their GPUs. A worker's host
+// copy is where its gradients leave for the servers and their values
+// arrive (its optimizer is never stepped: it gives the state's shapes). The host copy is a CPU
+// model built like the replicas' (the same seed: the same initial values), its parameters in flat
+// host buffers laid out as every replica's, with the run's one optimizer. Each step every replica's
+// flat gradient buffer comes to the host (on its own thread, its GPU current) and the gradients are
+// summed into the host copy's in replica order - the order the CPU's central_storage sums in - the
+// optimizer updates the host copy once, and its values go back to every GPU before the next step.
 #include <baton/core/error.h>
 #include <baton/nn/backend.h>
 #include <baton/train/trainer.h>
@@ -81,6 +81,18 @@ void Trainer::scatter_host_values() {
     rep.bind_thread();
     // In the stream's order: the next forward reads the new values.
     rep.device->upload(rep.flat.values.data(), host.flat.values.data(), bytes);
+  });
+}
+
+void Trainer::scatter_host_buffers() {
+  const auto from = host_copy_->model->buffers();
+  strategy_->run([&](const ReplicaContext& rc) {
+    Replica& rep = *replicas_[static_cast<size_t>(rc.replica_id)];
+    rep.bind_thread();
+    const auto to = rep.model->buffers();
+    for (size_t i = 0; i < to.size() && i < from.size(); ++i) {
+      to[i].second->copy_from_host(*from[i].second);
+    }
   });
 }
 

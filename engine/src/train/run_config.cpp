@@ -61,11 +61,11 @@ std::string normal_device(const std::string& name) {
 // list of GPUs (one replica on each, NCCL between them), and so does
 // central_storage (one replica on each, the variables in host memory);
 // multi_worker_mirrored takes "gpu" or "gpu_emulated" (each rank on the GPU
-// of its place on its host, NCCL between the ranks). parameter_server's
-// workers train on the CPU in this version, and asking it for GPUs is an
-// error rather than a silent CPU. Returns "auto", "cpu:0", one_device's
-// device or multi_worker_mirrored's "gpu"/"gpu_emulated"; `gpus` gets the
-// listed GPUs ("gpu:N" or "gpu_emulated:N", in the order given).
+// of its place on its host, NCCL between the ranks), and so does
+// parameter_server (each worker on the GPU of its place on its host, the
+// servers in host memory). Returns "auto", "cpu:0", one_device's device or
+// the "gpu"/"gpu_emulated" of a strategy of ranks; `gpus` gets the listed
+// GPUs ("gpu:N" or "gpu_emulated:N", in the order given).
 std::string parse_devices(const ConfigNode& node, const std::string& type,
                           std::vector<std::string>& gpus) {
   const bool one = type == "one_device";
@@ -77,15 +77,21 @@ std::string parse_devices(const ConfigNode& node, const std::string& type,
   if (!node.has(key)) return "auto";
   node.accept(key);
   const nlohmann::json& j = node.json().at(key);
-  if (type == "multi_worker_mirrored" && j.is_string()) {
+  const bool ranks = type == "multi_worker_mirrored" || type == "parameter_server";
+  const std::string per_rank =
+      type == "multi_worker_mirrored"
+          ? "multi_worker_mirrored runs one rank per GPU, each on the GPU of its place on its "
+            "host"
+          : "parameter_server runs each worker on the GPU of its place on its host (the "
+            "servers in host memory)";
+  if (ranks && j.is_string()) {
     const std::string v = j.get<std::string>();
     if (v == "gpu" || v == "cuda") return "gpu";
     if (v == "gpu_emulated") return "gpu_emulated";
     if (normal_device(v) != "auto" && normal_device(v) != "cpu:0") {
-      node.fail(key,
-                "multi_worker_mirrored runs one rank per GPU, each on the GPU of its place "
-                "on its host: expected \"auto\", \"cpu\", \"gpu\" or \"gpu_emulated\", got \"" +
-                    v + "\"");
+      node.fail(key, per_rank +
+                         ": expected \"auto\", \"cpu\", \"gpu\" or \"gpu_emulated\", got \"" + v +
+                         "\"");
     }
   }
   const auto name_of = [&](const nlohmann::json& v) {
@@ -117,16 +123,7 @@ std::string parse_devices(const ConfigNode& node, const std::string& type,
   const bool gpu = first != "auto" && first != "cpu:0";
   if (names.size() == 1 && (!gpu || one)) return first;
   if (!mirrored) {
-    node.fail(key, type == "multi_worker_mirrored"
-                       ? "multi_worker_mirrored runs one rank per GPU, each on the GPU of its "
-                         "place on its host: expected \"auto\", \"cpu\", \"gpu\" or "
-                         "\"gpu_emulated\""
-                       : type +
-                             " trains its workers on the CPU in this version (GPUs serve "
-                             "one_device, mirrored, central_storage and multi_worker_mirrored): "
-                             "use \"auto\" or \"cpu\", or strategy.type mirrored or "
-                             "central_storage with \"" +
-                             first + "\"");
+    node.fail(key, per_rank + ": expected \"auto\", \"cpu\", \"gpu\" or \"gpu_emulated\"");
   }
   const std::string kind = first.substr(0, first.find(':') + 1);
   for (const std::string& n : names) {

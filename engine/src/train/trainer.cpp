@@ -78,7 +78,15 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
 
   // Where the replicas compute (strategy.devices), before anything is
   // built on it.
-  ReplicaPlacement place = place_replicas(cfg_, opt_.gpu_library_dir);
+  // A parameter_server's process learns its part (a server, a worker, one
+  // outside the MPI job) from its strategy, made first.
+  RankRole role;
+  if (cfg_.strategy.type == "parameter_server") {
+    strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, "cpu:0", {}, "");
+    role.server = strategy_->serves();
+    if (strategy_->outside_job()) role.outside_worker = strategy_->first_replica();
+  }
+  ReplicaPlacement place = place_replicas(cfg_, opt_.gpu_library_dir, role);
   devices_ = std::move(place.backends);
   if (on_gpus()) backend_ = devices_[0].get();
   // mirrored's and central_storage's "auto" took every GPU: one replica
@@ -89,8 +97,12 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   device_name_ = place.device;
   device_note_ = place.why;
   plan_device_samples(place.library, place.gpus);
-  strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_, place.gpus,
-                            place.library);
+  if (strategy_) {
+    strategy_->set_device(device_name_);
+  } else {
+    strategy_ = make_strategy(cfg_.strategy, cfg_.file, opt_.ps_join, device_name_, place.gpus,
+                              place.library);
+  }
 
   PipelineOptions po;
   po.global_batch = cfg_.global_batch;

@@ -171,12 +171,18 @@ void Trainer::resume(RunState& s) {
                        " holds no parameter servers' state (it is not a parameter_server run's)");
     }
     strategy_->set_restored_updates(updates);
-    Replica& rep = *replicas_[0];
+    // In host memory: a worker on a GPU takes them into its host copy
+    // (which the chief's restore filled too), then onto its GPU.
+    Replica& rep = updating(0);
     std::vector<Tensor*> tensors;
     for (Param* p : rep.params) tensors.push_back(&p->value);
     for (auto& [name, t] : rep.model->buffers()) tensors.push_back(t);
-    for (auto& [name, t] : updating(0).optimizer->state()) tensors.push_back(t);
+    for (auto& [name, t] : rep.optimizer->state()) tensors.push_back(t);
     strategy_->broadcast_tensors_from_chief(tensors);
+    if (host_copy_) {
+      scatter_host_values();
+      scatter_host_buffers();
+    }
     restored_remote_ = true;
   }
   for (auto& rep : replicas_) {
@@ -222,8 +228,11 @@ std::string Trainer::refuse_resume_below_floor(const std::optional<CheckpointDat
 }
 
 void Trainer::join_servers(RunState& s) {
+  // The servers' values into the host copy of a worker on a GPU, then
+  // onto its GPU.
   const int64_t start =
-      strategy_->join_servers(replicas_[0]->params, strategy_->outside_job() ? -1 : s.step);
+      strategy_->join_servers(updating(0).params, strategy_->outside_job() ? -1 : s.step);
+  if (host_copy_) scatter_host_values();
   if (!strategy_->outside_job()) return;
   // A worker outside the MPI job goes on where its slot's last push left
   // off (a replacement), or where the chief started (a new worker); its

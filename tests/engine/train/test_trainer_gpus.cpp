@@ -396,7 +396,7 @@ TEST_F(TrainerGpus, WhatTheGpusCannotDoIsAnInputErrorNamingTheKey) {
   expect_refused(with({{"type", "mirrored"}, {"devices", {"gpu_emulated:1", "gpu_emulated:9"}}}),
                  "strategy.devices", "\"gpu_emulated:9\" was asked for");
   expect_refused(with({{"type", "parameter_server"}, {"devices", gpu_list(2)}}), "strategy.devices",
-                 "parameter_server trains its workers on the CPU in this version");
+                 "parameter_server runs each worker on the GPU of its place on its host");
   expect_refused(with({{"type", "central_storage"}, {"devices", gpu_list(2)}, {"replicas", 3}}),
                  "strategy.replicas", "lists 2 GPU(s)");
   expect_refused(with({{"type", "central_storage"}, {"devices", {"gpu_emulated:0", "cpu"}}}),

@@ -102,6 +102,11 @@ class Strategy {
   // hands the strategy its parameters alone, and copies its values back to
   // the GPUs after apply_updates.
   virtual bool keeps_host_copy() const { return false; }
+  // Where this process's replica computes, when the strategy was made
+  // before its devices were chosen (a parameter_server's process learns
+  // from it whether it serves or works first): "gpu:N", "gpu_emulated:N"
+  // or "cpu:0".
+  virtual void set_device(const std::string& /*device*/) {}
   // This process's place among the processes (its MPI rank; 0 alone).
   virtual int process_rank() const { return 0; }
   // Gives every process the chief's `text` (a collective across the
@@ -517,6 +522,11 @@ class ParameterServerStrategy final : public Strategy {
     global_rows_ = global;
   }
   bool serves() const override { return is_ps_; }
+  // A worker on a GPU: its variables stay in host memory, where the
+  // servers' values arrive and its gradients leave from (the trainer's
+  // host copy), and go to the GPU after each pull.
+  void set_device(const std::string& device) override { device_ = device; }
+  bool keeps_host_copy() const override { return !is_ps_ && device_ != "cpu:0"; }
   bool worker_mean_gradients() const override { return !sync_; }
   bool clips_remotely() const override { return sync_; }
   double remote_gradient_norm() const override { return remote_norm_; }
@@ -562,6 +572,7 @@ class ParameterServerStrategy final : public Strategy {
   void plan(const std::vector<Param*>& params);
   int num_ps_ = 1, num_workers_ = 1, rank_ = 0, size_ = 1;
   bool sync_ = false, is_ps_ = false, finished_ = false;
+  std::string device_ = "cpu:0";     // a worker's (set_device)
   int64_t max_staleness_ = -1;       // < 0: unbounded
   int mpi_rank_ = 0, mpi_size_ = 1;  // in the MPI job (rank_: in the whole job)
   PsJoin join_;

@@ -196,7 +196,8 @@ class Trainer {
   void bind_gradients();
   // central_storage: replicas 1.. read replica 0's parameters; one optimizer.
   void share_central_parameters();
-  // central_storage on GPUs (Strategy::keeps_host_copy, host_copy.cpp): the
+  // central_storage on GPUs and a parameter_server's worker on a GPU
+  // (Strategy::keeps_host_copy, host_copy.cpp): the
   // variables' one copy in host memory - a CPU model in flat buffers laid
   // out as the replicas', with the run's one optimizer - each replica's
   // gradients summed into it before reduce_gradients (host_staging_: every
@@ -207,6 +208,7 @@ class Trainer {
   void make_host_copy(const ModelFactory& factory, const ModelShape& shape);
   void gather_gradients_to_host();
   void scatter_host_values();
+  void scatter_host_buffers();  // the host copy's model buffers (a restore's) to every GPU
   // The replica whose optimizer updates replica r's variables: the host
   // copy when there is one.
   Replica& updating(int r);
