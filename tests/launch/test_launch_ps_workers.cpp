@@ -116,9 +116,7 @@ class LaunchPsWorkers : public testing::Test {
                                      "--sample-log",
                                      (work_ / "samples").string()};
     args.insert(args.end(), extra.begin(), extra.end());
-    return testing_launch::run_launcher(
-        BATON_BINARY, args, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"},
-        on_event, 300);
+    return testing_launch::run_launcher(BATON_BINARY, args, env_, on_event, 300);
   }
   // Sends `sig` to `rank` once `step_rank` is past step `from` (the rank
   // itself by default; again to each new process holding the rank when
@@ -155,6 +153,7 @@ class LaunchPsWorkers : public testing::Test {
   std::string config_;
   std::vector<long> stopped_;
   std::string heartbeat_timeout_ = "10";  // long enough that a loaded machine never looks hung
+  std::vector<std::string> env_ = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
 };
 
 TEST_F(LaunchPsWorkers, AKilledWorkerIsReplacedWhileTheServersGoOn) {
@@ -213,8 +212,7 @@ TEST_F(LaunchPsWorkers, AKilledWorkerIsReplacedWhileTheServersGoOn) {
     EXPECT_EQ(after.at(start), before.at(start)) << "step " << start;
   }
   EXPECT_EQ(after.rbegin()->first, kSteps - 1);
-  EXPECT_EQ(static_cast<int64_t>(after.size()), kSteps - start)
-      << "a step skipped or repeated";
+  EXPECT_EQ(static_cast<int64_t>(after.size()), kSteps - start) << "a step skipped or repeated";
 
   // The history keeps it.
   HistoryStore store(db(), HistoryStore::Open::kExisting);
@@ -259,8 +257,7 @@ TEST_F(LaunchPsWorkers, AWorkerThatKeepsDyingSpendsTheRestartsAndTheRunFails) {
 
 TEST_F(LaunchPsWorkers, AKilledServerRestartsTheWholeJobFromItsCheckpoint) {
   std::vector<long> hit;
-  const auto job =
-      launch("server", fault(3, SIGKILL, 2000, &hit, false, 0));
+  const auto job = launch("server", fault(3, SIGKILL, 2000, &hit, false, 0));
   ASSERT_EQ(job.exit_code, 0) << job.err;
   ASSERT_EQ(hit.size(), 1u);
   const auto restarts = of_type(job.events, "restart");
@@ -287,36 +284,77 @@ TEST_F(LaunchPsWorkers, AOneHostJobsServersListenOnLoopbackOnly) {
   if (other.empty()) GTEST_SKIP() << "this host has no address but loopback";
   std::vector<std::string> checked;
   std::string problems;
-  const auto job = launch("loopback",
-                          [&](const nlohmann::json& e) {
-                            if (e.value("type", "") != "run_start" || !checked.empty()) return;
-                            for (const auto& s : e.value("ps_servers", nlohmann::json::array())) {
-                              const std::string address = s.get<std::string>();
-                              checked.push_back(address);
-                              std::string host;
-                              int port = 0;
-                              tcp::split_address(address, &host, &port, "ps_servers");
-                              if (host != "127.0.0.1")
-                                problems += address + " is not on loopback; ";
-                              try {
-                                tcp::connect_to(other, port, 0.2);
-                                problems +=
-                                    "port " + std::to_string(port) + " answers on " + other + "; ";
-                              } catch (const CommError&) {
-                              }
-                              const tcp::Socket local = tcp::connect_to("127.0.0.1", port, 5.0);
-                              int64_t kind = 0;
-                              if (!tcp::recv_all(local, &kind, sizeof(kind), address) || kind != 107) {
-                                problems += address + " did not open with a challenge; ";
-                              }
-                            }
-                          },
-                          {"--set", "train.steps=3000"});
+  const auto job =
+      launch("loopback",
+             [&](const nlohmann::json& e) {
+               if (e.value("type", "") != "run_start" || !checked.empty()) return;
+               for (const auto& s : e.value("ps_servers", nlohmann::json::array())) {
+                 const std::string address = s.get<std::string>();
+                 checked.push_back(address);
+                 std::string host;
+                 int port = 0;
+                 tcp::split_address(address, &host, &port, "ps_servers");
+                 if (host != "127.0.0.1") problems += address + " is not on loopback; ";
+                 try {
+                   tcp::connect_to(other, port, 0.2);
+                   problems += "port " + std::to_string(port) + " answers on " + other + "; ";
+                 } catch (const CommError&) {
+                 }
+                 const tcp::Socket local = tcp::connect_to("127.0.0.1", port, 5.0);
+                 int64_t kind = 0;
+                 if (!tcp::recv_all(local, &kind, sizeof(kind), address) || kind != 107) {
+                   problems += address + " did not open with a challenge; ";
+                 }
+               }
+             },
+             {"--set", "train.steps=3000"});
   ASSERT_EQ(job.exit_code, 0) << job.err;
   EXPECT_EQ(checked.size(), 1u) << "no run_start naming the servers";
   EXPECT_EQ(problems, "");
   // The stranger that connected was dropped and logged with its address.
   EXPECT_NE(job.err.find("dropped 127.0.0.1:"), std::string::npos) << job.err;
+}
+
+// Workers on GPUs (strategy.devices "gpu_emulated", two emulated GPUs in
+// every process): the chief on the GPU of its place on its host, the
+// workers outside the MPI job on their index modulo the host's GPUs. A
+// killed worker's replacement joins its servers on its GPU - their values
+// into its host copy, then onto the GPU - and the run completes.
+TEST_F(LaunchPsWorkers, AKilledWorkerOnAGpuIsReplacedOnItsGpu) {
+  if (!fs::exists(fs::path(BATON_BINARY).parent_path().parent_path() / "lib" / "baton" /
+                  "baton_cuda_emu.so")) {
+    GTEST_SKIP() << "built without the GPU emulator (no CUDA toolkit headers)";
+  }
+  constexpr int kGpuSteps = 400;
+  nlohmann::json cfg = nlohmann::json::parse(kConfig);
+  cfg["model"]["layers"] = {64, 64, 10};
+  cfg["train"]["steps"] = kGpuSteps;
+  cfg["strategy"]["devices"] = "gpu_emulated";
+  cfg["checkpoint"]["every_steps"] = 100;
+  std::ofstream(config_) << cfg.dump(2);
+  env_.push_back("BATON_SIMT_DEVICES=2");
+  std::vector<long> hit;
+  const auto job = launch("gpus", fault(1, SIGKILL, 100, &hit));
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  ASSERT_EQ(hit.size(), 1u) << "worker 1 was never seen running past step 100";
+  ASSERT_EQ(of_type(job.events, "replace").size(), 1u) << job.err;
+  const auto end = of_type(job.events, "launch_end");
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_EQ(end[0].value("status", ""), "completed");
+  const nlohmann::json ranks = last_ranks(job);
+  for (int r = 0; r < 3; ++r) {
+    const nlohmann::json one = rank_of(ranks, r);
+    ASSERT_FALSE(one.is_null()) << ranks.dump();
+    EXPECT_EQ(one.value("state", ""), "done") << one.dump();
+    EXPECT_EQ(one.value("step", -1), kGpuSteps) << one.dump();
+  }
+  // The chief's GPU, sampled as it trained.
+  const auto devices = of_type(job.events, "device");
+  ASSERT_FALSE(devices.empty()) << job.err;
+  for (const auto& d : devices) {
+    EXPECT_EQ(d.value("device", ""), "gpu_emulated:0") << d.dump();
+    EXPECT_TRUE(d.value("emulated", false)) << d.dump();
+  }
 }
 
 }  // namespace

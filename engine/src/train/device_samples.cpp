@@ -47,7 +47,10 @@ void Trainer::sample_devices(int64_t step, bool force) {
     DeviceEvent e;
     e.run = opt_.run_id;
     e.step = step;
+    // The GPU's own name: a task's ("worker:0/gpu:0", parameter_server's)
+    // less its task.
     e.device = r < names.size() ? names[r] : device_name_;
+    e.device = e.device.substr(e.device.rfind('/') + 1);
     e.emulated = e.device.rfind("gpu_emulated:", 0) == 0;
     if (gpu_monitor_) {
       const GpuMonitor::State st = gpu_monitor_->sample(r);
