@@ -14,14 +14,16 @@
 #      on a one-GPU machine it prints BATON_TEST_SKIP and ctest reports it
 #      skipped;
 #   2b. the CUDA backend's op tests and the trainer's (test_trainer_gpu on
-#      gpu:0; test_trainer_gpus: mirrored over the GPUs, over one GPU equal
-#      to one_device, the cases needing more GPUs left out) against the
+#      gpu:0; test_trainer_gpus: mirrored and central_storage over the
+#      GPUs, over one GPU equal to one_device, the cases needing more GPUs
+#      left out) against the
 #      real library; then GPT-2 124M trained 30 steps on
 #      gpu:0 in bf16 at the largest batch that fits, and the same model in
 #      PyTorch (tests/gpu/gpt2_benchmark.py): tokens/s, TFLOP/s, MFU and the
 #      ratio in $OUT/gpt2_benchmark.{txt,json};
 #   3. multi_worker_mirrored over 2 GPUs under mpirun -n 2 (skipped, saying
-#      so, on a one-GPU machine);
+#      so, on a one-GPU machine); parameter_server with its worker on gpu:0
+#      and its server in host memory (mpirun -n 2);
 #   4. baton bench allreduce --backend nccl at 1, 16 and 256 MiB (native and
 #      ring; every GPU of this process - with one GPU that is one rank, so
 #      busbw is 0 and algbw is the GPU's copy speed), under mpirun -n 2 when
@@ -264,6 +266,16 @@ if [[ "${GPUS:-0}" -ge 2 ]] && command -v mpirun >/dev/null 2>&1; then
 else
   echo
   echo "=== multi_worker_mirrored on 2 GPUs: skipped (needs 2 GPUs: one rank per GPU)"
+fi
+# parameter_server with its worker on gpu:0 and its server in host memory
+# (mpirun -n 2: one worker, one server; no NCCL, so one GPU is enough):
+# 30 synchronous steps of the digits MLP, the worker saying it ran on gpu:0.
+if command -v mpirun >/dev/null 2>&1; then
+  step "parameter_server: a worker on gpu:0, a host server (mpirun -n 2)" 180 bash -c "mpirun -n 2 \
+    --oversubscribe '$BATON' train '$SRC/resources/examples/digits.json' \
+    --set strategy.type=parameter_server --set strategy.mode=sync --set strategy.devices=gpu \
+    --set train.steps=30 --runs-dir '$BUILD/ps_runs' --db '$BUILD/ps.db' \
+    | tee /dev/stderr | grep -q 'device          gpu:0'"
 fi
 for size in 1M 16M 256M; do
   step "bench local (2 threads) $size" 120 "$BATON" bench allreduce --backend local --ranks 2 \
