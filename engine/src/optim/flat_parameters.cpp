@@ -9,7 +9,7 @@ int64_t aligned(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAli
 
 }  // namespace
 
-FlatLayout flat_layout(const std::vector<Param*>& params) {
+FlatLayout flat_layout(const std::vector<Param*>& params, int shards) {
   FlatLayout l;
   l.offset.assign(params.size(), 0);
   for (const bool decayed : {true, false}) {
@@ -20,12 +20,14 @@ FlatLayout flat_layout(const std::vector<Param*>& params) {
     }
     if (decayed) l.decayed = l.total;
   }
+  if (shards > 1) l.total = aligned((l.total + shards - 1) / shards) * shards;
   return l;
 }
 
-FlatParameters flatten_parameters(const std::vector<Param*>& params, DeviceMemory* memory) {
+FlatParameters flatten_parameters(const std::vector<Param*>& params, DeviceMemory* memory,
+                                  int shards) {
   FlatParameters flat;
-  flat.layout = flat_layout(params);
+  flat.layout = flat_layout(params, shards);
   const FlatLayout& l = flat.layout;
   flat.values = Tensor({l.total}, memory, 0.0f);
   flat.grads = Tensor({l.total}, memory, 0.0f);

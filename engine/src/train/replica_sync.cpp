@@ -61,7 +61,9 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
     // parameter copy, which the broadcast above leaves as it is; on GPUs
     // the host copy's, which every replica's values came from). Every
     // replica must run the same collectives, so all skip it together.
-    if (strategy_->shares_parameters() || strategy_->keeps_host_copy()) return;
+    // Sharded, each replica's optimizer holds its own piece (a restore
+    // gave each its piece).
+    if (strategy_->shares_parameters() || strategy_->keeps_host_copy() || sharded()) return;
     for (auto& [name, t] : rep.optimizer->state()) comm.broadcast(t->data(), t->numel(), 0);
   });
 }

@@ -236,6 +236,21 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     s.timeout_ms = static_cast<int64_t>(ar.positive_or("timeout_s", 300.0) * 1000.0);
     ar.finish();
     s.drift_check_steps = node.integer_or("drift_check_steps", 100, 0);
+    // ZeRO's stages, as DeepSpeed names what each shards. "optimizer"
+    // (ZeRO-1) runs for mirrored on the CPU; the others, and the other
+    // places, are refused naming the key rather than run as "none".
+    s.sharding =
+        node.choice_or("sharding", "none", {"none", "optimizer", "gradients", "parameters"});
+    if (s.sharding == "gradients" || s.sharding == "parameters") {
+      node.fail("sharding", "\"" + s.sharding + "\" (ZeRO-" +
+                                (s.sharding == "gradients" ? "2" : "3") +
+                                ") is not built yet: use \"none\" or \"optimizer\" (ZeRO-1)");
+    }
+    if (s.sharding == "optimizer" && multi) {
+      node.fail("sharding",
+                "\"optimizer\" runs for mirrored (threads of one process) in this version, not "
+                "yet across multi_worker_mirrored's processes: use \"none\"");
+    }
   }
   node.finish();
   return s;

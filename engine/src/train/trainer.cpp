@@ -156,7 +156,8 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     // make theirs at their first plan (a norm's width): a plan for one
     // row on the host first (replica 0's model has had it).
     if (r > 0) rep->model->plan(1, shape.in_features);
-    rep->flat = flatten_parameters(rep->model->params(), backend.memory());
+    rep->flat = flatten_parameters(rep->model->params(), backend.memory(),
+                                   sharded() ? strategy_->num_replicas() : 1);
     rep->model->set_backend(backend);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);
     const bool padded = rep->model->pads_outputs() && out > shape.out_features;
@@ -170,7 +171,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     refuse_unlinked_cross_replica_layers(*rep->model, r);
     rep->model->attach(strategy_->replica_communicator(r));
     rep->params = rep->model->params();
-    if (!strategy_->keeps_host_copy()) {
+    if (!strategy_->keeps_host_copy() && !sharded()) {
       rep->optimizer =
           std::make_unique<Optimizer>(cfg_.optimizer, rep->params, backend, &rep->flat);
     }
@@ -188,6 +189,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   model_description_ = replicas_[0]->model->describe();
   if (strategy_->shares_parameters()) share_central_parameters();
   if (strategy_->keeps_host_copy()) make_host_copy(factory, shape);
+  if (sharded()) make_optimizer_shards();
   if (opt_.timeline) make_timeline();
   bind_gradients();
 
@@ -254,7 +256,12 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   plan.floats_per_row = probe->saved_floats_per_sample() + data;
   // Parameters, their gradients and up to two optimizer states, per
   // replica; and the data cache.
-  plan.fixed_bytes = cache_bytes_ + probe->num_parameters() * 4 * 4 * strategy_->local_replicas();
+  // Sharded (ZeRO-1): each replica's values and gradients, and 1/N of the
+  // state and of the gradient sum.
+  const double floats_per_param = sharded() ? 2.0 + 3.0 / n : 4.0;
+  plan.fixed_bytes =
+      cache_bytes_ + static_cast<int64_t>(static_cast<double>(probe->num_parameters()) * 4 *
+                                          floats_per_param * strategy_->local_replicas());
   if (!on_gpus()) {
     check_memory_plan(plan, cfg_.global_batch, available_memory_bytes(), cfg_.file);
     return probe;
@@ -419,9 +426,15 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   // whichever device wrote it.
   for (auto& [name, t] : rep.model->buffers())
     d.tensors.emplace_back("buffer." + name, t->to_host());
-  // The optimizer's state (the host copy's when the variables live there).
+  // The optimizer's state (the host copy's when the variables live there;
+  // every replica's piece, gathered, when it is sharded).
   Optimizer& optim = *updating(0).optimizer;
-  for (auto& [name, t] : optim.state()) d.tensors.emplace_back("optim." + name, t->to_host());
+  if (sharded()) {
+    for (auto& [name, t] : gathered_optimizer_state())
+      d.tensors.emplace_back("optim." + name, std::move(t));
+  } else {
+    for (auto& [name, t] : optim.state()) d.tensors.emplace_back("optim." + name, t->to_host());
+  }
   d.meta = {{"step", step},
             {"epoch", epoch},
             {"batch_in_epoch", batch_in_epoch},
@@ -469,10 +482,12 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
     // others' parameters are views of replica 0's. On GPUs each replica
     // takes the parameters and buffers, the host copy the optimizer too.
     if (!rep->optimizer && rep->device == nullptr) continue;
-    if (rep->optimizer) {
+    // A sharded optimizer takes its piece afterwards (restore_optimizer_shards).
+    const bool whole_optimizer = rep->optimizer && !sharded();
+    if (whole_optimizer) {
       for (auto& [name, t] : rep->optimizer->state()) targets.emplace_back("optim." + name, t);
     }
-    if (rep->optimizer ? targets.size() != d.tensors.size() : targets.size() > d.tensors.size()) {
+    if (whole_optimizer ? targets.size() != d.tensors.size() : targets.size() > d.tensors.size()) {
       throw InputError(where + " holds " + std::to_string(d.tensors.size()) +
                        " tensors, the model and optimizer need " + std::to_string(targets.size()));
     }
@@ -494,6 +509,7 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
     if (rep->optimizer)
       rep->optimizer->set_steps_taken(d.meta.at("optimizer_steps").get<int64_t>());
   }
+  if (sharded()) restore_optimizer_shards(d);
   *epoch = d.meta.at("epoch").get<int64_t>();
   *batch_in_epoch = d.meta.at("batch_in_epoch").get<int64_t>();
 }
@@ -516,6 +532,9 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
 }
 
 void Trainer::bind_gradients() {
+  // Sharded, the gradients are reduce-scattered after backward
+  // (reduce_scatter_gradients): no buckets to plan.
+  if (sharded()) return;
   // A layer that communicates during backward (SyncBatchNorm) shares the
   // replica's communicator with the bucket reduction: no overlap then.
   bool layer_communicates = false;
@@ -576,6 +595,10 @@ void Trainer::replica_step(int r, const StepInputs& in) {
 }
 
 void Trainer::replica_update(int r, const UpdateInputs& in) {
+  if (sharded()) {
+    sharded_update(r, in);
+    return;
+  }
   // The host copy's, where the variables live there (it is the only
   // replica the strategy updates then).
   Replica& rep = updating(r);

@@ -52,6 +52,17 @@ struct Trainer::Replica {
   std::array<InputSlot, 2> inputs;
   int next_slot = 0;
   std::vector<float> drift;  // 2 x replicas: every replica's checksum (replica_sync.cpp)
+  // strategy.sharding "optimizer" (optimizer_shards.cpp): this replica's
+  // piece of the flat buffers, from shard_begin; its reduce-scattered
+  // gradient sum and the allgather's send buffer; the parameters its
+  // optimizer updates (views of the piece of the values and of
+  // shard_grads: the decayed part and the rest) and where each starts in
+  // the flat buffers.
+  int64_t shard_begin = 0;
+  Tensor shard_grads, shard_values;
+  std::vector<Param> shard_params;
+  std::vector<Param*> shard_list;
+  std::vector<int64_t> shard_starts;
   double eval_loss = 0, eval_correct = 0, eval_count = 0;  // its validation share
   LossResult last;
 };

@@ -381,7 +381,14 @@ void Trainer::emit_run_start(const RunState& s) {
   emit(start);
   log(LogLevel::kInfo, "device " + device_note_);
   log_kernel_notes();
-  if (!strategy_->remote_updates()) {
+  if (sharded()) {
+    const int64_t piece = replicas_[0]->shard_grads.numel();
+    log(LogLevel::kInfo, "optimizer: sharded (strategy.sharding \"optimizer\", ZeRO-1): each of " +
+                             std::to_string(replicas_.size()) + " replicas keeps and updates " +
+                             std::to_string(piece) + " of the " +
+                             std::to_string(replicas_[0]->flat.layout.total) +
+                             " flat values; gradients reduce-scattered, values all-gathered");
+  } else if (!strategy_->remote_updates()) {
     log(LogLevel::kInfo,
         std::string(host_copy_ ? "optimizer (the host copy's, in host memory): " : "optimizer: ") +
             updating(0).optimizer->describe_update());
@@ -456,7 +463,11 @@ bool Trainer::train_step(RunState& s) {
   const float lr = scheduled_lr(cfg_.schedule, cfg_.optimizer.lr, s.step, total_steps_);
   strategy_->set_step_rows(own_rows, global_rows);
   if (host_copy_) gather_gradients_to_host();
-  strategy_->reduce_gradients(s.all_params);
+  if (sharded()) {
+    reduce_scatter_gradients();
+  } else {
+    strategy_->reduce_gradients(s.all_params);
+  }
   const auto t3 = Clock::now();
   // The norm costs a pass over every gradient: take it when clipping needs
   // it or a step event reports it.

@@ -24,7 +24,10 @@ struct FlatLayout {
   int64_t total = 0;            // the buffers' size in elements
 };
 
-FlatLayout flat_layout(const std::vector<Param*>& params);
+// `shards` > 1: the buffers padded (zeros) to `shards` equal, aligned
+// pieces (ZeRO's: replica r's shard is [r total / shards, (r + 1) total /
+// shards)).
+FlatLayout flat_layout(const std::vector<Param*>& params, int shards = 1);
 
 // The buffers (views of their whole allocations) and their layout.
 struct FlatParameters {
@@ -35,7 +38,8 @@ struct FlatParameters {
 // Moves every parameter's value (kept) and gradient (zeroed) into flat
 // buffers, allocated on `memory` (the host's when null). Binding the model
 // to that memory's backend afterwards leaves them where they are.
-FlatParameters flatten_parameters(const std::vector<Param*>& params, DeviceMemory* memory);
+FlatParameters flatten_parameters(const std::vector<Param*>& params, DeviceMemory* memory,
+                                  int shards = 1);
 
 // Whether each parameter's value and gradient still are its pieces of
 // `flat`'s buffers (a strategy or a load may have replaced them since).

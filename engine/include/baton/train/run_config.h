@@ -57,6 +57,10 @@ struct StrategyConfig {
   // mirrored, central_storage, multi_worker_mirrored: compare the replicas'
   // parameter checksums every this many steps (0 = never).
   int64_t drift_check_steps = 100;
+  // mirrored: "none", or "optimizer" (ZeRO-1: each replica keeps and
+  // updates 1/N of the optimizer state; gradients reduce-scattered,
+  // parameters all-gathered).
+  std::string sharding = "none";
   // parameter_server: servers (0 = TF_CONFIG's ps count when set, else 1)
   // and "async" | "sync".
   int num_ps = 0;

@@ -212,6 +212,17 @@ class Trainer {
   // The replica whose optimizer updates replica r's variables: the host
   // copy when there is one.
   Replica& updating(int r);
+  // strategy.sharding "optimizer" (ZeRO-1, optimizer_shards.cpp): each
+  // replica's optimizer over its piece of the flat buffers; the gradients
+  // reduce-scattered; replica r's clipping (by the norm over every piece),
+  // update and allgather; the whole state for a checkpoint, in the
+  // unsharded optimizer's names, and each replica's piece from one.
+  bool sharded() const { return cfg_.strategy.sharding == "optimizer"; }
+  void make_optimizer_shards();
+  void reduce_scatter_gradients();
+  void sharded_update(int r, const UpdateInputs& in);
+  std::vector<std::pair<std::string, Tensor>> gathered_optimizer_state();
+  void restore_optimizer_shards(const CheckpointData& d);
   // Before any batch or model buffer exists: a global batch the training
   // set cannot fill, or buffers the machine's memory cannot hold, is an
   // InputError naming train.global_batch_size (memory_plan.cpp). Returns

@@ -1,0 +1,173 @@
+// strategy.sharding "optimizer" (ZeRO-1, as DeepSpeed's stage 1): each of
+// the N replicas keeps and updates 1/N of the optimizer state. The flat
+// buffers are padded to N equal pieces; replica r owns piece r. After
+// backward the gradients are reduce-scattered (replica r receives the sum
+// of piece r), the global norm is the square root of the summed squares of
+// every piece (so clipping is one device's), replica r's optimizer updates
+// its piece of the values, and the pieces are all-gathered into every
+// replica's values. A checkpoint holds the whole state, in the unsharded
+// optimizer's names and shapes, gathered from the replicas of this process:
+// it resumes under any sharding and any replica count.
+#include <baton/comm/communicator.h>
+#include <baton/core/error.h>
+#include <baton/train/trainer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "trainer_internal.h"
+
+namespace baton {
+
+namespace {
+
+// "m3" -> ('m', 3); anything else -> ('\0', -1).
+std::pair<char, int64_t> state_name(const std::string& name) {
+  if (name.size() < 2 || (name[0] != 'm' && name[0] != 'v')) return {'\0', -1};
+  for (size_t i = 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return {'\0', -1};
+  }
+  return {name[0], std::stoll(name.substr(1))};
+}
+
+}  // namespace
+
+void Trainer::make_optimizer_shards() {
+  const int n = static_cast<int>(replicas_.size());
+  for (auto& rep : replicas_) {
+    const FlatLayout& l = rep->flat.layout;
+    if (l.total % n != 0) {
+      throw RuntimeError("strategy.sharding: the flat buffers (" + std::to_string(l.total) +
+                         " floats) do not split into " + std::to_string(n) + " pieces");
+    }
+    const int64_t size = l.total / n;
+    const int64_t b = size * rep->index, e = b + size;
+    rep->shard_begin = b;
+    rep->shard_grads = Tensor({size});
+    rep->shard_values = Tensor({size});
+    // The decayed parameters' part of the piece and the rest: two
+    // parameters (one when the piece lies on one side).
+    rep->shard_params.clear();
+    rep->shard_starts.clear();
+    for (const bool decayed : {true, false}) {
+      const int64_t from = decayed ? b : std::max(b, l.decayed);
+      const int64_t to = decayed ? std::min(e, l.decayed) : e;
+      if (to <= from) continue;
+      Param p;
+      p.name = std::string(decayed ? "shard.decayed" : "shard.rest");
+      p.weight_decay = decayed;
+      p.value = rep->flat.values.slice(from, {to - from});
+      p.grad = rep->shard_grads.slice(from - b, {to - from});
+      rep->shard_params.push_back(std::move(p));
+      rep->shard_starts.push_back(from);
+    }
+    rep->shard_list.clear();
+    for (Param& p : rep->shard_params) rep->shard_list.push_back(&p);
+    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->shard_list, cpu_backend());
+  }
+}
+
+void Trainer::reduce_scatter_gradients() {
+  strategy_->run([this](const ReplicaContext& rc) {
+    Replica& rep = *replicas_[static_cast<size_t>(rc.replica_id)];
+    Communicator& comm = *strategy_->replica_communicator(rc.replica_id);
+    comm.reduce_scatter(rep.flat.grads.data(), rep.shard_grads.data(), rep.shard_grads.numel(),
+                        ReduceOp::kSum);
+  });
+}
+
+void Trainer::sharded_update(int r, const UpdateInputs& in) {
+  Replica& rep = *replicas_[static_cast<size_t>(r)];
+  Communicator& comm = *strategy_->replica_communicator(r);
+  const Backend& be = cpu_backend();
+  if (in.need_norm) {
+    // The global norm over every piece: each piece's sum of squares (a
+    // double, sent as two floats, its high and low parts), summed.
+    const double own = be.sum_squares(rep.shard_grads.data(), rep.shard_grads.numel());
+    float parts[2] = {static_cast<float>(own), 0.0f};
+    parts[1] = static_cast<float>(own - static_cast<double>(parts[0]));
+    comm.allreduce(parts, 2, ReduceOp::kSum);
+    const double norm =
+        std::sqrt(std::max(0.0, static_cast<double>(parts[0]) + static_cast<double>(parts[1])));
+    const float max_norm = cfg_.optimizer.clip_global_norm;
+    if (max_norm > 0.0f && norm > max_norm) {
+      be.scale(rep.shard_grads.data(), rep.shard_grads.numel(),
+               static_cast<float>(max_norm / (norm + 1e-6)));
+    }
+    if (r == 0) *in.grad_norm = norm;
+  }
+  rep.optimizer->step(in.lr);
+  // Every replica's values from every piece.
+  std::memcpy(rep.shard_values.data(), rep.flat.values.data() + rep.shard_begin,
+              sizeof(float) * static_cast<size_t>(rep.shard_values.numel()));
+  comm.allgather(rep.shard_values.data(), rep.flat.values.data(), rep.shard_values.numel());
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::gathered_optimizer_state() {
+  const Replica& first = *replicas_[0];
+  const FlatLayout& l = first.flat.layout;
+  // Each kind of state ('m', 'v') over the whole flat layout, from every
+  // replica's piece.
+  std::map<char, std::vector<float>> full;
+  for (const auto& rep : replicas_) {
+    for (auto& [name, t] : rep->optimizer->state()) {
+      const auto [kind, j] = state_name(name);
+      if (kind == '\0' || j < 0 || j >= static_cast<int64_t>(rep->shard_starts.size())) {
+        throw RuntimeError("strategy.sharding: unexpected optimizer state " + name);
+      }
+      std::vector<float>& f = full[kind];
+      f.resize(static_cast<size_t>(l.total), 0.0f);
+      std::memcpy(f.data() + rep->shard_starts[static_cast<size_t>(j)], t->data(),
+                  sizeof(float) * static_cast<size_t>(t->numel()));
+    }
+  }
+  // In the unsharded optimizer's names and shapes: every m, then every v.
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const char kind : {'m', 'v'}) {
+    const auto it = full.find(kind);
+    if (it == full.end()) continue;
+    for (size_t i = 0; i < first.params.size(); ++i) {
+      Tensor t(first.params[i]->value.shape());
+      std::memcpy(t.data(), it->second.data() + l.offset[i],
+                  sizeof(float) * static_cast<size_t>(t.numel()));
+      out.emplace_back(std::string(1, kind) + std::to_string(i), std::move(t));
+    }
+  }
+  return out;
+}
+
+void Trainer::restore_optimizer_shards(const CheckpointData& d) {
+  const std::string where = "checkpoint at step " + std::to_string(d.step);
+  const Replica& first = *replicas_[0];
+  const FlatLayout& l = first.flat.layout;
+  std::map<char, std::vector<float>> full;
+  for (const auto& [name, t] : d.tensors) {
+    if (name.rfind("optim.", 0) != 0) continue;
+    const auto [kind, i] = state_name(name.substr(6));
+    if (kind == '\0' || i < 0 || i >= static_cast<int64_t>(first.params.size()) ||
+        t.numel() != first.params[static_cast<size_t>(i)]->value.numel()) {
+      throw InputError(where + ": optimizer state " + name + " " + t.shape_string() +
+                       " does not match this model");
+    }
+    std::vector<float>& f = full[kind];
+    f.resize(static_cast<size_t>(l.total), 0.0f);
+    std::memcpy(f.data() + l.offset[static_cast<size_t>(i)], t.data(),
+                sizeof(float) * static_cast<size_t>(t.numel()));
+  }
+  for (auto& rep : replicas_) {
+    for (auto& [name, t] : rep->optimizer->state()) {
+      const auto [kind, j] = state_name(name);
+      const auto it = full.find(kind);
+      if (it == full.end()) {
+        throw InputError(where + " holds no optimizer state \"" + std::string(1, kind) +
+                         "\", which this optimizer keeps");
+      }
+      std::memcpy(t->data(), it->second.data() + rep->shard_starts[static_cast<size_t>(j)],
+                  sizeof(float) * static_cast<size_t>(t->numel()));
+    }
+  }
+}
+
+}  // namespace baton
