@@ -15,11 +15,12 @@
 
 #include "bench_command.h"
 #include "history_command.h"
+#include "launch_command.h"
 #include "output_file.h"
+#include "plan_command.h"
 #include "predict_command.h"
 #include "probe_command.h"
 #include "sample_command.h"
-#include "launch_command.h"
 #include "train_command.h"
 
 namespace {
@@ -92,6 +93,8 @@ int main(int argc, char** argv) {
   baton::cli::add_calibrate_command(app, calibrate);
   baton::cli::PredictArgs predict;
   baton::cli::add_predict_command(app, predict);
+  baton::cli::PlanArgs plan;
+  baton::cli::add_plan_command(app, plan);
 
   if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "%s\nRun with --help for more information.\n", unknown.c_str());
@@ -122,6 +125,8 @@ int main(int argc, char** argv) {
       code = baton::cli::run_calibrate(calibrate);
     } else if (app.got_subcommand("predict")) {
       code = baton::cli::run_predict(predict, self_exe(argv[0]));
+    } else if (app.got_subcommand("plan")) {
+      code = baton::cli::run_plan(plan, self_exe(argv[0]));
     }
     // What was printed must have reached its reader ("> /dev/full").
     baton::cli::finish_stdout();

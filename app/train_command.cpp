@@ -17,6 +17,7 @@
 
 #include "cli_checks.h"
 #include "cli_paths.h"
+#include "plan_command.h"
 #include "progress_printer.h"
 
 #ifdef BATON_HAVE_MPI
@@ -167,6 +168,7 @@ void print_summary(std::FILE* out, const RunOutcome& o, const std::string& histo
     std::fprintf(out, "MFU             %.2g%% of %sFLOP/s per GPU (%s)\n", 100.0 * s.mfu,
                  si_text(s.peak_flops).c_str(), s.peak_note.c_str());
   }
+  std::fputs(memory_summary_text(s).c_str(), out);
   std::fprintf(out, "wall time       %.2f s\n", s.wall_time_s);
   std::fprintf(out, "run directory   %s\n", o.dir.path.c_str());
   std::fprintf(out, "  events        %s\n", o.dir.events().c_str());

@@ -112,7 +112,7 @@ check device-missing-gpu 2 'strategy.devices: "gpu:0" was asked for, but ' -- \
   "$BATON" train "$EX" --runs-dir "$RUNS" --set strategy.devices=gpu:0
 check precision-on-cpu 2 'train.precision: "bf16" is a GPU' -- \
   "$BATON" train "$EX" --runs-dir "$RUNS" --set train.precision=bf16 --set strategy.devices=cpu
-check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, launch, probe, bench, history, sample, calibrate, predict\)' -- "$BATON" nosuch
+check unknown-command 2 'baton: unknown command "nosuch" \(expected one of: train, launch, probe, bench, history, sample, calibrate, predict, plan\)' -- "$BATON" nosuch
 check config-folder 2 "$WORK: is a folder; expected a JSON file" -- "$BATON" train "$WORK"
 # The flags' paths: exit 2 naming the flag, nothing trained.
 touch "$WORK/a-file"

@@ -251,6 +251,9 @@ class HistoryWriter {
     if (e.tokens_per_s > 0) m["tokens_per_s"] = e.tokens_per_s;
     if (e.model_flops_per_s > 0) m["model_flops_per_s"] = e.model_flops_per_s;
     if (e.mfu > 0) m["mfu"] = e.mfu;
+    // Planned (modelled) and measured (peak resident set), this process's.
+    if (e.memory_planned_bytes > 0) m["memory_planned_bytes"] = e.memory_planned_bytes;
+    if (e.memory_peak_bytes > 0) m["memory_peak_bytes"] = e.memory_peak_bytes;
     const std::string status =
         e.status == "completed" || e.status == "interrupted" ? e.status : "failed";
     Stmt upd(db_,

@@ -169,6 +169,26 @@ nlohmann::json summary_json(const std::string& run_id, const TrainSummary& s) {
     js["peak_flops"] = s.peak_flops;
     js["peak_note"] = s.peak_note;
   }
+  if (s.memory.per_process() > 0) {
+    // The plan is modelled from the layer shapes; the peak is measured.
+    const MemoryFigures& m = s.memory;
+    js["memory"] = {
+        {"planned_modelled",
+         {{"sharding", m.sharding},
+          {"replicas_here", m.local_replicas},
+          {"per_replica",
+           {{"parameters", m.parameters},
+            {"gradients", m.gradients},
+            {"optimizer_state", m.optimizer_state},
+            {"activations", m.activations},
+            {"communication", m.communication},
+            {"total", m.per_replica()}}},
+          {"data", m.data},
+          {"cache", m.cache},
+          {"per_process", m.per_process()}}},
+        {"measured",
+         {{"peak_resident", s.memory_peak_bytes}, {"resident_at_start", s.memory_start_bytes}}}};
+  }
   if (!s.communication.empty()) js["communication"] = s.communication;
   if (!s.communication_note.empty()) js["communication_note"] = s.communication_note;
   if (!s.device.empty()) js["device"] = s.device;

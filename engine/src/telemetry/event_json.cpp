@@ -183,6 +183,8 @@ std::optional<Event> event_from_json(const nlohmann::json& j) {
     r("tokens_per_s", e.tokens_per_s);
     r("model_flops_per_s", e.model_flops_per_s);
     r("mfu", e.mfu);
+    r("memory_planned_bytes", e.memory_planned_bytes);
+    r("memory_peak_bytes", e.memory_peak_bytes);
     r("error", e.error);
     return e;
   }

@@ -109,6 +109,8 @@ struct ToJson {
     if (e.tokens_per_s > 0) j["tokens_per_s"] = e.tokens_per_s;
     if (e.model_flops_per_s > 0) j["model_flops_per_s"] = e.model_flops_per_s;
     if (e.mfu > 0) j["mfu"] = e.mfu;
+    if (e.memory_planned_bytes > 0) j["memory_planned_bytes"] = e.memory_planned_bytes;
+    if (e.memory_peak_bytes > 0) j["memory_peak_bytes"] = e.memory_peak_bytes;
     if (!e.error.empty()) j["error"] = e.error;
     return j;
   }

@@ -17,6 +17,17 @@ int64_t MemoryPlan::bytes() const {
 
 int64_t available_memory_bytes() { return static_cast<int64_t>(meminfo_bytes("MemAvailable:")); }
 
+int64_t resident_bytes(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string name, unit;
+  int64_t value = 0;
+  while (in >> name) {
+    if (name == key && (in >> value)) return value * 1024;  // the kernel writes kB (KiB)
+    std::getline(in, unit);
+  }
+  return 0;
+}
+
 namespace {
 std::string gib(int64_t bytes) {
   char buf[32];

@@ -18,6 +18,10 @@ struct MemoryPlan {
 // swapping), in bytes; 0 when it cannot be read.
 int64_t available_memory_bytes();
 
+// This process's resident set now ("VmRSS:") or at its peak so far
+// ("VmHWM:"), from /proc/self/status, in bytes; 0 when it cannot be read.
+int64_t resident_bytes(const char* key);
+
 // Throws InputError naming train.global_batch_size (in `file`) when the
 // plan needs more than `available` bytes (0: not known, not checked) of
 // `holder`'s memory ("" : the machine's; "gpu:0": that device's), with both

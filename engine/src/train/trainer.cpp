@@ -20,6 +20,7 @@ using Clock = TrainerClock;
 Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& telemetry,
                  TrainOptions options)
     : cfg_(std::move(config)), telemetry_(telemetry), opt_(std::move(options)) {
+  memory_start_bytes_ = resident_bytes("VmRSS:");
   cpu::set_num_threads(cfg_.threads);
 
   // Data: the training set, then a held-out or separate validation set, then
@@ -254,14 +255,21 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   // The pipeline's ring of batches (features, target and label per row).
   const int64_t data = (shape.in_features + train_->target_width() + 2) * (po.prefetch + 2);
   plan.floats_per_row = probe->saved_floats_per_sample() + data;
-  // Parameters, their gradients and up to two optimizer states, per
-  // replica; and the data cache.
-  // Sharded (ZeRO-1): each replica's values and gradients, and 1/N of the
-  // state and of the gradient sum.
-  const double floats_per_param = sharded() ? 2.0 + 3.0 / n : 4.0;
-  plan.fixed_bytes =
-      cache_bytes_ + static_cast<int64_t>(static_cast<double>(probe->num_parameters()) * 4 *
-                                          floats_per_param * strategy_->local_replicas());
+  // The figures (memory_figures.h): each replica's parameters, gradients,
+  // optimizer state (1/N of it sharded), activations and communication
+  // buffers, and the process's batches and data cache. What does not grow
+  // with the rows is the plan's fixed part.
+  MemoryInputs in;
+  in.parameters = probe->num_parameters();
+  in.saved_floats_per_sample = probe->saved_floats_per_sample();
+  in.data_floats_per_row = data;
+  in.cache_bytes = cache_bytes_;
+  in.global_batch = cfg_.global_batch;
+  in.replicas = n;
+  in.local_replicas = strategy_->local_replicas();
+  in.state_floats = optimizer_state_floats(cfg_.optimizer);
+  memory_ = memory_figures(in, cfg_.strategy.sharding);
+  plan.fixed_bytes = memory_.per_process() - plan.rows * plan.floats_per_row * 4;
   if (!on_gpus()) {
     check_memory_plan(plan, cfg_.global_batch, available_memory_bytes(), cfg_.file);
     return probe;

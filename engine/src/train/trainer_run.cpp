@@ -655,6 +655,9 @@ TrainSummary Trainer::finish_run(RunState& s) {
   sum.peak_flops = peak_.flops;
   sum.peak_note = peak_.note;
   sum.mfu = job_peak_flops() > 0 ? sum.model_flops_per_s / job_peak_flops() : 0.0;
+  sum.memory = memory_;
+  sum.memory_peak_bytes = resident_bytes("VmHWM:");
+  sum.memory_start_bytes = memory_start_bytes_;
   if (sum.epochs_completed == 0) sum.train_loss = s.last_loss;
   if (strategy_->remote_updates()) {
     const StalenessStats st = strategy_->total_staleness();
@@ -675,6 +678,8 @@ TrainSummary Trainer::finish_run(RunState& s) {
   end.tokens_per_s = sum.tokens_per_s;
   end.model_flops_per_s = sum.model_flops_per_s;
   end.mfu = sum.mfu;
+  end.memory_planned_bytes = sum.memory.per_process();
+  end.memory_peak_bytes = sum.memory_peak_bytes;
   emit(end);
   return std::move(sum);
 }

@@ -125,7 +125,9 @@ TEST(History, CsvExportMatchesWhatWasRecorded) {
     EXPECT_EQ((got[{e.step, "step_time_ms"}]), e.step_time_ms);
     // MFU only where known (> 0).
     EXPECT_EQ(got.count({e.step, "mfu"}), e.mfu > 0 ? 1u : 0u) << e.step;
-    if (e.mfu > 0) EXPECT_EQ((got[{e.step, "mfu"}]), e.mfu);
+    if (e.mfu > 0) {
+      EXPECT_EQ((got[{e.step, "mfu"}]), e.mfu);
+    }
   }
   // 11 metrics per step event, MFU on those that have it, and 6 per epoch
   // event (with validation).

@@ -128,6 +128,9 @@ struct RunEndEvent {
   double tokens_per_s = 0;
   double model_flops_per_s = 0;
   double mfu = 0;  // model_flops_per_s over the replicas' peak; 0: unknown
+  // This process's memory: planned (modelled from the layer shapes) and
+  // its measured peak resident set; 0: not known.
+  int64_t memory_planned_bytes = 0, memory_peak_bytes = 0;
   std::string error;
 };
 

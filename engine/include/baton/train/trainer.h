@@ -18,6 +18,7 @@
 #include <baton/strategy/strategy.h>
 #include <baton/telemetry/telemetry.h>
 #include <baton/train/checkpoint.h>
+#include <baton/train/memory_figures.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
 #include <baton/train/sample_log.h>
@@ -107,6 +108,12 @@ struct TrainSummary {
   // The device the replicas computed on ("cpu:0", "gpu:0", ...) and what
   // was chosen and why (strategy.devices).
   std::string device, device_note;
+  // Memory: the plan (modelled from the layer shapes: memory_figures.h),
+  // and measured, this process's peak resident set (VmHWM) and its
+  // resident set when the trainer began (the runtime's and libraries',
+  // before any of the run's buffers).
+  MemoryFigures memory;
+  int64_t memory_peak_bytes = 0, memory_start_bytes = 0;
 };
 
 class Trainer {
@@ -277,8 +284,10 @@ class Trainer {
            (cfg_.strategy.type == "mirrored" || cfg_.strategy.type == "multi_worker_mirrored");
   }
   std::string device_name_ = "cpu:0", device_note_;
-  GpuPeak peak_;                   // one replica device's (run start): MFU's denominator
-  int64_t device_plan_bytes_ = 0;  // the memory plan's bytes on each device
+  GpuPeak peak_;                    // one replica device's (run start): MFU's denominator
+  int64_t device_plan_bytes_ = 0;   // the memory plan's bytes on each device
+  MemoryFigures memory_;            // the plan (check_plan_fits)
+  int64_t memory_start_bytes_ = 0;  // the resident set when the trainer began
   // The devices' allocation counts (summed) before the arenas, and the
   // allocations planning made.
   int64_t device_allocations_start_ = 0;

@@ -1,0 +1,139 @@
+#include "plan_command.h"
+
+#include <baton/core/error.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli_checks.h"
+#include "cli_paths.h"
+
+namespace baton::cli {
+
+namespace {
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+nlohmann::json figures_json(const MemoryFigures& m, int64_t available) {
+  nlohmann::json j = {{"sharding", m.sharding},
+                      {"rows_per_replica", m.rows},
+                      {"replicas_per_process", m.local_replicas},
+                      {"per_replica",
+                       {{"parameters", m.parameters},
+                        {"gradients", m.gradients},
+                        {"optimizer_state", m.optimizer_state},
+                        {"activations", m.activations},
+                        {"communication", m.communication},
+                        {"total", m.per_replica()}}},
+                      {"data", m.data},
+                      {"cache", m.cache},
+                      {"per_process", m.per_process()}};
+  if (available > 0) j["fits"] = m.per_process() <= available;
+  return j;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, PlanArgs& a) {
+  CLI::App* p = app.add_subcommand(
+      "plan",
+      "A run's memory before Start, without training it: each replica's parameters, "
+      "gradients, optimizer state, activations and communication buffers, and the process's, "
+      "for every sharding mode the strategy runs, against this machine's available memory "
+      "(modelled from the layer shapes)");
+  p->add_option("config", a.config, "Run config file (JSON)")->required();
+  p->add_option("--set", a.overrides, "Override a config value: key.path=value (repeatable)")
+      ->take_all();
+  p->add_option("--processes", a.processes,
+                "multi_worker_mirrored and parameter_server: the job's processes (mpirun -n)")
+      ->check(integer_in(1, 1 << 20));
+  p->add_option("--plugin-dir", a.plugin_dir, "Load model/dataset plugins from DIR");
+  p->add_flag("--json", a.json, "Print JSON");
+}
+
+int run_plan(const PlanArgs& a, const std::string& exe_path) {
+  const RunConfig cfg = load_run_config(a.config, a.overrides);
+  Registry registry;
+  registry.load_plugin_dir(a.plugin_dir.empty() ? default_plugin_dir(exe_path) : a.plugin_dir);
+  const RunPlan plan = plan_run(cfg, registry, a.processes);
+  const std::string& type = cfg.strategy.type;
+  const bool ranks = type == "multi_worker_mirrored" || type == "parameter_server";
+  if (a.json) {
+    nlohmann::json modes = nlohmann::json::array();
+    for (const MemoryFigures& m : plan.modes)
+      modes.push_back(figures_json(m, plan.available_bytes));
+    nlohmann::json j = {{"source", "modelled"},
+                        {"config", a.config},
+                        {"model", plan.model},
+                        {"parameters", plan.parameters},
+                        {"strategy", type},
+                        {"replicas", plan.inputs.replicas},
+                        {"global_batch", plan.inputs.global_batch},
+                        {"modes", modes}};
+    if (plan.available_bytes > 0) j["available_bytes"] = plan.available_bytes;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("plan: %s\n", a.config.c_str());
+  std::printf("  model      %s, %lld parameters\n", plan.model.c_str(),
+              static_cast<long long>(plan.parameters));
+  std::printf("  strategy   %s, %d replica(s)%s, global batch %lld\n", type.c_str(),
+              plan.inputs.replicas,
+              ranks ? (" over " + std::to_string(a.processes) + " process(es)").c_str() : "",
+              static_cast<long long>(plan.inputs.global_batch));
+  std::printf("memory, modelled from the layer shapes (MiB):\n");
+  std::printf("  %-10s %10s %10s %10s %12s %14s %9s %9s  %s\n", "sharding", "parameters",
+              "gradients", "optimizer", "activations", "communication", "replica", "process",
+              "fits");
+  for (const MemoryFigures& m : plan.modes) {
+    const std::string fits = plan.available_bytes <= 0                 ? "?"
+                             : m.per_process() <= plan.available_bytes ? "yes"
+                                                                       : "no";
+    std::printf("  %-10s %10s %10s %10s %12s %14s %9s %9s  %s\n", m.sharding.c_str(),
+                mib(m.parameters).c_str(), mib(m.gradients).c_str(), mib(m.optimizer_state).c_str(),
+                mib(m.activations).c_str(), mib(m.communication).c_str(),
+                mib(m.per_replica()).c_str(), mib(m.per_process()).c_str(), fits.c_str());
+  }
+  const MemoryFigures& first = plan.modes.front();
+  std::printf(
+      "  (a replica: %lld rows of the batch; a process: its %d replica(s), its batches "
+      "%s MiB and data cache %s MiB)\n",
+      static_cast<long long>(first.rows), first.local_replicas, mib(first.data).c_str(),
+      mib(first.cache).c_str());
+  if (plan.available_bytes > 0) {
+    std::printf("  fits: against the %s MiB this machine has available now (MemAvailable)\n",
+                mib(plan.available_bytes).c_str());
+  }
+  if (type != "mirrored") {
+    std::printf("  sharding: %s runs \"none\" only in this version\n", type.c_str());
+  }
+  return 0;
+}
+
+std::string memory_summary_text(const TrainSummary& s) {
+  const MemoryFigures& m = s.memory;
+  if (m.per_process() <= 0) return "";
+  std::string text = "memory          planned " + mib(m.per_replica()) + " MiB a replica";
+  if (m.local_replicas > 1) text += " x " + std::to_string(m.local_replicas);
+  text += " (parameters " + mib(m.parameters) + ", gradients " + mib(m.gradients) + ", optimizer " +
+          mib(m.optimizer_state) + ", activations " + mib(m.activations) + ", communication " +
+          mib(m.communication) + "; sharding " + m.sharding + "), " + mib(m.per_process()) +
+          " MiB the process with its batches and cache (modelled from the layer shapes)\n";
+  if (s.memory_peak_bytes > 0) {
+    text += "                measured peak resident set " + mib(s.memory_peak_bytes) + " MiB";
+    if (s.memory_start_bytes > 0) {
+      text += ", " + mib(s.memory_peak_bytes - s.memory_start_bytes) + " MiB above the " +
+              mib(s.memory_start_bytes) + " MiB at start";
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace baton::cli

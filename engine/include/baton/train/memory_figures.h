@@ -1,0 +1,75 @@
+// A run's memory, known before Start: what each replica holds (its
+// parameters, their gradients, its optimizer state, the activations its
+// layers save at the planned batch, the sharded layouts' communication
+// buffers) and what the process holds beside its replicas (the input
+// pipeline's batches, the data cache). Modelled from the layer shapes, not
+// measured: the trainer checks it against the machine before any buffer is
+// made and reports it beside the measured peak; `baton plan` prints it for
+// every sharding mode the strategy can run.
+#pragma once
+
+#include <baton/optim/optimizer.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace baton {
+
+// What the figures are computed from.
+struct MemoryInputs {
+  int64_t parameters = 0;               // the model's, in floats
+  int64_t saved_floats_per_sample = 0;  // the layers' saved activations and outputs
+  int64_t data_floats_per_row = 0;      // the input pipeline's ring of batches, per row
+  int64_t cache_bytes = 0;              // data.cache's decoded samples (one per process)
+  int64_t global_batch = 0;
+  int replicas = 1;        // the job's (N)
+  int local_replicas = 1;  // this process's
+  int state_floats = 2;    // the optimizer's state per parameter: 0, 1 (momentum), 2 (Adam)
+};
+
+struct MemoryFigures {
+  std::string sharding = "none";
+  int local_replicas = 1;
+  int64_t rows = 0;  // a replica's share of the global batch (the largest)
+  // Bytes each replica holds.
+  int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, communication = 0;
+  // Bytes the process holds beside its replicas.
+  int64_t data = 0, cache = 0;
+  int64_t per_replica() const {
+    return parameters + gradients + optimizer_state + activations + communication;
+  }
+  int64_t per_process() const { return per_replica() * local_replicas + data + cache; }
+};
+
+// The optimizer's state floats per parameter (SGD 0, with momentum 1,
+// Adam and AdamW 2).
+int optimizer_state_floats(const OptimizerOptions& o);
+
+// The figures of `in` laid out as `sharding` ("none" or "optimizer":
+// ZeRO-1's 1/N of the state, and its reduce-scattered gradient piece and
+// allgather buffer).
+MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding);
+
+// The sharding modes `strategy` runs in this version ("none" always;
+// "optimizer" for mirrored).
+std::vector<std::string> sharding_modes(const StrategyConfig& strategy);
+
+// A config's plan without training it: the training data read for its
+// shapes, the model built for one row, the figures of every sharding mode
+// the strategy runs, and the memory the machine has. `processes` is the
+// job's process count for the strategies of ranks (multi_worker_mirrored,
+// parameter_server's workers); the in-process strategies' replicas come
+// from the config.
+struct RunPlan {
+  std::string model;  // its description
+  int64_t parameters = 0;
+  MemoryInputs inputs;
+  std::vector<MemoryFigures> modes;
+  int64_t available_bytes = 0;  // MemAvailable now (0: not known)
+};
+RunPlan plan_run(const RunConfig& cfg, const Registry& registry, int processes);
+
+}  // namespace baton

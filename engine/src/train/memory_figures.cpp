@@ -1,0 +1,79 @@
+#include <baton/core/error.h>
+#include <baton/data/dataset.h>
+#include <baton/train/memory_figures.h>
+
+#include <algorithm>
+
+#include "memory_plan.h"
+
+namespace baton {
+
+int optimizer_state_floats(const OptimizerOptions& o) {
+  if (o.kind == OptimizerKind::kAdam || o.kind == OptimizerKind::kAdamW) return 2;
+  return o.momentum > 0.0f ? 1 : 0;
+}
+
+MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding) {
+  MemoryFigures f;
+  f.sharding = sharding;
+  f.local_replicas = in.local_replicas;
+  const int64_t n = std::max(1, in.replicas);
+  f.rows = (in.global_batch + n - 1) / n;
+  constexpr int64_t kFloat = 4;
+  f.parameters = in.parameters * kFloat;
+  f.gradients = in.parameters * kFloat;
+  f.activations = f.rows * in.saved_floats_per_sample * kFloat;
+  if (sharding == "optimizer") {
+    const int64_t piece = (in.parameters + n - 1) / n;
+    f.optimizer_state = piece * in.state_floats * kFloat;
+    f.communication = 2 * piece * kFloat;  // the gradient sum's piece, the allgather's
+  } else {
+    f.optimizer_state = in.parameters * in.state_floats * kFloat;
+  }
+  f.data = f.rows * in.local_replicas * in.data_floats_per_row * kFloat;
+  f.cache = in.cache_bytes;
+  return f;
+}
+
+std::vector<std::string> sharding_modes(const StrategyConfig& strategy) {
+  if (strategy.type == "mirrored") return {"none", "optimizer"};
+  return {"none"};
+}
+
+RunPlan plan_run(const RunConfig& cfg, const Registry& registry, int processes) {
+  DatasetContext dctx{cfg.base_dir, cfg.seed};
+  ConfigNode train_node(cfg.data.train, cfg.file, "data.train");
+  const std::shared_ptr<const Dataset> data =
+      registry.dataset(cfg.data.train.at("type").get<std::string>(), train_node)(train_node, dctx);
+  const ModelShape shape{data->features(),
+                         data->classes() > 0 ? data->classes() : data->target_width(),
+                         data->image_shape()};
+  ConfigNode node(cfg.model, cfg.file, "model");
+  auto model = registry.model(cfg.model.at("type").get<std::string>(), node)(node, shape);
+  model->plan(1, shape.in_features);
+  RunPlan p;
+  p.model = model->describe();
+  p.parameters = model->num_parameters();
+  const StrategyConfig& s = cfg.strategy;
+  const bool ranks = s.type == "multi_worker_mirrored" || s.type == "parameter_server";
+  const int per_process = s.type == "one_device" || s.type == "parameter_server" ? 1 : s.replicas;
+  MemoryInputs& in = p.inputs;
+  in.parameters = p.parameters;
+  in.saved_floats_per_sample = model->saved_floats_per_sample();
+  in.data_floats_per_row = (data->features() + data->target_width() + 2) * (cfg.data.prefetch + 2);
+  // data.cache: every decoded sample, once per process.
+  in.cache_bytes =
+      cfg.data.cache ? data->size() * (data->features() + data->target_width() + 1) * 4 : 0;
+  in.global_batch = cfg.global_batch;
+  in.local_replicas = per_process;
+  in.replicas = ranks ? std::max(1, processes) * per_process : per_process;
+  if (s.type == "parameter_server") {
+    in.replicas = std::max(1, processes - std::max(1, s.num_ps));
+  }
+  in.state_floats = optimizer_state_floats(cfg.optimizer);
+  for (const std::string& mode : sharding_modes(s)) p.modes.push_back(memory_figures(in, mode));
+  p.available_bytes = available_memory_bytes();
+  return p;
+}
+
+}  // namespace baton

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `baton plan`: a run's memory before Start, for every sharding mode the
+# strategy runs, as a person would read it and as JSON; bad input exits 2
+# naming what is wrong. Then the plan against the measure: a small GPT
+# under mirrored (2 replicas, sharding none and optimizer) plans, in
+# summary.json, what its process's resident set grows by (its peak less
+# its resident set at start) within 15%. That comparison is skipped (exit
+# 77) under AddressSanitizer, whose shadow memory is in the resident set.
+# Needs: BATON (the binary), SRC (source dir), WORK (scratch dir).
+set -u
+fail=0
+pass=0
+rm -rf "$WORK" && mkdir -p "$WORK"
+export XDG_DATA_HOME="$WORK/xdg"
+source "$(dirname "$0")/check.sh"
+EX="$SRC/resources/examples"
+
+check "plan a mirrored run" 0 "optimizer +[0-9.]+ +[0-9.]+ +[0-9.]+" -- \
+  "$BATON" plan "$EX/mirrored.json"
+check "it names the model and says the figures are modelled" 0 "modelled from the layer shapes" -- \
+  "$BATON" plan "$EX/mirrored.json"
+check "one mode for a strategy that shards nothing" 0 'runs "none" only' -- \
+  "$BATON" plan "$EX/multi_worker_mirrored.json" --processes 4
+json=$("$BATON" plan "$EX/mirrored.json" --set strategy.replicas=4 --json 2>&1)
+if python3 - "$json" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["source"] == "modelled" and j["replicas"] == 4, j
+none, zero1 = j["modes"]
+assert none["sharding"] == "none" and zero1["sharding"] == "optimizer", j
+n, z = none["per_replica"], zero1["per_replica"]
+# Adam's two moments, a quarter of them sharded over 4 replicas.
+assert n["optimizer_state"] == 2 * n["parameters"], n
+assert abs(z["optimizer_state"] - n["optimizer_state"] / 4) <= 8 * 4, (z, n)
+assert n["communication"] == 0 and z["communication"] > 0, (n, z)
+assert z["total"] < n["total"], (z, n)
+assert none["per_process"] == 4 * n["total"] + none["data"] + none["cache"], none
+PY
+then pass=$((pass + 1)); else echo "FAIL plan --json: its figures"; echo "$json" | head -20; fail=$((fail + 1)); fi
+check "a missing config" 2 "nope.json" -- "$BATON" plan "$WORK/nope.json"
+check "no processes" 2 "processes" -- "$BATON" plan "$EX/mirrored.json" --processes 0
+check "a sharding that is not built" 2 "strategy.sharding" -- \
+  "$BATON" plan "$EX/mirrored.json" --set strategy.sharding=parameters
+check "a bad key" 2 "strategy.shardin" -- \
+  "$BATON" plan "$EX/mirrored.json" --set strategy.shardin=optimizer
+
+echo "plan cli: $pass passed, $fail failed"
+[ "$fail" = 0 ] || exit 1
+
+if ldd "$BATON" 2>/dev/null | grep -q libasan; then
+  echo "SKIP planned against measured memory: under AddressSanitizer its shadow memory is in the resident set"
+  exit 77
+fi
+small=(--set strategy.type=mirrored --set strategy.replicas=2 --set train.steps=3
+       --set train.log_every_steps=1 --set data.validation_split=0.01)
+for sharding in none optimizer; do
+  runs="$WORK/runs_$sharding"
+  if ! out=$("$BATON" train "$EX/gpt_text.json" --no-db --runs-dir "$runs" -q "${small[@]}" \
+             --set strategy.sharding=$sharding 2>&1); then
+    echo "FAIL train the GPT ($sharding)"; echo "$out" | tail -5; fail=$((fail + 1)); continue
+  fi
+  run=$(ls "$runs" | head -1)
+  if python3 - "$runs/$run/summary.json" "$sharding" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["memory"]
+planned = m["planned_modelled"]["per_process"]
+grew = m["measured"]["peak_resident"] - m["measured"]["resident_at_start"]
+print(f"  {sys.argv[2]}: planned {planned / 2**20:.1f} MiB, the process grew {grew / 2**20:.1f} MiB "
+      f"({grew / planned - 1:+.1%})")
+assert m["planned_modelled"]["sharding"] == sys.argv[2], m
+assert abs(grew - planned) <= 0.15 * planned, (planned, grew)
+PY
+  then pass=$((pass + 1)); else echo "FAIL planned against measured ($sharding)"; fail=$((fail + 1)); fi
+done
+echo "plan against measure: $pass passed, $fail failed"
+[ "$fail" = 0 ]
