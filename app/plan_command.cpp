@@ -110,7 +110,7 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
     std::printf("  fits: against the %s MiB this machine has available now (MemAvailable)\n",
                 mib(plan.available_bytes).c_str());
   }
-  if (type != "mirrored") {
+  if (plan.modes.size() == 1) {
     std::printf("  sharding: %s runs \"none\" only in this version\n", type.c_str());
   }
   return 0;

@@ -20,7 +20,7 @@ check "plan a mirrored run" 0 "optimizer +[0-9.]+ +[0-9.]+ +[0-9.]+" -- \
 check "it names the model and says the figures are modelled" 0 "modelled from the layer shapes" -- \
   "$BATON" plan "$EX/mirrored.json"
 check "one mode for a strategy that shards nothing" 0 'runs "none" only' -- \
-  "$BATON" plan "$EX/multi_worker_mirrored.json" --processes 4
+  "$BATON" plan "$EX/central_storage.json"
 json=$("$BATON" plan "$EX/mirrored.json" --set strategy.replicas=4 --json 2>&1)
 if python3 - "$json" <<'PY'
 import json, sys

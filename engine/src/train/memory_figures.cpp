@@ -36,7 +36,10 @@ MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding
 }
 
 std::vector<std::string> sharding_modes(const StrategyConfig& strategy) {
-  if (strategy.type == "mirrored") return {"none", "optimizer"};
+  if (strategy.type == "mirrored" ||
+      (strategy.type == "multi_worker_mirrored" && strategy.replicas == 1)) {
+    return {"none", "optimizer"};
+  }
   return {"none"};
 }
 

@@ -6,8 +6,11 @@
 // every piece (so clipping is one device's), replica r's optimizer updates
 // its piece of the values, and the pieces are all-gathered into every
 // replica's values. A checkpoint holds the whole state, in the unsharded
-// optimizer's names and shapes, gathered from the replicas of this process:
-// it resumes under any sharding and any replica count.
+// optimizer's names and shapes - read from the replicas of this process
+// (mirrored), or all-gathered from the processes' pieces
+// (multi_worker_mirrored, one replica each) - so it resumes under any
+// sharding and any replica count; on a resume the chief, which alone reads
+// it, broadcasts the whole state and each process takes its piece.
 #include <baton/comm/communicator.h>
 #include <baton/core/error.h>
 #include <baton/train/trainer.h>
@@ -35,7 +38,7 @@ std::pair<char, int64_t> state_name(const std::string& name) {
 }  // namespace
 
 void Trainer::make_optimizer_shards() {
-  const int n = static_cast<int>(replicas_.size());
+  const int n = strategy_->num_replicas();
   for (auto& rep : replicas_) {
     const FlatLayout& l = rep->flat.layout;
     if (l.total % n != 0) {
@@ -43,7 +46,7 @@ void Trainer::make_optimizer_shards() {
                          " floats) do not split into " + std::to_string(n) + " pieces");
     }
     const int64_t size = l.total / n;
-    const int64_t b = size * rep->index, e = b + size;
+    const int64_t b = size * (strategy_->first_replica() + rep->index), e = b + size;
     rep->shard_begin = b;
     rep->shard_grads = Tensor({size});
     rep->shard_values = Tensor({size});
@@ -105,12 +108,11 @@ void Trainer::sharded_update(int r, const UpdateInputs& in) {
   comm.allgather(rep.shard_values.data(), rep.flat.values.data(), rep.shard_values.numel());
 }
 
-std::vector<std::pair<std::string, Tensor>> Trainer::gathered_optimizer_state() {
-  const Replica& first = *replicas_[0];
-  const FlatLayout& l = first.flat.layout;
-  // Each kind of state ('m', 'v') over the whole flat layout, from every
-  // replica's piece.
+std::map<char, std::vector<float>> Trainer::full_optimizer_state() {
+  const FlatLayout& l = replicas_[0]->flat.layout;
   std::map<char, std::vector<float>> full;
+  // Each kind of state ('m', 'v') over the whole flat layout, from every
+  // replica's piece: in this process, or from every process.
   for (const auto& rep : replicas_) {
     for (auto& [name, t] : rep->optimizer->state()) {
       const auto [kind, j] = state_name(name);
@@ -123,6 +125,23 @@ std::vector<std::pair<std::string, Tensor>> Trainer::gathered_optimizer_state() 
                   sizeof(float) * static_cast<size_t>(t->numel()));
     }
   }
+  if (strategy_->local_replicas() == strategy_->num_replicas()) return full;
+  // One replica a process: each kind's pieces all-gathered (a collective
+  // of every process, in rank order: piece r is process r's).
+  const Replica& rep = *replicas_[0];
+  const int64_t size = rep.shard_grads.numel();
+  Communicator& comm = *strategy_->replica_communicator(0);
+  for (auto& [kind, f] : full) {
+    std::vector<float> mine(f.begin() + rep.shard_begin, f.begin() + rep.shard_begin + size);
+    comm.allgather(mine.data(), f.data(), size);
+  }
+  return full;
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::gathered_optimizer_state() {
+  const Replica& first = *replicas_[0];
+  const FlatLayout& l = first.flat.layout;
+  const std::map<char, std::vector<float>> full = full_optimizer_state();
   // In the unsharded optimizer's names and shapes: every m, then every v.
   std::vector<std::pair<std::string, Tensor>> out;
   for (const char kind : {'m', 'v'}) {
@@ -142,7 +161,8 @@ void Trainer::restore_optimizer_shards(const CheckpointData& d) {
   const std::string where = "checkpoint at step " + std::to_string(d.step);
   const Replica& first = *replicas_[0];
   const FlatLayout& l = first.flat.layout;
-  std::map<char, std::vector<float>> full;
+  std::map<char, std::vector<float>>& full = restored_state_;
+  full.clear();
   for (const auto& [name, t] : d.tensors) {
     if (name.rfind("optim.", 0) != 0) continue;
     const auto [kind, i] = state_name(name.substr(6));
@@ -158,16 +178,48 @@ void Trainer::restore_optimizer_shards(const CheckpointData& d) {
   }
   for (auto& rep : replicas_) {
     for (auto& [name, t] : rep->optimizer->state()) {
-      const auto [kind, j] = state_name(name);
-      const auto it = full.find(kind);
-      if (it == full.end()) {
-        throw InputError(where + " holds no optimizer state \"" + std::string(1, kind) +
+      if (full.find(state_name(name).first) == full.end()) {
+        throw InputError(where + " holds no optimizer state \"" + name.substr(0, 1) +
                          "\", which this optimizer keeps");
       }
-      std::memcpy(t->data(), it->second.data() + rep->shard_starts[static_cast<size_t>(j)],
+    }
+  }
+  take_optimizer_pieces(full);
+  // The other processes' pieces go from it in broadcast_from_chief.
+  if (strategy_->local_replicas() == strategy_->num_replicas()) full.clear();
+}
+
+void Trainer::take_optimizer_pieces(const std::map<char, std::vector<float>>& full) {
+  for (auto& rep : replicas_) {
+    for (auto& [name, t] : rep->optimizer->state()) {
+      const auto it = full.find(state_name(name).first);
+      if (it == full.end()) continue;
+      const auto j = static_cast<size_t>(state_name(name).second);
+      std::memcpy(t->data(), it->second.data() + rep->shard_starts[j],
                   sizeof(float) * static_cast<size_t>(t->numel()));
     }
   }
+}
+
+void Trainer::broadcast_restored_optimizer_state() {
+  // The chief alone read the checkpoint: the whole state to every
+  // process, each kind in turn, and each takes its piece.
+  const Replica& rep = *replicas_[0];
+  Communicator& comm = *strategy_->replica_communicator(0);
+  std::map<char, std::vector<float>> full;
+  for (auto& [name, t] : rep.optimizer->state()) {
+    const char kind = state_name(name).first;
+    if (full.count(kind) != 0) continue;
+    std::vector<float>& f = full[kind];
+    const auto it = restored_state_.find(kind);
+    f = it != restored_state_.end()
+            ? it->second
+            : std::vector<float>(static_cast<size_t>(rep.flat.layout.total), 0.0f);
+    comm.broadcast(f.data(), static_cast<int64_t>(f.size()), 0);
+  }
+  take_optimizer_pieces(full);
+  restored_state_.clear();
+  resumed_ = false;
 }
 
 }  // namespace baton

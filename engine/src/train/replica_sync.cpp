@@ -46,6 +46,12 @@ bool Trainer::replicas_linked() const {
 
 void Trainer::broadcast_from_chief(bool buffers_only) {
   if (!replicas_linked()) return;
+  // A sharded optimizer's pieces in other processes than the chief's,
+  // after a resume: from the state the chief restored.
+  if (!buffers_only && sharded() && resumed_ &&
+      strategy_->local_replicas() < strategy_->num_replicas()) {
+    broadcast_restored_optimizer_state();
+  }
   strategy_->run([this, buffers_only](const ReplicaContext& rc) {
     Replica& rep = *replicas_[rc.replica_id];
     Communicator& comm = *strategy_->replica_communicator(rc.replica_id);

@@ -237,8 +237,9 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     ar.finish();
     s.drift_check_steps = node.integer_or("drift_check_steps", 100, 0);
     // ZeRO's stages, as DeepSpeed names what each shards. "optimizer"
-    // (ZeRO-1) runs for mirrored on the CPU; the others, and the other
-    // places, are refused naming the key rather than run as "none".
+    // (ZeRO-1) runs on the CPU for mirrored and for multi_worker_mirrored
+    // with one replica a process; the others, and the other places, are
+    // refused naming the key rather than run as "none".
     s.sharding =
         node.choice_or("sharding", "none", {"none", "optimizer", "gradients", "parameters"});
     if (s.sharding == "gradients" || s.sharding == "parameters") {
@@ -246,10 +247,11 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
                                 (s.sharding == "gradients" ? "2" : "3") +
                                 ") is not built yet: use \"none\" or \"optimizer\" (ZeRO-1)");
     }
-    if (s.sharding == "optimizer" && multi) {
+    if (s.sharding == "optimizer" && multi && s.replicas > 1) {
       node.fail("sharding",
-                "\"optimizer\" runs for mirrored (threads of one process) in this version, not "
-                "yet across multi_worker_mirrored's processes: use \"none\"");
+                "\"optimizer\" runs over multi_worker_mirrored's processes with one replica "
+                "each in this version, and strategy.replicas_per_worker is " +
+                    std::to_string(s.replicas) + ": remove replicas_per_worker, or use \"none\"");
     }
   }
   node.finish();

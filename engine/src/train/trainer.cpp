@@ -419,7 +419,8 @@ void Trainer::log(LogLevel level, const std::string& message) const {
   emit(LogEvent{opt_.run_id, level, message});
 }
 
-CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch) {
+CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch,
+                                 std::vector<std::pair<std::string, Tensor>>* sharded_state) {
   // Replicas are identical after every synchronous step: replica 0 speaks
   // for all of them.
   Replica& rep = *replicas_[0];
@@ -438,8 +439,8 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   // every replica's piece, gathered, when it is sharded).
   Optimizer& optim = *updating(0).optimizer;
   if (sharded()) {
-    for (auto& [name, t] : gathered_optimizer_state())
-      d.tensors.emplace_back("optim." + name, std::move(t));
+    if (sharded_state == nullptr) throw RuntimeError("a sharded snapshot without its state");
+    for (auto& [name, t] : *sharded_state) d.tensors.emplace_back("optim." + name, std::move(t));
   } else {
     for (auto& [name, t] : optim.state()) d.tensors.emplace_back("optim." + name, t->to_host());
   }
@@ -523,6 +524,10 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
 }
 
 std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch) {
+  // A sharded optimizer's state, whole: gathered by every process (a
+  // collective when the pieces are in several).
+  std::vector<std::pair<std::string, Tensor>> state;
+  if (sharded()) state = gathered_optimizer_state();
   // The chief alone writes: the replicas are identical.
   if (!strategy_->is_chief()) return "";
   // The data position is where the next batch comes from; the end of an
@@ -534,7 +539,7 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
   const TimelineScope span(timeline_.get(), "checkpoint", "io",
                            timeline_lane(TimelineLane::kStepLoop), step);
   const auto t0 = Clock::now();
-  auto [path, bytes] = checkpoints_->save(snapshot(step, epoch, batch_in_epoch));
+  auto [path, bytes] = checkpoints_->save(snapshot(step, epoch, batch_in_epoch, &state));
   emit(CheckpointEvent{opt_.run_id, step, path, bytes, ms_between(t0, Clock::now())});
   return path;
 }

@@ -161,6 +161,7 @@ void Trainer::resume(RunState& s) {
   s.step = position.at("step").get<int64_t>();
   s.epoch = position.at("epoch").get<int64_t>();
   s.skip = position.at("batch_in_epoch").get<int64_t>();
+  resumed_ = true;
   if (strategy_->remote_updates()) {
     // Parameter servers: every process - the servers too - gets what the
     // chief restored (the values, and the servers' optimizer state as one

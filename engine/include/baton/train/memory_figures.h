@@ -54,7 +54,8 @@ int optimizer_state_floats(const OptimizerOptions& o);
 MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding);
 
 // The sharding modes `strategy` runs in this version ("none" always;
-// "optimizer" for mirrored).
+// "optimizer" for mirrored, and multi_worker_mirrored with one replica a
+// process).
 std::vector<std::string> sharding_modes(const StrategyConfig& strategy);
 
 // A config's plan without training it: the training data read for its

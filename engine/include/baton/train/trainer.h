@@ -27,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -229,7 +230,14 @@ class Trainer {
   void reduce_scatter_gradients();
   void sharded_update(int r, const UpdateInputs& in);
   std::vector<std::pair<std::string, Tensor>> gathered_optimizer_state();
+  std::map<char, std::vector<float>> full_optimizer_state();  // each kind over the flat layout
   void restore_optimizer_shards(const CheckpointData& d);
+  void take_optimizer_pieces(const std::map<char, std::vector<float>>& full);
+  // multi_worker_mirrored after a resume: the chief's restored state
+  // (restored_state_) to every process, each taking its piece.
+  void broadcast_restored_optimizer_state();
+  std::map<char, std::vector<float>> restored_state_;
+  bool resumed_ = false;  // every process: resume() found a checkpoint
   // Before any batch or model buffer exists: a global batch the training
   // set cannot fill, or buffers the machine's memory cannot hold, is an
   // InputError naming train.global_batch_size (memory_plan.cpp). Returns
@@ -258,7 +266,10 @@ class Trainer {
   void replica_update(int r, const UpdateInputs& in);
   void emit(const Event& e) const { telemetry_.emit(e); }
   void log(LogLevel level, const std::string& message) const;
-  CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch);
+  // `sharded_state`: a sharded optimizer's whole state (save_checkpoint
+  // gathers it, from every process).
+  CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch,
+                          std::vector<std::pair<std::string, Tensor>>* sharded_state = nullptr);
   void restore(const CheckpointData& data, int64_t* epoch, int64_t* batch_in_epoch);
   std::string save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch);
 

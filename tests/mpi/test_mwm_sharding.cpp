@@ -1,0 +1,138 @@
+// strategy.sharding "optimizer" (ZeRO-1) across multi_worker_mirrored's
+// processes, one replica each (run by ctest under mpiexec -n 2 and -n 3):
+// each process keeps and updates 1/N of the optimizer state, the gradients
+// reduce-scattered and the values all-gathered over MPI. It trains as
+// "none" does (dropout, the batch split unevenly), every rank holding the
+// same bits; a checkpoint gathers the pieces into the whole state, which
+// resumes sharded (the chief broadcasts it, each process takes its piece)
+// and unsharded alike, ending as the uninterrupted run.
+#include <baton/core/error.h>
+#include <baton/train/registry.h>
+#include <baton/train/run_config.h>
+#include <baton/train/trainer.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "../engine/strategy_test_config.h"
+
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace baton {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Trained {
+  TrainSummary summary;
+  std::vector<float> params;
+};
+
+class MwmSharding : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    registry_.load_plugin_dir(BATON_PLUGIN_DIR);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  }
+
+  static nlohmann::json doc(const char* sharding, const nlohmann::json& optimizer) {
+    nlohmann::json d = equivalence_config(
+        {{"type", "multi_worker_mirrored"}, {"sharding", sharding}}, optimizer, 30);
+    d["model"]["dropout"] = 0.25;
+    d["data"]["shard_policy"] = "data";
+    return d;
+  }
+
+  Trained train(const nlohmann::json& d, const std::string& checkpoints = "", bool resume = false) {
+    const RunConfig cfg = parse_run_config(d, "mwm_sharding.json");
+    Telemetry t;
+    TrainOptions opt;
+    opt.run_id = "mwm_sharding";
+    opt.checkpoint_dir = checkpoints;
+    opt.resume = resume;
+    Trainer trainer(cfg, registry_, t, opt);
+    Trained out;
+    out.summary = trainer.run();
+    EXPECT_EQ(out.summary.status, "completed");
+    for (Param* p : trainer.model(0).params()) {
+      out.params.insert(out.params.end(), p->value.data(), p->value.data() + p->value.numel());
+    }
+    return out;
+  }
+
+  // Whether every rank holds rank 0's `values`.
+  static bool same_on_every_rank(const std::vector<float>& values) {
+    std::vector<float> root = values;
+    MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    const int mine = root == values ? 1 : 0;
+    int all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == 1;
+  }
+
+  Registry registry_;
+  int rank_ = 0;
+};
+
+TEST_F(MwmSharding, TheOptimizerShardedOverProcessesTrainsAsNone) {
+  const nlohmann::json optimizers[] = {
+      {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
+      {{"type", "adam"}, {"lr", 0.01}},
+      {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}, {"clip_global_norm", 0.5}}};
+  for (const auto& opt : optimizers) {
+    const std::string cell = opt.dump() + " on rank " + std::to_string(rank_);
+    const Trained none = train(doc("none", opt));
+    const Trained zero1 = train(doc("optimizer", opt));
+    // MPI's reduce-scatter and its allreduce may add in other orders:
+    // within the equivalence bound.
+    EXPECT_LE(worst_equivalence_error(zero1.params, none.params), 1.0) << cell;
+    EXPECT_TRUE(same_on_every_rank(zero1.params)) << cell;
+    ASSERT_EQ(zero1.summary.step_losses.size(), none.summary.step_losses.size()) << cell;
+    for (size_t i = 0; i < none.summary.step_losses.size(); ++i) {
+      EXPECT_NEAR(zero1.summary.step_losses[i], none.summary.step_losses[i], 1e-4) << cell;
+    }
+  }
+}
+
+TEST_F(MwmSharding, ACheckpointOfThePiecesResumesShardedAndUnsharded) {
+  char dir_template[] = "/tmp/baton_mwm_sharding_XXXXXX";
+  std::string dir;
+  if (rank_ == 0) {
+    ASSERT_NE(::mkdtemp(dir_template), nullptr);
+    dir = dir_template;
+  }
+  int len = static_cast<int>(dir.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  dir.resize(static_cast<size_t>(len));
+  MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  const auto steps = [&](const char* sharding, int64_t n) {
+    nlohmann::json d = doc(sharding, adam);
+    d["train"].erase("epochs");
+    d["train"]["steps"] = n;
+    return d;
+  };
+  const Trained whole = train(steps("optimizer", 12));
+  train(steps("optimizer", 4), dir);
+  const Trained sharded = train(steps("optimizer", 8), dir, true);
+  EXPECT_EQ(sharded.summary.start_step, 4);
+  const Trained unsharded = train(steps("none", 12), dir, true);
+  EXPECT_EQ(unsharded.summary.start_step, 8);
+  ASSERT_EQ(sharded.summary.step_losses.size(), 4u);
+  ASSERT_EQ(unsharded.summary.step_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(sharded.summary.step_losses[i], whole.summary.step_losses[i + 4], 1e-4) << i;
+    EXPECT_NEAR(unsharded.summary.step_losses[i], whole.summary.step_losses[i + 8], 1e-4) << i;
+  }
+  EXPECT_LE(worst_equivalence_error(unsharded.params, whole.params), 1.0);
+  EXPECT_TRUE(same_on_every_rank(unsharded.params));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ == 0) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace baton
