@@ -180,8 +180,9 @@ TEST_F(Sharding, WhatIsNotBuiltIsRefusedNamingTheKey) {
   refused(doc(2, "parameters", adam), "ZeRO-3) is not built yet");
   refused(doc(2, "everything", adam), "everything");
   nlohmann::json mwm = doc(2, "optimizer", adam);
-  mwm["strategy"] = {{"type", "multi_worker_mirrored"}, {"sharding", "optimizer"}};
-  refused(mwm, "not yet across multi_worker_mirrored's processes");
+  mwm["strategy"] = {
+      {"type", "multi_worker_mirrored"}, {"sharding", "optimizer"}, {"replicas_per_worker", 2}};
+  refused(mwm, "one replica each");
   nlohmann::json central = doc(2, "optimizer", adam);
   central["strategy"]["type"] = "central_storage";
   refused(central, "sharding");
