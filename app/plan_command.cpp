@@ -21,19 +21,7 @@ std::string mib(int64_t bytes) {
 }
 
 nlohmann::json figures_json(const MemoryFigures& m, int64_t available) {
-  nlohmann::json j = {{"sharding", m.sharding},
-                      {"rows_per_replica", m.rows},
-                      {"replicas_per_process", m.local_replicas},
-                      {"per_replica",
-                       {{"parameters", m.parameters},
-                        {"gradients", m.gradients},
-                        {"optimizer_state", m.optimizer_state},
-                        {"activations", m.activations},
-                        {"communication", m.communication},
-                        {"total", m.per_replica()}}},
-                      {"data", m.data},
-                      {"cache", m.cache},
-                      {"per_process", m.per_process()}};
+  nlohmann::json j = memory_figures_json(m);
   if (available > 0) j["fits"] = m.per_process() <= available;
   return j;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../engine/strategy_test_config.h"
+#include "mpi_test_util.h"
 
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
@@ -99,16 +100,8 @@ TEST_F(MwmSharding, TheOptimizerShardedOverProcessesTrainsAsNone) {
 }
 
 TEST_F(MwmSharding, ACheckpointOfThePiecesResumesShardedAndUnsharded) {
-  char dir_template[] = "/tmp/baton_mwm_sharding_XXXXXX";
-  std::string dir;
-  if (rank_ == 0) {
-    ASSERT_NE(::mkdtemp(dir_template), nullptr);
-    dir = dir_template;
-  }
-  int len = static_cast<int>(dir.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  dir.resize(static_cast<size_t>(len));
-  MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string dir = mpi_test::shared_temp_dir("baton_mwm_sharding");
+  ASSERT_FALSE(dir.empty());
   const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
   const auto steps = [&](const char* sharding, int64_t n) {
     nlohmann::json d = doc(sharding, adam);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../engine/strategy_test_config.h"
+#include "mpi_test_util.h"
 
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
@@ -125,16 +126,8 @@ TEST_F(PsGpus, AsyncWorkersOnGpusTrain) {
 // and onto its GPU. Resumed at step 4 of 8, the run ends as the
 // uninterrupted one does.
 TEST_F(PsGpus, AResumedRunEndsAsAnUninterruptedOne) {
-  char dir_template[] = "/tmp/baton_ps_gpus_XXXXXX";
-  std::string dir;
-  if (rank_ == 0) {
-    ASSERT_NE(::mkdtemp(dir_template), nullptr);
-    dir = dir_template;
-  }
-  int len = static_cast<int>(dir.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  dir.resize(static_cast<size_t>(len));
-  MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string dir = mpi_test::shared_temp_dir("baton_ps_gpus");
+  ASSERT_FALSE(dir.empty());
   const auto steps = [&](int64_t n) {
     nlohmann::json doc = mlp(kSync, {{"type", "adam"}, {"lr", 0.01}});
     doc["train"].erase("epochs");

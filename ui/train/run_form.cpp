@@ -562,6 +562,41 @@ void RunForm::show_model_page() {
 }
 
 namespace {
+QString mib_text(int64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return mib >= 1024.0 ? QString::number(mib / 1024.0, 'f', 1) + QStringLiteral(" GiB")
+                       : QString::number(mib, 'f', 1) + QStringLiteral(" MiB");
+}
+
+// The plan's memory for the config's sharding against what the machine
+// has; when it does not fit, the cheapest layout that does.
+QString memory_text(const RunPlan& plan, const std::string& sharding) {
+  const MemoryFigures* chosen = nullptr;
+  for (const MemoryFigures& m : plan.modes) {
+    if (m.sharding == sharding) chosen = &m;
+  }
+  if (chosen == nullptr) return {};
+  QString text = QObject::tr("; memory %1 a replica, %2 this process (modelled)")
+                     .arg(mib_text(chosen->per_replica()), mib_text(chosen->per_process()));
+  if (plan.available_bytes <= 0) return text;
+  if (chosen->per_process() <= plan.available_bytes) {
+    return text + QObject::tr(", of %1 available").arg(mib_text(plan.available_bytes));
+  }
+  text += QObject::tr(": does not fit the %1 available").arg(mib_text(plan.available_bytes));
+  const MemoryFigures* fits = nullptr;
+  for (const MemoryFigures& m : plan.modes) {
+    if (m.per_process() <= plan.available_bytes &&
+        (fits == nullptr || m.per_process() < fits->per_process())) {
+      fits = &m;
+    }
+  }
+  if (fits != nullptr) {
+    text += QObject::tr("; strategy.sharding \"%1\" fits (%2)")
+                .arg(QString::fromStdString(fits->sharding), mib_text(fits->per_process()));
+  }
+  return text;
+}
+
 QString flops_text(double flops) {
   const char* units[] = {"", "k", "M", "G", "T", "P", "E"};
   int u = 0;
@@ -617,6 +652,7 @@ void RunForm::update_figures() {
       if (f.tokens_per_sample > 0) {
         text += tr("; %L1 tokens per step").arg(f.tokens_per_sample * rc.global_batch);
       }
+      text += memory_text(f.plan, rc.strategy.sharding);
       return {text, std::string()};
     } catch (const InputError& e) {
       return {QString(), e.what()};

@@ -173,19 +173,7 @@ nlohmann::json summary_json(const std::string& run_id, const TrainSummary& s) {
     // The plan is modelled from the layer shapes; the peak is measured.
     const MemoryFigures& m = s.memory;
     js["memory"] = {
-        {"planned_modelled",
-         {{"sharding", m.sharding},
-          {"replicas_here", m.local_replicas},
-          {"per_replica",
-           {{"parameters", m.parameters},
-            {"gradients", m.gradients},
-            {"optimizer_state", m.optimizer_state},
-            {"activations", m.activations},
-            {"communication", m.communication},
-            {"total", m.per_replica()}}},
-          {"data", m.data},
-          {"cache", m.cache},
-          {"per_process", m.per_process()}}},
+        {"planned_modelled", memory_figures_json(m)},
         {"measured",
          {{"peak_resident", s.memory_peak_bytes}, {"resident_at_start", s.memory_start_bytes}}}};
   }

@@ -1,6 +1,7 @@
 #include <baton/core/error.h>
 #include <baton/data/dataset.h>
 #include <baton/train/memory_figures.h>
+#include <baton/train/model_figures.h>
 
 #include <algorithm>
 
@@ -43,26 +44,39 @@ std::vector<std::string> sharding_modes(const StrategyConfig& strategy) {
   return {"none"};
 }
 
+nlohmann::json memory_figures_json(const MemoryFigures& m) {
+  return {{"sharding", m.sharding},
+          {"rows_per_replica", m.rows},
+          {"replicas_per_process", m.local_replicas},
+          {"per_replica",
+           {{"parameters", m.parameters},
+            {"gradients", m.gradients},
+            {"optimizer_state", m.optimizer_state},
+            {"activations", m.activations},
+            {"communication", m.communication},
+            {"total", m.per_replica()}}},
+          {"data", m.data},
+          {"cache", m.cache},
+          {"per_process", m.per_process()}};
+}
+
 RunPlan plan_run(const RunConfig& cfg, const Registry& registry, int processes) {
-  DatasetContext dctx{cfg.base_dir, cfg.seed};
-  ConfigNode train_node(cfg.data.train, cfg.file, "data.train");
-  const std::shared_ptr<const Dataset> data =
-      registry.dataset(cfg.data.train.at("type").get<std::string>(), train_node)(train_node, dctx);
-  const ModelShape shape{data->features(),
-                         data->classes() > 0 ? data->classes() : data->target_width(),
-                         data->image_shape()};
-  ConfigNode node(cfg.model, cfg.file, "model");
-  auto model = registry.model(cfg.model.at("type").get<std::string>(), node)(node, shape);
-  model->plan(1, shape.in_features);
+  ConfigModel built = build_config_model(cfg, registry);
+  return plan_for_model(cfg, *built.data, *built.model, processes);
+}
+
+RunPlan plan_for_model(const RunConfig& cfg, const Dataset& dataset, Sequential& model,
+                       int processes) {
+  const Dataset* data = &dataset;
   RunPlan p;
-  p.model = model->describe();
-  p.parameters = model->num_parameters();
+  p.model = model.describe();
+  p.parameters = model.num_parameters();
   const StrategyConfig& s = cfg.strategy;
   const bool ranks = s.type == "multi_worker_mirrored" || s.type == "parameter_server";
   const int per_process = s.type == "one_device" || s.type == "parameter_server" ? 1 : s.replicas;
   MemoryInputs& in = p.inputs;
   in.parameters = p.parameters;
-  in.saved_floats_per_sample = model->saved_floats_per_sample();
+  in.saved_floats_per_sample = model.saved_floats_per_sample();
   in.data_floats_per_row = (data->features() + data->target_width() + 2) * (cfg.data.prefetch + 2);
   // data.cache: every decoded sample, once per process.
   in.cache_bytes =

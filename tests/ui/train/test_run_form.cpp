@@ -5,6 +5,7 @@
 #include <QLineEdit>
 #include <QLocale>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QtTest>
@@ -185,6 +186,12 @@ class RunFormTest : public QObject {
     QVERIFY2(form.figures_label()->text().contains(params + QStringLiteral(" parameters")),
              qPrintable(form.figures_label()->text()));
     QVERIFY2(form.figures_label()->text().contains(QStringLiteral("GFLOP per step")),
+             qPrintable(form.figures_label()->text()));
+    // Its memory before Start: a replica's and the process's, modelled,
+    // against what this machine has.
+    QVERIFY2(form.figures_label()->text().contains(QRegularExpression(
+                 QStringLiteral("memory [0-9.]+ MiB a replica, [0-9.]+ MiB this process "
+                                "\\(modelled\\)"))),
              qPrintable(form.figures_label()->text()));
     // A narrower model: fewer parameters, and only that key is written.
     form.gpt_width_spin()->setValue(64);

@@ -8,11 +8,14 @@
 // every sharding mode the strategy can run.
 #pragma once
 
+#include <baton/data/dataset.h>
+#include <baton/nn/model.h>
 #include <baton/optim/optimizer.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -72,5 +75,12 @@ struct RunPlan {
   int64_t available_bytes = 0;  // MemAvailable now (0: not known)
 };
 RunPlan plan_run(const RunConfig& cfg, const Registry& registry, int processes);
+// The same from the config's data and its model, built and planned for
+// one row (model_figures.h: build_config_model).
+RunPlan plan_for_model(const RunConfig& cfg, const Dataset& data, Sequential& model, int processes);
+
+// The figures as JSON (bytes), as summary.json and `baton plan --json`
+// write them.
+nlohmann::json memory_figures_json(const MemoryFigures& m);
 
 }  // namespace baton
