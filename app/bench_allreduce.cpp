@@ -7,13 +7,13 @@
 #include <baton/core/error.h>
 
 #include <algorithm>
-#include <optional>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -43,12 +43,24 @@ float input_value(int rank, int64_t i) {
   return static_cast<float>(rank + static_cast<int>(i % 31));
 }
 
-int64_t count_wrong(const float* data, int64_t count, int n) {
+// A sum over n ranks of elements [first, first + count): data[i] is
+// element first + i's.
+int64_t count_wrong(const float* data, int64_t count, int n, int64_t first = 0) {
   float expected[31];
   for (int j = 0; j < 31; ++j)
     expected[j] = static_cast<float>(0.5 * n * (n - 1) + static_cast<double>(n) * j);
   int64_t wrong = 0;
-  for (int64_t i = 0; i < count; ++i) wrong += data[i] != expected[i % 31];
+  for (int64_t i = 0; i < count; ++i) wrong += data[i] != expected[(first + i) % 31];
+  return wrong;
+}
+
+// An allgather of every rank's first `per` input values: rank q's block
+// holds q + (j % 31).
+int64_t count_wrong_gathered(const float* data, int64_t per, int n) {
+  int64_t wrong = 0;
+  for (int q = 0; q < n; ++q) {
+    for (int64_t j = 0; j < per; ++j) wrong += data[q * per + j] != input_value(q, j);
+  }
   return wrong;
 }
 
@@ -137,7 +149,43 @@ int64_t bench_rank(Communicator& comm, Memory& mem, const Plan& plan, Reporter* 
   if (reporter != nullptr) reporter->begin(comm.describe(), plan.algorithm, n);
 
   int64_t total_wrong = 0;
-  for (const int64_t count : plan.counts) {
+  const Collective collective = plan.collective;
+  for (int64_t count : plan.counts) {
+    if (collective != Collective::kAllreduce) {
+      // Every rank's piece of the whole buffer: a whole number of floats.
+      const int64_t per = std::max<int64_t>(1, count / n);
+      count = per * n;
+      if (count > max_count) break;
+      const double us = time_op(comm, plan, [&] {
+        if (collective == Collective::kReduceScatter) {
+          comm.reduce_scatter(in, out, per, ReduceOp::kSum);
+        } else {
+          comm.allgather(in, out, per);
+        }
+      });
+      int64_t wrong = 0;
+      if (collective == Collective::kReduceScatter) {
+        mem.download(host_check.data(), out, per);
+        wrong = count_wrong(host_check.data(), per, n, rank * per);
+      } else {
+        mem.download(host_check.data(), out, count);
+        wrong = count_wrong_gathered(host_check.data(), per, n);
+      }
+      float stats[1 + kParts];
+      stats[0] = static_cast<float>(us);
+      put_count(stats + 1, wrong);
+      mem.upload(stats_buf, stats, 1 + kParts);
+      comm.allreduce(stats_buf, 1 + kParts, ReduceOp::kSum);
+      mem.download(stats, stats_buf, 1 + kParts);
+      Row row;
+      row.bytes = count * static_cast<int64_t>(sizeof(float));
+      row.count = count;
+      row.time_us[0] = stats[0] / n;
+      row.wrong[0] = get_count(stats + 1);
+      total_wrong += row.wrong[0];
+      if (reporter != nullptr) reporter->row(row);
+      continue;
+    }
     const size_t bytes = static_cast<size_t>(count) * sizeof(float);
     // Out-of-place: the Communicator interface is in place, so the input is
     // copied into the output buffer first and the copy is part of the timed

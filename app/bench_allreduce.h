@@ -1,5 +1,6 @@
-// The allreduce benchmark itself: every size of the plan timed out-of-place
-// and in-place and checked against its closed form, on the plan's backend
+// The collectives' benchmark itself: every size of the plan timed (the
+// allreduce out-of-place and in-place, reduce_scatter and allgather
+// out-of-place) and checked against its closed form, on the plan's backend
 // (threads over a LocalGroup, an MPI rank, or NCCL GPUs).
 #pragma once
 

@@ -18,7 +18,8 @@
 namespace baton::cli {
 namespace {
 
-Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
+Plan make_plan(const BenchArgs& args, const std::string& cuda_library,
+               const CLI::Option* ranks_opt) {
   const BenchAllreduceArgs& a = args.allreduce;
   Plan p;
   const std::string backend = !a.backend.empty()         ? a.backend
@@ -66,7 +67,7 @@ Plan make_plan(const BenchArgs& args, const std::string& cuda_library) {
   if (a.warmup < 0)
     throw InputError("--warmup: expected an integer >= 0, got " + std::to_string(a.warmup));
 
-  const bool ranks_given = args.ranks_opt != nullptr && args.ranks_opt->count() > 0;
+  const bool ranks_given = ranks_opt != nullptr && ranks_opt->count() > 0;
   if (p.backend == CommBackend::kNccl) {
     // What this build lacks is bad input (exit 2); what this machine lacks
     // (the library, a driver, GPUs) is found when the run starts (exit 1).
@@ -137,66 +138,95 @@ void add_bench_command(CLI::App& app, BenchArgs& args) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmark the collectives");
   bench->require_subcommand(1);
   BenchAllreduceArgs& a = args.allreduce;
-  CLI::App* ar = bench->add_subcommand(
-      "allreduce", "Allreduce bandwidth over a range of sizes (like nccl-tests' all_reduce_perf)");
-  ar->footer(
-      "Per size (float, sum), out-of-place and in-place: time (us), algbw = bytes / time and\n"
-      "busbw = algbw * 2(n-1)/n (GB/s), and #wrong: every result is checked against its closed\n"
-      "form, summed over the ranks. Time is the mean over the iterations, then the mean over the\n"
-      "ranks (nccl-tests reports the max over the ranks). Out-of-place copies the input into the\n"
-      "output buffer and reduces it in place; the copy is timed. Only rank 0 prints.\n"
-      "Run alone (local backend: --ranks threads) or under mpirun (mpi backend):\n"
-      "  baton bench allreduce --ranks 4 --algorithm ring\n"
-      "Several algorithms (a comma list) run one after the other in the same job, then side by\n"
-      "side (--json: an array of their documents):\n"
-      "  mpirun -n 4 baton bench allreduce --algorithm ring,hierarchical --min-bytes 1M\n"
-      "  mpirun -n 2 baton bench allreduce --min-bytes 1M --max-bytes 64M\n"
-      "nccl (GPU buffers; needs a build with CUDA and NCCL): alone, one thread per GPU (every\n"
-      "GPU, or --ranks of them), or under mpirun, one GPU per rank:\n"
-      "  baton bench allreduce --backend nccl --min-bytes 1M --max-bytes 64M\n"
-      "  mpirun -n 2 baton bench allreduce --backend nccl\n"
-      "Exit codes: 0 all values right, 1 a wrong value, a failed collective, or no GPU/driver,\n"
-      "2 bad flags or a backend this build lacks.");
-  ar->add_option("--backend", a.backend,
-                 "local|mpi|nccl (default: mpi inside an MPI job, local otherwise)");
-  ar->add_option("--algorithm", a.algorithm,
-                 "native|ring|hierarchical, or a comma list of them to compare in one job")
-      ->capture_default_str();
-  args.ranks_opt = ar->add_option("--ranks", a.ranks,
-                                  "Number of ranks (local: threads; nccl alone: GPUs, default all)")
-                       ->capture_default_str();
-  // Sizes take binary suffixes, as in nccl-tests: 4K, 1M, 64MiB.
-  ar->add_option("--min-bytes", a.min_bytes,
-                 "Smallest size in bytes (suffixes K, M, G: powers of 1024)")
-      ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false).description(""))
-      ->type_name("BYTES");
-  ar->add_option("--max-bytes", a.max_bytes, "Largest size in bytes (suffixes K, M, G)")
-      ->capture_default_str()
-      ->transform(CLI::AsSizeValue(false).description(""))
-      ->type_name("BYTES");
-  ar->add_option("--step-factor", a.step_factor,
-                 "Multiply the size by this from one row to the next")
-      ->capture_default_str();
-  ar->add_option("--iters", a.iters, "Timed iterations per size")->capture_default_str();
-  ar->add_option("--warmup", a.warmup, "Untimed warm-up iterations per size")
-      ->capture_default_str();
-  ar->add_flag("--json", a.json, "Print one JSON document with all rows");
-  args.allreduce_app = ar;
+  const char* names[3] = {"allreduce", "reduce_scatter", "allgather"};
+  const char* helps[3] = {
+      "Allreduce bandwidth over a range of sizes (like nccl-tests' all_reduce_perf)",
+      "Reduce-scatter bandwidth over a range of sizes (like nccl-tests' reduce_scatter_perf)",
+      "Allgather bandwidth over a range of sizes (like nccl-tests' all_gather_perf)"};
+  for (int c = 0; c < 3; ++c) {
+    CLI::App* ar = bench->add_subcommand(names[c], helps[c]);
+    if (c == 0) {
+      ar->footer(
+          "Per size (float, sum), out-of-place and in-place: time (us), algbw = bytes / time "
+          "and\n"
+          "busbw = algbw * 2(n-1)/n (GB/s), and #wrong: every result is checked against its "
+          "closed\n"
+          "form, summed over the ranks. Time is the mean over the iterations, then the mean over "
+          "the\n"
+          "ranks (nccl-tests reports the max over the ranks). Out-of-place copies the input into "
+          "the\n"
+          "output buffer and reduces it in place; the copy is timed. Only rank 0 prints.\n"
+          "Run alone (local backend: --ranks threads) or under mpirun (mpi backend):\n"
+          "  baton bench allreduce --ranks 4 --algorithm ring\n"
+          "Several algorithms (a comma list) run one after the other in the same job, then side "
+          "by\n"
+          "side (--json: an array of their documents):\n"
+          "  mpirun -n 4 baton bench allreduce --algorithm ring,hierarchical --min-bytes 1M\n"
+          "  mpirun -n 2 baton bench allreduce --min-bytes 1M --max-bytes 64M\n"
+          "nccl (GPU buffers; needs a build with CUDA and NCCL): alone, one thread per GPU "
+          "(every\n"
+          "GPU, or --ranks of them), or under mpirun, one GPU per rank:\n"
+          "  baton bench allreduce --backend nccl --min-bytes 1M --max-bytes 64M\n"
+          "  mpirun -n 2 baton bench allreduce --backend nccl\n"
+          "Exit codes: 0 all values right, 1 a wrong value, a failed collective, or no GPU/"
+          "driver,\n"
+          "2 bad flags or a backend this build lacks.");
+    } else {
+      ar->footer(
+          std::string("As bench allreduce (its flags, backends and exit codes), out-of-place "
+                      "only: size is the whole buffer, every rank's piece of it (nccl-tests' "
+                      "count), busbw = algbw * (n-1)/n, every value checked. E.g.\n"
+                      "  baton bench ") +
+          names[c] + " --ranks 4\n  mpirun -n 2 baton bench " + names[c] +
+          " --min-bytes 1M --max-bytes 64M");
+    }
+    ar->add_option("--backend", a.backend,
+                   "local|mpi|nccl (default: mpi inside an MPI job, local otherwise)");
+    ar->add_option("--algorithm", a.algorithm,
+                   "native|ring|hierarchical, or a comma list of them to compare in one job")
+        ->capture_default_str();
+    args.ranks_opts[c] =
+        ar->add_option("--ranks", a.ranks,
+                       "Number of ranks (local: threads; nccl alone: GPUs, default all)")
+            ->capture_default_str();
+    // Sizes take binary suffixes, as in nccl-tests: 4K, 1M, 64MiB.
+    ar->add_option("--min-bytes", a.min_bytes,
+                   "Smallest size in bytes (suffixes K, M, G: powers of 1024)")
+        ->capture_default_str()
+        ->transform(CLI::AsSizeValue(false).description(""))
+        ->type_name("BYTES");
+    ar->add_option("--max-bytes", a.max_bytes, "Largest size in bytes (suffixes K, M, G)")
+        ->capture_default_str()
+        ->transform(CLI::AsSizeValue(false).description(""))
+        ->type_name("BYTES");
+    ar->add_option("--step-factor", a.step_factor,
+                   "Multiply the size by this from one row to the next")
+        ->capture_default_str();
+    ar->add_option("--iters", a.iters, "Timed iterations per size")->capture_default_str();
+    ar->add_option("--warmup", a.warmup, "Untimed warm-up iterations per size")
+        ->capture_default_str();
+    ar->add_flag("--json", a.json, "Print one JSON document with all rows");
+    args.apps[c] = ar;
+  }
 }
 
 int run_bench(const BenchArgs& args, const std::string& cuda_library) {
-  if (args.allreduce_app == nullptr || !args.allreduce_app->parsed())
-    return 2;  // CLI11 requires one
-  const Plan plan = make_plan(args, cuda_library);
+  int parsed = -1;
+  for (int c = 0; c < 3; ++c) {
+    if (args.apps[c] != nullptr && args.apps[c]->parsed()) parsed = c;
+  }
+  if (parsed < 0) return 2;  // CLI11 requires one
+  const Collective collective = static_cast<Collective>(parsed);
+  Plan plan = make_plan(args, cuda_library, args.ranks_opts[parsed]);
+  plan.collective = collective;
   // Only rank 0 prints: the MPI backend's rank 0, or, for the local backend
   // started under mpirun anyway, the first process.
   Reporter reporter(plan);
   const int64_t wrong = bench_allreduce(plan, reporter);
   if (wrong != 0) {
     if (env_rank() == 0) {
-      std::fprintf(stderr, "baton: failed: bench allreduce: %lld wrong values\n",
-                   static_cast<long long>(wrong));
+      std::fprintf(stderr, "baton: failed: bench %s: %lld wrong values\n",
+                   collective_name(collective), static_cast<long long>(wrong));
     }
     return 1;
   }

@@ -1,8 +1,9 @@
-// `baton bench allreduce`: allreduce bandwidth over a range of sizes, in the
-// style of nccl-tests' all_reduce_perf, on the local backend (threads of
-// this process), the MPI one (under mpirun) or NCCL (GPU buffers: one thread
-// per GPU, or one GPU per mpirun rank), with the results checked in the
-// same run.
+// `baton bench allreduce|reduce_scatter|allgather`: a collective's
+// bandwidth over a range of sizes, in the style of nccl-tests'
+// all_reduce_perf, reduce_scatter_perf and all_gather_perf, on the local
+// backend (threads of this process), the MPI one (under mpirun) or NCCL
+// (GPU buffers: one thread per GPU, or one GPU per mpirun rank), with the
+// results checked in the same run.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -24,9 +25,11 @@ struct BenchAllreduceArgs {
 };
 
 struct BenchArgs {
-  BenchAllreduceArgs allreduce;
-  const CLI::App* allreduce_app = nullptr;  // set by add_bench_command
-  const CLI::Option* ranks_opt = nullptr;   // whether --ranks was given
+  BenchAllreduceArgs allreduce;  // every collective's flags (one is parsed)
+  // Set by add_bench_command: each collective's subcommand (allreduce,
+  // reduce_scatter, allgather) and its --ranks (whether it was given).
+  const CLI::App* apps[3] = {nullptr, nullptr, nullptr};
+  const CLI::Option* ranks_opts[3] = {nullptr, nullptr, nullptr};
 };
 
 void add_bench_command(CLI::App& app, BenchArgs& args);

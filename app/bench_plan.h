@@ -1,5 +1,5 @@
-// What `baton bench allreduce` settled from its flags (the same on every
-// rank), and one size's results.
+// What `baton bench allreduce|reduce_scatter|allgather` settled from its
+// flags (the same on every rank), and one size's results.
 #pragma once
 
 #include <baton/comm/communicator.h>
@@ -11,8 +11,18 @@
 
 namespace baton::cli {
 
+// The collective benchmarked, as nccl-tests' all_reduce_perf,
+// reduce_scatter_perf and all_gather_perf.
+enum class Collective { kAllreduce, kReduceScatter, kAllgather };
+inline const char* collective_name(Collective c) {
+  return c == Collective::kAllreduce       ? "allreduce"
+         : c == Collective::kReduceScatter ? "reduce_scatter"
+                                           : "allgather";
+}
+
 // What run_bench settled from the flags: the same on every rank.
 struct Plan {
+  Collective collective = Collective::kAllreduce;
   CommBackend backend = CommBackend::kLocal;
   // Every algorithm asked for, benchmarked one after the other in one job
   // (--algorithm ring,hierarchical); `algorithm` is the one running.
@@ -29,7 +39,10 @@ struct Plan {
 };
 
 // One size's results, already combined over the ranks. [0] out-of-place,
-// [1] in-place.
+// [1] in-place (allreduce only: the Communicator's reduce_scatter and
+// allgather read one buffer and write another). For reduce_scatter and
+// allgather, as nccl-tests counts them, `count` is the whole buffer's
+// elements (every rank's piece), each rank's piece count / ranks.
 struct Row {
   int64_t bytes = 0, count = 0;
   double time_us[2] = {0, 0};

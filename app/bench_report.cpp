@@ -9,7 +9,16 @@
 namespace baton::cli {
 namespace {
 
-double busbw_factor(int n) { return n > 0 ? 2.0 * (n - 1) / n : 0.0; }
+// nccl-tests' bus bandwidth: an allreduce moves 2(n-1)/n of the buffer
+// over each rank's link, a reduce_scatter or an allgather (n-1)/n.
+double busbw_factor(Collective c, int n) {
+  if (n <= 0) return 0.0;
+  return (c == Collective::kAllreduce ? 2.0 : 1.0) * (n - 1) / n;
+}
+const char* busbw_text(Collective c) {
+  return c == Collective::kAllreduce ? "algbw * 2(n-1)/n" : "algbw * (n-1)/n";
+}
+const char* redop_name(Collective c) { return c == Collective::kAllgather ? "none" : "sum"; }
 double algbw_gbs(int64_t bytes, double time_us) {
   return time_us > 0 ? static_cast<double>(bytes) / (time_us * 1e-6) / 1e9 : 0.0;
 }
@@ -50,24 +59,26 @@ void Reporter::begin(const std::string& comm, CommAlgorithm algorithm, int ranks
   bus_sum_ = 0;
   bus_n_ = 0;
   wrong_ = 0;
-  doc_ = {{"benchmark", "allreduce"},
+  const Collective c = plan_.collective;
+  doc_ = {{"benchmark", collective_name(c)},
           {"communicator", comm},
           {"backend", comm_backend_name(plan_.backend)},
           {"algorithm", comm_algorithm_name(algorithm)},
           {"ranks", ranks},
           {"emulated", plan_.emulated},
           {"type", "float"},
-          {"redop", "sum"},
+          {"redop", redop_name(c)},
           {"min_bytes", plan_.min_bytes},
           {"max_bytes", plan_.max_bytes},
           {"step_factor", plan_.step_factor},
           {"warmup", plan_.warmup},
           {"iters", plan_.iters},
           {"time", "mean over the iterations, then mean over the ranks"},
-          {"busbw", "algbw * 2(n-1)/n"},
+          {"busbw", busbw_text(c)},
           {"rows", nlohmann::ordered_json::array()}};
   if (plan_.json) return;
-  std::printf("# baton bench allreduce: %s, %d rank%s", comm.c_str(), ranks, ranks == 1 ? "" : "s");
+  std::printf("# baton bench %s: %s, %d rank%s", collective_name(c), comm.c_str(), ranks,
+              ranks == 1 ? "" : "s");
   if (plan_.backend == CommBackend::kLocal ||
       (plan_.backend == CommBackend::kNccl && !MpiRuntime::in_mpi_job())) {
     std::printf(" (threads of pid %d on %s)\n", static_cast<int>(::getpid()), host_name().c_str());
@@ -80,7 +91,14 @@ void Reporter::begin(const std::string& comm, CommAlgorithm algorithm, int ranks
       plan_.step_factor, plan_.warmup, plan_.iters);
   std::printf(
       "# time: mean over the iterations, then mean over the ranks (nccl-tests takes the max "
-      "over ranks); busbw = algbw * 2(n-1)/n\n");
+      "over ranks); busbw = %s\n",
+      busbw_text(c));
+  if (c != Collective::kAllreduce) {
+    std::printf(
+        "# size: the whole buffer (every rank's piece), as nccl-tests counts it; in-place: not "
+        "run (the communicator's %s reads one buffer and writes another)\n",
+        collective_name(c));
+  }
   if (ranks == 1) std::printf("# note: 1 rank, so nothing moves and busbw is 0\n");
   if (plan_.emulated) {
     std::printf(
@@ -101,12 +119,18 @@ void Reporter::begin(const std::string& comm, CommAlgorithm algorithm, int ranks
 }
 
 void Reporter::row(const Row& r) {
+  const Collective c = plan_.collective;
   nlohmann::ordered_json row = {
-      {"size", r.bytes}, {"count", r.count}, {"type", "float"}, {"redop", "sum"}};
+      {"size", r.bytes}, {"count", r.count}, {"type", "float"}, {"redop", redop_name(c)}};
   std::string cells[8];
   for (int k = 0; k < 2; ++k) {
+    if (k == 1 && c != Collective::kAllreduce) {
+      row["in_place"] = nullptr;
+      for (int i = 4; i < 8; ++i) cells[i] = "n/a";
+      continue;
+    }
     const double alg = algbw_gbs(r.bytes, r.time_us[k]);
-    const double bus = alg * busbw_factor(ranks_);
+    const double bus = alg * busbw_factor(c, ranks_);
     bus_sum_ += bus;
     ++bus_n_;
     wrong_ += r.wrong[k];
@@ -119,9 +143,9 @@ void Reporter::row(const Row& r) {
   }
   doc_["rows"].push_back(std::move(row));
   if (plan_.json) return;
-  std::printf(
-      "%s\n",
-      table_line(std::to_string(r.bytes), std::to_string(r.count), "float", "sum", cells).c_str());
+  std::printf("%s\n", table_line(std::to_string(r.bytes), std::to_string(r.count), "float",
+                                 redop_name(c), cells)
+                          .c_str());
   std::fflush(stdout);
 }
 
@@ -145,7 +169,11 @@ void Reporter::finish() {
     return;
   }
   if (docs_.size() < 2) return;
-  std::printf("#\n# side by side, in-place time (us) per size:\n");
+  // The allreduce's in-place times; the others' out-of-place.
+  const bool in_place = plan_.collective == Collective::kAllreduce;
+  const char* mode = in_place ? "in_place" : "out_of_place";
+  std::printf("#\n# side by side, %s time (us) per size:\n",
+              in_place ? "in-place" : "out-of-place");
   std::string head = "#" + std::string(10, ' ') + "size";
   for (const auto& d : docs_) head += "  " + centered(d["algorithm"].get<std::string>(), 12);
   std::printf("%s\n", head.c_str());
@@ -155,7 +183,7 @@ void Reporter::finish() {
     std::snprintf(size, sizeof(size), "%15lld", static_cast<long long>(first[i]["size"]));
     std::string line = size;
     for (const auto& d : docs_) {
-      line += "  " + centered(fmt_time(d["rows"][i]["in_place"]["time_us"].get<double>()), 12);
+      line += "  " + centered(fmt_time(d["rows"][i][mode]["time_us"].get<double>()), 12);
     }
     std::printf("%s\n", line.c_str());
   }

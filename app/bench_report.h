@@ -1,5 +1,6 @@
-// Rank 0's output of `baton bench allreduce`: the nccl-tests table as it
-// goes (text), or one JSON document at the end (--json).
+// Rank 0's output of `baton bench allreduce|reduce_scatter|allgather`: the
+// nccl-tests table as it goes (text), or one JSON document at the end
+// (--json).
 #pragma once
 
 #include <nlohmann/json.hpp>
