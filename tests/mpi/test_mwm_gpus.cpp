@@ -123,6 +123,21 @@ TEST_F(MwmGpus, SyncBatchNormSumsOverTheRanksGpus) {
   EXPECT_EQ(root, b.params) << "rank " << rank_;
 }
 
+// strategy.sharding "optimizer" across the ranks' GPUs: the pieces
+// reduce-scattered and all-gathered over NCCL between the processes; it
+// trains as "none" (within the bound), both ranks the same bits.
+TEST_F(MwmGpus, TheOptimizerShardedOverTheRanksGpusTrainsAsNone) {
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  const nlohmann::json gpus = {{"type", "multi_worker_mirrored"}, {"devices", "gpu_emulated"}};
+  nlohmann::json sharded = gpus;
+  sharded["sharding"] = "optimizer";
+  const Trained a = train(mlp(gpus, adam)), b = train(mlp(sharded, adam));
+  EXPECT_LE(worst_equivalence_error(b.params, a.params), 1.0) << "rank " << rank_;
+  std::vector<float> root = b.params;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  EXPECT_EQ(root, b.params) << "rank " << rank_;
+}
+
 TEST_F(MwmGpus, WhatGpusCannotDoIsRefusedNamingTheKey) {
   const auto refused = [&](const nlohmann::json& strategy, const std::string& key,
                            const std::string& why) {

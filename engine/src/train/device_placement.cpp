@@ -157,12 +157,6 @@ ReplicaPlacement place_replicas(const RunConfig& cfg, const std::string& gpu_lib
              : "sums host memory, and this run's replicas are on GPUs (" + p.device + "), which " +
                    s.type + " sums over NCCL: use \"nccl\", or strategy.devices \"cpu\""));
   }
-  if (!p.backends.empty() && s.sharding != "none") {
-    throw InputError(cfg.file + ": strategy.sharding: \"" + s.sharding +
-                     "\" runs between the CPU's replicas in this version, and this run's are on "
-                     "GPUs (" +
-                     p.device + "): use \"none\", or strategy.devices \"cpu\"");
-  }
   if (p.backends.empty() && cfg.precision != "fp32") {
     throw InputError(cfg.file + ": train.precision: \"" + cfg.precision +
                      "\" is a GPU's; this run trains on the CPU (" + p.why +

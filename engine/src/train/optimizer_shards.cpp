@@ -48,8 +48,12 @@ void Trainer::make_optimizer_shards() {
     const int64_t size = l.total / n;
     const int64_t b = size * (strategy_->first_replica() + rep->index), e = b + size;
     rep->shard_begin = b;
-    rep->shard_grads = Tensor({size});
-    rep->shard_values = Tensor({size});
+    // Where the replica computes: its GPU's memory, or the host's.
+    rep->bind_thread();
+    DeviceMemory* memory = rep->device;
+    rep->shard_grads = Tensor({size}, memory);
+    rep->shard_values = Tensor({size}, memory);
+    rep->shard_norm = Tensor({2}, memory);
     // The decayed parameters' part of the piece and the rest: two
     // parameters (one when the piece lies on one side).
     rep->shard_params.clear();
@@ -68,7 +72,7 @@ void Trainer::make_optimizer_shards() {
     }
     rep->shard_list.clear();
     for (Param& p : rep->shard_params) rep->shard_list.push_back(&p);
-    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->shard_list, cpu_backend());
+    rep->optimizer = std::make_unique<Optimizer>(cfg_.optimizer, rep->shard_list, *rep->backend);
   }
 }
 
@@ -76,6 +80,10 @@ void Trainer::reduce_scatter_gradients() {
   strategy_->run([this](const ReplicaContext& rc) {
     Replica& rep = *replicas_[static_cast<size_t>(rc.replica_id)];
     Communicator& comm = *strategy_->replica_communicator(rc.replica_id);
+    // On a GPU NCCL's stream reads what the replica's stream wrote: that
+    // first (its collectives return when done).
+    rep.bind_thread();
+    if (rep.device != nullptr) rep.device->synchronize();
     comm.reduce_scatter(rep.flat.grads.data(), rep.shard_grads.data(), rep.shard_grads.numel(),
                         ReduceOp::kSum);
   });
@@ -84,14 +92,23 @@ void Trainer::reduce_scatter_gradients() {
 void Trainer::sharded_update(int r, const UpdateInputs& in) {
   Replica& rep = *replicas_[static_cast<size_t>(r)];
   Communicator& comm = *strategy_->replica_communicator(r);
-  const Backend& be = cpu_backend();
+  rep.bind_thread();
+  const Backend& be = *rep.backend;
   if (in.need_norm) {
     // The global norm over every piece: each piece's sum of squares (a
-    // double, sent as two floats, its high and low parts), summed.
+    // double, sent as two floats, its high and low parts), summed - in
+    // the replica's memory, which its communicator reads.
     const double own = be.sum_squares(rep.shard_grads.data(), rep.shard_grads.numel());
     float parts[2] = {static_cast<float>(own), 0.0f};
     parts[1] = static_cast<float>(own - static_cast<double>(parts[0]));
-    comm.allreduce(parts, 2, ReduceOp::kSum);
+    if (rep.device != nullptr) {
+      rep.device->upload(rep.shard_norm.data(), parts, sizeof(parts));
+      rep.device->synchronize();
+      comm.allreduce(rep.shard_norm.data(), 2, ReduceOp::kSum);
+      rep.device->download(parts, rep.shard_norm.data(), sizeof(parts));
+    } else {
+      comm.allreduce(parts, 2, ReduceOp::kSum);
+    }
     const double norm =
         std::sqrt(std::max(0.0, static_cast<double>(parts[0]) + static_cast<double>(parts[1])));
     const float max_norm = cfg_.optimizer.clip_global_norm;
@@ -103,8 +120,14 @@ void Trainer::sharded_update(int r, const UpdateInputs& in) {
   }
   rep.optimizer->step(in.lr);
   // Every replica's values from every piece.
-  std::memcpy(rep.shard_values.data(), rep.flat.values.data() + rep.shard_begin,
-              sizeof(float) * static_cast<size_t>(rep.shard_values.numel()));
+  const size_t bytes = sizeof(float) * static_cast<size_t>(rep.shard_values.numel());
+  if (rep.device != nullptr) {
+    rep.device->copy_on_device(rep.shard_values.data(), rep.flat.values.data() + rep.shard_begin,
+                               bytes);
+    rep.device->synchronize();
+  } else {
+    std::memcpy(rep.shard_values.data(), rep.flat.values.data() + rep.shard_begin, bytes);
+  }
   comm.allgather(rep.shard_values.data(), rep.flat.values.data(), rep.shard_values.numel());
 }
 
@@ -114,6 +137,7 @@ std::map<char, std::vector<float>> Trainer::full_optimizer_state() {
   // Each kind of state ('m', 'v') over the whole flat layout, from every
   // replica's piece: in this process, or from every process.
   for (const auto& rep : replicas_) {
+    rep->bind_thread();
     for (auto& [name, t] : rep->optimizer->state()) {
       const auto [kind, j] = state_name(name);
       if (kind == '\0' || j < 0 || j >= static_cast<int64_t>(rep->shard_starts.size())) {
@@ -121,16 +145,18 @@ std::map<char, std::vector<float>> Trainer::full_optimizer_state() {
       }
       std::vector<float>& f = full[kind];
       f.resize(static_cast<size_t>(l.total), 0.0f);
-      std::memcpy(f.data() + rep->shard_starts[static_cast<size_t>(j)], t->data(),
-                  sizeof(float) * static_cast<size_t>(t->numel()));
+      const Tensor host = t->to_host();  // a GPU's read back
+      std::memcpy(f.data() + rep->shard_starts[static_cast<size_t>(j)], host.data(),
+                  sizeof(float) * static_cast<size_t>(host.numel()));
     }
   }
   if (strategy_->local_replicas() == strategy_->num_replicas()) return full;
   // One replica a process: each kind's pieces all-gathered (a collective
-  // of every process, in rank order: piece r is process r's).
+  // of every process, in rank order: piece r is process r's) in host
+  // memory: over MPI (on GPUs the processes' host communicator).
   const Replica& rep = *replicas_[0];
   const int64_t size = rep.shard_grads.numel();
-  Communicator& comm = *strategy_->replica_communicator(0);
+  Communicator& comm = host_communicator();
   for (auto& [kind, f] : full) {
     std::vector<float> mine(f.begin() + rep.shard_begin, f.begin() + rep.shard_begin + size);
     comm.allgather(mine.data(), f.data(), size);
@@ -191,21 +217,29 @@ void Trainer::restore_optimizer_shards(const CheckpointData& d) {
 
 void Trainer::take_optimizer_pieces(const std::map<char, std::vector<float>>& full) {
   for (auto& rep : replicas_) {
+    rep->bind_thread();
     for (auto& [name, t] : rep->optimizer->state()) {
       const auto it = full.find(state_name(name).first);
       if (it == full.end()) continue;
       const auto j = static_cast<size_t>(state_name(name).second);
-      std::memcpy(t->data(), it->second.data() + rep->shard_starts[j],
-                  sizeof(float) * static_cast<size_t>(t->numel()));
+      Tensor piece({t->numel()});
+      std::memcpy(piece.data(), it->second.data() + rep->shard_starts[j],
+                  sizeof(float) * static_cast<size_t>(piece.numel()));
+      t->copy_from_host(piece);  // into a GPU's memory too
     }
   }
+}
+
+Communicator& Trainer::host_communicator() {
+  Communicator* host = strategy_->process_communicator();
+  return host != nullptr ? *host : *strategy_->replica_communicator(0);
 }
 
 void Trainer::broadcast_restored_optimizer_state() {
   // The chief alone read the checkpoint: the whole state to every
   // process, each kind in turn, and each takes its piece.
   const Replica& rep = *replicas_[0];
-  Communicator& comm = *strategy_->replica_communicator(0);
+  Communicator& comm = host_communicator();
   std::map<char, std::vector<float>> full;
   for (auto& [name, t] : rep.optimizer->state()) {
     const char kind = state_name(name).first;

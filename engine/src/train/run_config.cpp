@@ -237,9 +237,9 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     ar.finish();
     s.drift_check_steps = node.integer_or("drift_check_steps", 100, 0);
     // ZeRO's stages, as DeepSpeed names what each shards. "optimizer"
-    // (ZeRO-1) runs on the CPU for mirrored and for multi_worker_mirrored
-    // with one replica a process; the others, and the other places, are
-    // refused naming the key rather than run as "none".
+    // (ZeRO-1) runs for mirrored and for multi_worker_mirrored with one
+    // replica a process, on the CPU and on GPUs (over NCCL); the others
+    // are refused naming the key rather than run as "none".
     s.sharding =
         node.choice_or("sharding", "none", {"none", "optimizer", "gradients", "parameters"});
     if (s.sharding == "gradients" || s.sharding == "parameters") {

@@ -285,7 +285,10 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   on_device.rows = replica_batch;
   on_device.floats_per_row =
       probe->saved_floats_per_sample() + 2 * (shape.in_features + train_->target_width() + 1);
-  on_device.fixed_bytes = probe->num_parameters() * 4 * 4 +
+  // The replica's parameters, gradients, optimizer state and sharded
+  // buffers (memory_figures.h's, for the device's replica).
+  const MemoryFigures& m = memory_;
+  on_device.fixed_bytes = m.parameters + m.gradients + m.optimizer_state + m.communication +
                           probe->backend_scratch_bytes(replica_batch) + device_product_scratch_;
   for (size_t r = 0; r < devices_.size(); ++r) {
     const std::string name =

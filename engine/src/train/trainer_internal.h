@@ -60,6 +60,7 @@ struct Trainer::Replica {
   // the flat buffers.
   int64_t shard_begin = 0;
   Tensor shard_grads, shard_values;
+  Tensor shard_norm;  // the norm's two floats, where the communicator reads them
   std::vector<Param> shard_params;
   std::vector<Param*> shard_list;
   std::vector<int64_t> shard_starts;

@@ -225,6 +225,36 @@ INSTANTIATE_TEST_SUITE_P(Gpus, CentralStorageGpus, ::testing::Values(1, 2, 4),
                            return std::to_string(i.param) + "gpus";
                          });
 
+// strategy.sharding "optimizer" (ZeRO-1) over NCCL: each GPU keeps and
+// updates its piece of the optimizer state, the gradients reduce-scattered
+// and the values all-gathered on the devices. It trains as "none" on the
+// GPUs (SGD with momentum; AdamW with clipping, whose norm is summed piece
+// by piece), every GPU the same values, and its checkpoint - the whole
+// state - resumes unsharded on the CPU.
+TEST_F(TrainerGpus, TheOptimizerShardedOverGpusTrainsAsNone) {
+  REQUIRE_GPUS(2);
+  const nlohmann::json optimizers[] = {
+      {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
+      {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}, {"clip_global_norm", 0.5}}};
+  for (const int n : {2, 4}) {
+    if (n > gpus_here()) continue;  // a real machine's GPUs: 2 at least (above)
+    for (const auto& opt : optimizers) {
+      const std::string cell = opt.dump() + " on " + std::to_string(n) + " GPU(s)";
+      const nlohmann::json none = mlp({{"type", "mirrored"}, {"devices", gpu_list(n)}}, opt);
+      nlohmann::json zero1 = none;
+      zero1["strategy"]["sharding"] = "optimizer";
+      const Trained a = train(none), b = train(zero1);
+      ASSERT_EQ(b.params.size(), static_cast<size_t>(n)) << cell;
+      EXPECT_LE(worst_equivalence_error(b.params[0], a.params[0]), param_bound()) << cell;
+      for (int r = 1; r < n; ++r) EXPECT_EQ(b.params[r], b.params[0]) << cell << " " << r;
+      ASSERT_EQ(b.summary.step_losses.size(), a.summary.step_losses.size()) << cell;
+      for (size_t i = 0; i < a.summary.step_losses.size(); ++i) {
+        EXPECT_NEAR(b.summary.step_losses[i], a.summary.step_losses[i], loss_bound()) << cell;
+      }
+    }
+  }
+}
+
 // The overlap, seen on the devices' clock: on each replica's communication
 // lane a bucket's "gradients ready" span ends when the GPU has written its
 // gradients, and its "allreduce" follows. Bucket 0 (the last layer's)
@@ -468,7 +498,11 @@ TEST_P(CheckpointGpus, MovesBetweenTwoGpusAndTheCpu) {
   fs::remove_all(dir);
   const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
   const auto run = [&](const nlohmann::json& devices, int64_t steps, bool resume) {
-    nlohmann::json strategy = {{"type", GetParam()}, {"devices", devices}};
+    // "sharded": mirrored with its optimizer state sharded on the GPUs
+    // (and on the CPU's 2 replicas).
+    const bool sharded = std::string(GetParam()) == "sharded";
+    nlohmann::json strategy = {{"type", sharded ? "mirrored" : GetParam()}, {"devices", devices}};
+    if (sharded) strategy["sharding"] = "optimizer";
     if (devices == "cpu") strategy["replicas"] = 2;
     nlohmann::json doc = mlp(strategy, adam);
     doc["train"].erase("epochs");
@@ -499,7 +533,8 @@ TEST_P(CheckpointGpus, MovesBetweenTwoGpusAndTheCpu) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpus, CheckpointGpus, ::testing::Values("mirrored", "central_storage"),
+INSTANTIATE_TEST_SUITE_P(Gpus, CheckpointGpus,
+                         ::testing::Values("mirrored", "central_storage", "sharded"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });

@@ -236,6 +236,9 @@ class Trainer {
   // multi_worker_mirrored after a resume: the chief's restored state
   // (restored_state_) to every process, each taking its piece.
   void broadcast_restored_optimizer_state();
+  // A communicator of host memory between the processes: on GPUs the
+  // strategy's process communicator, on the CPU the replicas' own.
+  Communicator& host_communicator();
   std::map<char, std::vector<float>> restored_state_;
   bool resumed_ = false;  // every process: resume() found a checkpoint
   // Before any batch or model buffer exists: a global batch the training
