@@ -221,9 +221,12 @@ class TrainViewTest : public QObject {
           if (!ok) continue;
           QFile f(QStringLiteral("/proc/%1/cmdline").arg(pid));
           if (!f.open(QIODevice::ReadOnly)) continue;
-          const QByteArray cmd = f.readAll();
-          if (cmd.startsWith(ctx.baton_exe.toUtf8()) && cmd.contains("train") &&
-              cmd.contains(ctx.runs_dir.toUtf8()) && pid > newest) {
+          // Its arguments (NUL-separated): `baton train ...`, not the
+          // launcher (`baton launch ...`, whose folder's name has "train"
+          // in it too), which a recycled, higher pid could make the newest.
+          const QList<QByteArray> args = f.readAll().split('\0');
+          if (args.size() > 1 && args[0] == ctx.baton_exe.toUtf8() && args[1] == "train" &&
+              args.contains(ctx.runs_dir.toUtf8()) && pid > newest) {
             newest = pid;
           }
         }
