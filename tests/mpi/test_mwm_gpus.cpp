@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "../engine/strategy_test_config.h"
+#include "../engine/trained_run.h"
 
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
@@ -61,20 +62,11 @@ class MwmGpus : public ::testing::Test {
   }
 
   Trained train(const nlohmann::json& doc) {
-    const RunConfig cfg = parse_run_config(doc, "mwm_gpus.json");
-    Telemetry t;
     TrainOptions opt;
     opt.run_id = "mwm_gpus";
     opt.gpu_library_dir = BATON_GPU_LIBRARY_DIR;
-    Trainer trainer(cfg, registry_, t, opt);
-    Trained out;
-    out.summary = trainer.run();
-    EXPECT_EQ(out.summary.status, "completed");
-    for (Param* p : trainer.model(0).params()) {
-      const Tensor host = p->value.device_memory() != nullptr ? p->value.to_host() : p->value;
-      out.params.insert(out.params.end(), host.data(), host.data() + host.numel());
-    }
-    return out;
+    TrainedRun run = train_run(doc, "mwm_gpus.json", registry_, opt);
+    return {run.summary, run.params.at(0)};
   }
 
   Registry registry_;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../engine/strategy_test_config.h"
+#include "../engine/trained_run.h"
 #include "mpi_test_util.h"
 
 #define OMPI_SKIP_MPICXX 1
@@ -48,21 +49,14 @@ class MwmSharding : public ::testing::Test {
     return d;
   }
 
-  Trained train(const nlohmann::json& d, const std::string& checkpoints = "", bool resume = false) {
-    const RunConfig cfg = parse_run_config(d, "mwm_sharding.json");
-    Telemetry t;
+  Trained train(const nlohmann::json& doc, const std::string& checkpoints = "",
+                bool resume = false) {
     TrainOptions opt;
     opt.run_id = "mwm_sharding";
     opt.checkpoint_dir = checkpoints;
     opt.resume = resume;
-    Trainer trainer(cfg, registry_, t, opt);
-    Trained out;
-    out.summary = trainer.run();
-    EXPECT_EQ(out.summary.status, "completed");
-    for (Param* p : trainer.model(0).params()) {
-      out.params.insert(out.params.end(), p->value.data(), p->value.data() + p->value.numel());
-    }
-    return out;
+    TrainedRun run = train_run(doc, "mwm_sharding.json", registry_, opt);
+    return {run.summary, run.params.at(0)};
   }
 
   // Whether every rank holds rank 0's `values`.

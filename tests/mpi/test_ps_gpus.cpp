@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../engine/strategy_test_config.h"
+#include "../engine/trained_run.h"
 #include "mpi_test_util.h"
 
 #define OMPI_SKIP_MPICXX 1
@@ -64,22 +65,13 @@ class PsGpus : public ::testing::Test {
 
   Trained train(const nlohmann::json& doc, const std::string& checkpoints = "",
                 bool resume = false) {
-    const RunConfig cfg = parse_run_config(doc, "ps_gpus.json");
-    Telemetry t;
     TrainOptions opt;
     opt.run_id = "ps_gpus";
     opt.gpu_library_dir = BATON_GPU_LIBRARY_DIR;
     opt.checkpoint_dir = checkpoints;
     opt.resume = resume;
-    Trainer trainer(cfg, registry_, t, opt);
-    Trained out;
-    out.summary = trainer.run();
-    EXPECT_EQ(out.summary.status, "completed");
-    for (Param* p : trainer.model(0).params()) {
-      const Tensor host = p->value.device_memory() != nullptr ? p->value.to_host() : p->value;
-      out.params.insert(out.params.end(), host.data(), host.data() + host.numel());
-    }
-    return out;
+    TrainedRun run = train_run(doc, "ps_gpus.json", registry_, opt);
+    return {run.summary, run.params.at(0)};
   }
 
   Registry registry_;

@@ -63,9 +63,10 @@ TEST(TimelineMpi, EveryRanksBucketsOverlapOnTheChiefsClock) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const nlohmann::json record = run(equivalence_config(
-      {{"type", "multi_worker_mirrored"}, {"allreduce", {{"algorithm", "ring"}, {"bucket_mb", 0.0005}}}},
-      {{"type", "sgd"}, {"lr", 0.05}}, 30));
+  const nlohmann::json record =
+      run(equivalence_config({{"type", "multi_worker_mirrored"},
+                              {"allreduce", {{"algorithm", "ring"}, {"bucket_mb", 0.0005}}}},
+                             {{"type", "sgd"}, {"lr", 0.05}}, 30));
   if (rank != 0) return;
   ASSERT_EQ(record["ranks"].size(), static_cast<size_t>(size));
   int64_t slack = 0;  // the alignment's error bound: half the worst best round trip

@@ -17,16 +17,14 @@
 #include <vector>
 
 #include "strategy_test_config.h"
+#include "trained_run.h"
 
 namespace baton {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Trained {
-  TrainSummary summary;
-  std::vector<std::vector<float>> params;  // every replica's, flattened
-};
+using Trained = TrainedRun;
 
 class Sharding : public ::testing::Test {
  protected:
@@ -42,27 +40,11 @@ class Sharding : public ::testing::Test {
 
   Trained train(const nlohmann::json& d, const std::string& checkpoints = "", bool resume = false,
                 std::vector<Event>* events = nullptr) {
-    const RunConfig cfg = parse_run_config(d, "sharding.json");
-    Telemetry t;
-    if (events != nullptr) {
-      t.add(std::make_shared<CallbackSink>([events](const Event& e) { events->push_back(e); }));
-    }
     TrainOptions opt;
     opt.run_id = "sharding";
     opt.checkpoint_dir = checkpoints;
     opt.resume = resume;
-    Trainer trainer(cfg, registry_, t, opt);
-    Trained out;
-    out.summary = trainer.run();
-    EXPECT_EQ(out.summary.status, "completed");
-    for (int r = 0; r < trainer.strategy().num_replicas(); ++r) {
-      std::vector<float> flat;
-      for (Param* p : trainer.model(r).params()) {
-        flat.insert(flat.end(), p->value.data(), p->value.data() + p->value.numel());
-      }
-      out.params.push_back(std::move(flat));
-    }
-    return out;
+    return train_run(d, "sharding.json", registry_, opt, events);
   }
 
   int64_t parameter_bytes(const nlohmann::json& d) {

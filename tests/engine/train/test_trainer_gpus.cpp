@@ -25,6 +25,7 @@
 
 #include "strategy_test_config.h"
 #include "timeline_test_util.h"
+#include "trained_run.h"
 
 namespace baton {
 namespace {
@@ -77,10 +78,7 @@ std::string joined(int n) {
     GTEST_SKIP() << "needs " << (n) << " GPUs; this machine has " << gpus_here(); \
   }
 
-struct Trained {
-  TrainSummary summary;
-  std::vector<std::vector<float>> params;  // per replica, every parameter's values in order
-};
+using Trained = TrainedRun;
 
 class TrainerGpus : public ::testing::Test {
  protected:
@@ -93,28 +91,11 @@ class TrainerGpus : public ::testing::Test {
 
   Trained train(const nlohmann::json& doc, std::vector<Event>* events = nullptr,
                 bool timeline = false) {
-    const RunConfig cfg = parse_run_config(doc, "gpus.json");
-    Telemetry t;
-    t.add(std::make_shared<CallbackSink>([&](const Event& e) {
-      if (events != nullptr) events->push_back(e);
-    }));
     TrainOptions opt;
     opt.run_id = "gpus";
     opt.gpu_library_dir = BATON_GPU_LIBRARY_DIR;
     opt.timeline = timeline;
-    Trainer trainer(cfg, registry_, t, opt);
-    Trained out;
-    out.summary = trainer.run();
-    EXPECT_EQ(out.summary.status, "completed");
-    for (int r = 0; r < trainer.strategy().num_replicas(); ++r) {
-      std::vector<float> flat;
-      for (Param* p : trainer.model(r).params()) {
-        const Tensor host = p->value.device_memory() != nullptr ? p->value.to_host() : p->value;
-        flat.insert(flat.end(), host.data(), host.data() + host.numel());
-      }
-      out.params.push_back(std::move(flat));
-    }
-    return out;
+    return train_run(doc, "gpus.json", registry_, opt, events);
   }
 
   void expect_refused(const nlohmann::json& doc, const std::string& key, const std::string& why) {
