@@ -77,7 +77,8 @@ RunPlan plan_for_model(const RunConfig& cfg, const Dataset& dataset, Sequential&
   MemoryInputs& in = p.inputs;
   in.parameters = p.parameters;
   in.saved_floats_per_sample = model.saved_floats_per_sample();
-  in.data_floats_per_row = (data->features() + data->target_width() + 2) * (cfg.data.prefetch + 2);
+  in.data_floats_per_row =
+      pipeline_floats_per_row(data->features(), data->target_width(), cfg.data.prefetch);
   // data.cache: every decoded sample, once per process.
   in.cache_bytes =
       cfg.data.cache ? data->size() * (data->features() + data->target_width() + 1) * 4 : 0;

@@ -253,7 +253,8 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   MemoryPlan plan;
   plan.rows = (cfg_.global_batch + n - 1) / n * strategy_->local_replicas();
   // The pipeline's ring of batches (features, target and label per row).
-  const int64_t data = (shape.in_features + train_->target_width() + 2) * (po.prefetch + 2);
+  const int64_t data =
+      pipeline_floats_per_row(shape.in_features, train_->target_width(), po.prefetch);
   plan.floats_per_row = probe->saved_floats_per_sample() + data;
   // The figures (memory_figures.h): each replica's parameters, gradients,
   // optimizer state (1/N of it sharded), activations and communication

@@ -47,6 +47,12 @@ struct MemoryFigures {
   int64_t per_process() const { return per_replica() * local_replicas + data + cache; }
 };
 
+// The input pipeline's ring of batches, in floats per row: features,
+// target and label (and the mask's) for each of its prefetch + 2 batches.
+inline int64_t pipeline_floats_per_row(int64_t features, int64_t target_width, int64_t prefetch) {
+  return (features + target_width + 2) * (prefetch + 2);
+}
+
 // The optimizer's state floats per parameter (SGD 0, with momentum 1,
 // Adam and AdamW 2).
 int optimizer_state_floats(const OptimizerOptions& o);
