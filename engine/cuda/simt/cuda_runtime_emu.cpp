@@ -220,6 +220,8 @@ int baton_simt_last_diagnostic(char* out, int len) {
 
 void baton_simt_set_random_delays(int max_us, unsigned seed) { set_random_delays(max_us, seed); }
 
+int baton_simt_protected_by_key(void) { return protected_by_key() ? 1 : 0; }
+
 // ---- errors and versions
 
 cudaError_t cudaGetLastError(void) {

@@ -66,6 +66,10 @@ __attribute__((visibility("default"))) int baton_simt_last_diagnostic(char* out,
 // off), from a generator seeded with `seed`: a missing stream wait then
 // shows up as a wrong result. BATON_SIMT_DELAY_US sets it at load.
 __attribute__((visibility("default"))) void baton_simt_set_random_delays(int max_us, unsigned seed);
+// 1 when device memory is closed by a protection key (open only to the
+// thread of a stream at work), 0 when by mprotect (open to every thread
+// while any stream works): simt_memory.cpp.
+__attribute__((visibility("default"))) int baton_simt_protected_by_key(void);
 }
 
 // cuda_runtime.h gives nvcc a template taking the kernel itself; the same

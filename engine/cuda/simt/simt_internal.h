@@ -27,6 +27,9 @@ void* device_alloc(size_t bytes, int device);
 bool device_free(void* p);  // false when p is not a live allocation
 bool is_device_pointer(const void* p);
 size_t device_bytes_in_use(int device);
+// Whether device memory is closed by a protection key (a window opens it
+// for its own thread) rather than by mprotect (a window opens it for all).
+bool protected_by_key();
 class DeviceWindow {
  public:
   DeviceWindow();

@@ -1,11 +1,18 @@
 // Emulated device memory. Each allocation is its own mapping: the bytes end
 // (rounded up to the 256-byte alignment cudaMalloc gives) right at a guard
 // page, so a kernel running past its buffer faults. Outside a DeviceWindow
-// every allocation is PROT_NONE, so the host reading or writing a device
-// pointer faults as it would on a GPU (where the pointer is not even a
-// host address). Windows nest and overlap across streams: the pages open
-// with the first and close with the last. New memory holds 0xff bytes (NaN
-// floats; up to 4 MiB): a GPU's fresh memory holds whatever was there.
+// the host reading or writing a device pointer faults as it would on a GPU
+// (where the pointer is not even a host address). Two ways, the first the
+// CPU allows:
+//  - a memory protection key (x86's PKU) on every allocation: a window
+//    opens the key for its own thread alone (a register write, no system
+//    call), so another thread touching device memory while a stream works
+//    still faults;
+//  - else every allocation is PROT_NONE outside windows, and the first
+//    window (of any thread) opens them all with mprotect, the last closes
+//    them. BATON_SIMT_PROTECT=mprotect takes this way where keys exist.
+// New memory holds 0xff bytes (NaN floats; up to 4 MiB): a GPU's fresh
+// memory holds whatever was there.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include "simt_internal.h"
 
@@ -28,12 +36,23 @@ struct Allocation {
   int device = 0;
 };
 
+// The protection key of device memory, or -1 (mprotect windows).
+int choose_key() {
+  const char* env = std::getenv("BATON_SIMT_PROTECT");
+  if (env != nullptr && std::string_view(env) == "mprotect") return -1;
+  return pkey_alloc(0, PKEY_DISABLE_ACCESS);  // -1 where the CPU or kernel has none
+}
+
 struct Memory {
   std::mutex mu;
   std::map<uintptr_t, Allocation> live;  // by user address
   std::map<uintptr_t, size_t> pinned;    // by address: bytes
-  int open = 0;
+  int open = 0;                          // mprotect windows open, all threads
+  const int key = choose_key();
 };
+
+// Key windows open on this thread.
+thread_local int t_open = 0;
 
 Memory& memory() {
   static Memory m;
@@ -70,8 +89,12 @@ void* device_alloc(size_t bytes, int device) {
   if (span <= (size_t{4} << 20)) std::memset(user, 0xff, span);
   mprotect(a.map + data_pages, page, PROT_NONE);
   Memory& mem = memory();
+  if (mem.key >= 0 && pkey_mprotect(a.map, data_pages, PROT_READ | PROT_WRITE, mem.key) != 0) {
+    munmap(m, map_bytes);
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(mem.mu);
-  if (mem.open == 0) protect(a, PROT_NONE);
+  if (mem.key < 0 && mem.open == 0) protect(a, PROT_NONE);
   mem.live[reinterpret_cast<uintptr_t>(user)] = a;
   return user;
 }
@@ -133,8 +156,14 @@ size_t device_bytes_in_use(int device) {
   return total;
 }
 
+bool protected_by_key() { return memory().key >= 0; }
+
 DeviceWindow::DeviceWindow() {
   Memory& mem = memory();
+  if (mem.key >= 0) {
+    if (t_open++ == 0) pkey_set(mem.key, 0);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mem.mu);
   if (mem.open++ == 0)
     for (const auto& [addr, a] : mem.live) protect(a, PROT_READ | PROT_WRITE);
@@ -142,6 +171,10 @@ DeviceWindow::DeviceWindow() {
 
 DeviceWindow::~DeviceWindow() {
   Memory& mem = memory();
+  if (mem.key >= 0) {
+    if (--t_open == 0) pkey_set(mem.key, PKEY_DISABLE_ACCESS);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mem.mu);
   if (--mem.open == 0)
     for (const auto& [addr, a] : mem.live) protect(a, PROT_NONE);

@@ -1,10 +1,17 @@
-// Runs a grid: each block's threads are fibers (ucontext) on the calling
-// OS thread, one block after another. A fiber runs until it reaches a
+// Runs a grid: each block's threads are fibers on the calling OS thread,
+// one block after another. A fiber is made and first entered with ucontext;
+// after that it and the scheduler switch with _setjmp/_longjmp, which keep
+// the signal mask as it is (swapcontext's two system calls a switch were
+// most of an emulated kernel's time); under TSan, whose longjmp tracking
+// assumes one stack a thread, and in a fortified build, whose longjmp
+// check takes a jump to another stack for one into a dead frame, every
+// switch is swapcontext. A fiber runs until it reaches a
 // barrier or a warp intrinsic and then hands back to the scheduler loop
 // below, which resumes it when what it waits for has happened, and reports
 // what can never happen: a barrier that part of the block does not reach,
 // threads waiting at different barriers, lanes named in a warp mask that
 // have exited or name another mask, and any state where no thread can move.
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -30,6 +37,13 @@
 #ifdef BATON_SIMT_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__SANITIZE_THREAD__) || (defined(__USE_FORTIFY_LEVEL) && __USE_FORTIFY_LEVEL > 0)
+#define BATON_SIMT_UCONTEXT_SWITCH 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BATON_SIMT_UCONTEXT_SWITCH 1
+#endif
+#endif
 
 namespace baton::simt {
 namespace {
@@ -43,7 +57,9 @@ constexpr size_t kStackBytes = 128 * 1024;
 enum class State { kReady, kBarrier, kWarp, kDone, kAbandoned };
 
 struct Fiber {
-  ucontext_t ctx{};
+  ucontext_t ctx{};  // its start
+  jmp_buf jump{};    // where it yielded
+  bool entered = false;
   char* stack = nullptr;  // usable bottom (a guard page lies below)
   uint3 tid{};
   unsigned linear = 0;
@@ -79,6 +95,7 @@ struct BlockRun {
   std::vector<Fiber> fibers;
   std::vector<WarpSlots> warps;
   ucontext_t scheduler{};
+  jmp_buf scheduler_jump{};
   Fiber* current = nullptr;
   bool progress = false;
   std::string error;  // the first diagnostic
@@ -161,7 +178,11 @@ void yield(BlockRun& run, Fiber& f) {
   __sanitizer_start_switch_fiber(f.state == State::kDone ? nullptr : &f.fake_stack,
                                  run.sched_stack_bottom, run.sched_stack_size);
 #endif
+#ifdef BATON_SIMT_UCONTEXT_SWITCH
   swapcontext(&f.ctx, &run.scheduler);
+#else
+  if (_setjmp(f.jump) == 0) _longjmp(run.scheduler_jump, 1);
+#endif
 #ifdef BATON_SIMT_ASAN
   __sanitizer_finish_switch_fiber(f.fake_stack, &run.sched_stack_bottom, &run.sched_stack_size);
 #endif
@@ -174,7 +195,17 @@ void resume(BlockRun& run, Fiber& f) {
 #ifdef BATON_SIMT_ASAN
   __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
 #endif
+#ifdef BATON_SIMT_UCONTEXT_SWITCH
   swapcontext(&run.scheduler, &f.ctx);
+#else
+  if (_setjmp(run.scheduler_jump) == 0) {
+    if (!f.entered) {
+      f.entered = true;
+      setcontext(&f.ctx);  // does not return: the fiber comes back by _longjmp
+    }
+    _longjmp(f.jump, 1);
+  }
+#endif
 #ifdef BATON_SIMT_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -265,6 +296,7 @@ cudaError_t run_block(BlockRun& run) {
       return cudaErrorMemoryAllocation;
     }
     f.state = State::kReady;
+    f.entered = false;
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack;
     f.ctx.uc_stack.ss_size = kStackBytes;

@@ -4,14 +4,19 @@
 // shuffles, streams and events); what a GPU refuses or a sanitizer
 // reports, the emulator refuses or reports; what faults on a GPU (a host
 // read of device memory, a kernel past its buffer) faults here.
-#include "kernel_language.cuh"
-#include "launch.cuh"
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "kernel_language.cuh"
+#include "launch.cuh"
 
 namespace {
 
@@ -24,7 +29,8 @@ __global__ void block_sum(const float* x, float* out, int n) {
   partial[threadIdx.x] = s;
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < static_cast<unsigned>(half)) partial[threadIdx.x] += partial[threadIdx.x + half];
+    if (threadIdx.x < static_cast<unsigned>(half))
+      partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
   if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
@@ -92,7 +98,8 @@ __global__ void fill_slowly(float* y, int n, float v) {
 }
 
 __global__ void copy_kernel(const float* x, float* y, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = x[i];
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    y[i] = x[i];
 }
 
 // wmma: c = a b + c for one 16 x 16 x 16 tile (a row-major with ld lda, b
@@ -194,9 +201,9 @@ TEST_F(Simt, DynamicSharedMemoryIsPerLaunchAndBoundedByTheOptIn) {
   EXPECT_EQ(launch(dynamic_reverse, dim3(1), dim3(32), 64 * 1024, nullptr, dx, dy, 32),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  ASSERT_EQ(cudaFuncSetAttribute(dynamic_reverse, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 64 * 1024),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaFuncSetAttribute(dynamic_reverse, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+      cudaSuccess);
   EXPECT_EQ(launch(dynamic_reverse, dim3(1), dim3(32), 64 * 1024, nullptr, dx, dy, 32),
             cudaSuccess);
   EXPECT_EQ(cudaFuncSetAttribute(dynamic_reverse, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -274,8 +281,8 @@ TEST_F(Simt, AKernelGivenAHostBufferFaults) {
   const int n = 64;
   float* y = upload(std::vector<float>(n, 0.0f));
   std::vector<float> host(n, 1.0f);
-  ASSERT_EQ(launch(copy_kernel, dim3(1), dim3(n), 0, nullptr, static_cast<const float*>(host.data()),
-                   y, n),
+  ASSERT_EQ(launch(copy_kernel, dim3(1), dim3(n), 0, nullptr,
+                   static_cast<const float*>(host.data()), y, n),
             cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
   const std::string d = diagnostic();
@@ -287,8 +294,9 @@ TEST_F(Simt, AKernelGivenAHostBufferFaults) {
   ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), n * sizeof(float)), cudaSuccess);
   for (int i = 0; i < n; ++i) pinned[i] = 3.0f;
   y = upload(std::vector<float>(n, 0.0f));
-  ASSERT_EQ(launch(copy_kernel, dim3(1), dim3(n), 0, nullptr, static_cast<const float*>(pinned), y, n),
-            cudaSuccess);
+  ASSERT_EQ(
+      launch(copy_kernel, dim3(1), dim3(n), 0, nullptr, static_cast<const float*>(pinned), y, n),
+      cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << diagnostic();
   EXPECT_EQ(download(y, n)[n - 1], 3.0f);
   EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
@@ -337,6 +345,65 @@ TEST_F(SimtDeathTest, TheHostReadingDeviceMemoryFaults) {
         (void)v;
       },
       "");
+}
+
+// Closed by mprotect (where the CPU has protection keys, asked for with
+// BATON_SIMT_PROTECT, read at the first allocation of the death test's
+// fresh process), device memory faults on the host's read as well.
+TEST_F(SimtDeathTest, TheHostReadingDeviceMemoryClosedByMprotectFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  setenv("BATON_SIMT_PROTECT", "mprotect", 1);
+  EXPECT_DEATH(
+      {
+        float* dy = upload(std::vector<float>(64, 2.0f));
+        if (baton_simt_protected_by_key() != 0) _exit(0);  // not the way asked for: no death
+        if (download(dy, 1)[0] != 2.0f) _exit(0);
+        volatile float v = dy[0];
+        (void)v;
+      },
+      "");
+  unsetenv("BATON_SIMT_PROTECT");
+}
+
+std::atomic<int> g_kernel_state{0};  // 1: the kernel runs; 2: it may end
+
+// Spins (up to 10 s) until the host lets it end: its stream is at work.
+__global__ void wait_for_host() {
+  g_kernel_state.store(1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (g_kernel_state.load() != 2 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+}
+
+// With protection keys a stream's window is its own thread's: the host
+// touching device memory while a kernel runs faults too.
+TEST_F(SimtDeathTest, TheHostReadingDeviceMemoryWhileAKernelRunsFaults) {
+  if (baton_simt_protected_by_key() == 0) {
+    GTEST_SKIP() << "no memory protection keys here (CPU or kernel without PKU, or "
+                    "BATON_SIMT_PROTECT=mprotect): device memory is open to every thread "
+                    "while a stream works";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float* dy = upload(std::vector<float>(64, 2.0f));
+  EXPECT_DEATH(
+      {
+        float* d = upload(std::vector<float>(64, 2.0f));
+        launch(wait_for_host, dim3(1), dim3(1), 0, nullptr);
+        while (g_kernel_state.load() != 1) std::this_thread::yield();
+        volatile float v = d[0];
+        (void)v;
+        g_kernel_state.store(2);
+        cudaDeviceSynchronize();
+      },
+      "");
+  // The same kernel, the host waiting: it ends, and the memory is whole.
+  g_kernel_state.store(0);
+  launch(wait_for_host, dim3(1), dim3(1), 0, nullptr);
+  while (g_kernel_state.load() != 1) std::this_thread::yield();
+  g_kernel_state.store(2);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(download(dy, 1)[0], 2.0f);
 }
 
 TEST_F(SimtDeathTest, AKernelWritingPastItsBufferFaults) {
@@ -440,9 +507,10 @@ TEST_F(Simt, WarpMatrixProductsMatchTheReference) {
     const __nv_bfloat16* da = upload(a);
     const __nv_bfloat16* db = upload(b);
     float* dc = upload(c0);
-    ASSERT_EQ(col ? launch(wmma_tile<wmma::col_major>, dim3(1), dim3(32), 0, nullptr, da, lda, db, dc)
-                  : launch(wmma_tile<wmma::row_major>, dim3(1), dim3(32), 0, nullptr, da, lda, db, dc),
-              cudaSuccess);
+    ASSERT_EQ(
+        col ? launch(wmma_tile<wmma::col_major>, dim3(1), dim3(32), 0, nullptr, da, lda, db, dc)
+            : launch(wmma_tile<wmma::row_major>, dim3(1), dim3(32), 0, nullptr, da, lda, db, dc),
+        cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << diagnostic();
     const auto got = download(dc, 256);
     int wrong = 0;
