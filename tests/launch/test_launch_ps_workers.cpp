@@ -325,7 +325,9 @@ TEST_F(LaunchPsWorkers, AKilledWorkerOnAGpuIsReplacedOnItsGpu) {
                   "baton_cuda_emu.so")) {
     GTEST_SKIP() << "built without the GPU emulator (no CUDA toolkit headers)";
   }
-  constexpr int kGpuSteps = 400;
+  // Long enough that the replacement joins before the others end (the
+  // emulated GPU's step is now a CPU step's few times over).
+  constexpr int kGpuSteps = 1000;
   nlohmann::json cfg = nlohmann::json::parse(kConfig);
   cfg["model"]["layers"] = {64, 64, 10};
   cfg["train"]["steps"] = kGpuSteps;
