@@ -49,7 +49,20 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
   const RunConfig cfg = load_run_config(a.config, a.overrides);
   Registry registry;
   registry.load_plugin_dir(a.plugin_dir.empty() ? default_plugin_dir(exe_path) : a.plugin_dir);
-  const RunPlan plan = plan_run(cfg, registry, a.processes);
+  RunPlan plan = plan_run(cfg, registry, a.processes);
+  // A model that recomputes its blocks' activations (the GPT): each mode
+  // with the choice the config does not make as well.
+  if (cfg.model.value("type", "") == "gpt") {
+    RunConfig other = cfg;
+    other.model["activation_checkpointing"] = !cfg.model.value("activation_checkpointing", false);
+    const RunPlan flipped = plan_run(other, registry, a.processes);
+    std::vector<MemoryFigures> both;
+    for (size_t i = 0; i < plan.modes.size(); ++i) {
+      both.push_back(plan.modes[i]);
+      both.push_back(flipped.modes[i]);
+    }
+    plan.modes = std::move(both);
+  }
   const std::string& type = cfg.strategy.type;
   const bool ranks = type == "multi_worker_mirrored" || type == "parameter_server";
   if (a.json) {
@@ -76,17 +89,26 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
               ranks ? (" over " + std::to_string(a.processes) + " process(es)").c_str() : "",
               static_cast<long long>(plan.inputs.global_batch));
   std::printf("memory, modelled from the layer shapes (MiB):\n");
-  std::printf("  %-10s %10s %10s %10s %12s %14s %9s %9s  %s\n", "sharding", "parameters",
-              "gradients", "optimizer", "activations", "communication", "replica", "process",
-              "fits");
+  // The recomputation column where the model has the choice (the GPT).
+  const bool choice = cfg.model.value("type", "") == "gpt";
+  auto recompute = [&](const MemoryFigures& m) -> std::string {
+    if (!choice) return "";
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%-9s ", m.activation_checkpointing ? "yes" : "no");
+    return buf;
+  };
+  std::printf("  %-10s %s%10s %10s %10s %12s %14s %9s %9s  %s\n", "sharding",
+              choice ? "recompute " : "", "parameters", "gradients", "optimizer", "activations",
+              "communication", "replica", "process", "fits");
   for (const MemoryFigures& m : plan.modes) {
     const std::string fits = plan.available_bytes <= 0                 ? "?"
                              : m.per_process() <= plan.available_bytes ? "yes"
                                                                        : "no";
-    std::printf("  %-10s %10s %10s %10s %12s %14s %9s %9s  %s\n", m.sharding.c_str(),
-                mib(m.parameters).c_str(), mib(m.gradients).c_str(), mib(m.optimizer_state).c_str(),
-                mib(m.activations).c_str(), mib(m.communication).c_str(),
-                mib(m.per_replica()).c_str(), mib(m.per_process()).c_str(), fits.c_str());
+    std::printf("  %-10s %s%10s %10s %10s %12s %14s %9s %9s  %s\n", m.sharding.c_str(),
+                recompute(m).c_str(), mib(m.parameters).c_str(), mib(m.gradients).c_str(),
+                mib(m.optimizer_state).c_str(), mib(m.activations).c_str(),
+                mib(m.communication).c_str(), mib(m.per_replica()).c_str(),
+                mib(m.per_process()).c_str(), fits.c_str());
   }
   const MemoryFigures& first = plan.modes.front();
   std::printf(
@@ -98,8 +120,13 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
     std::printf("  fits: against the %s MiB this machine has available now (MemAvailable)\n",
                 mib(plan.available_bytes).c_str());
   }
-  if (plan.modes.size() == 1) {
+  if (sharding_modes(cfg.strategy).size() == 1) {
     std::printf("  sharding: %s runs \"none\" only in this version\n", type.c_str());
+  }
+  if (choice) {
+    std::printf(
+        "  recompute: model.activation_checkpointing (each block's intermediates computed again "
+        "in backward: about one more forward pass a step)\n");
   }
   return 0;
 }
@@ -110,7 +137,8 @@ std::string memory_summary_text(const TrainSummary& s) {
   std::string text = "memory          planned " + mib(m.per_replica()) + " MiB a replica";
   if (m.local_replicas > 1) text += " x " + std::to_string(m.local_replicas);
   text += " (parameters " + mib(m.parameters) + ", gradients " + mib(m.gradients) + ", optimizer " +
-          mib(m.optimizer_state) + ", activations " + mib(m.activations) + ", communication " +
+          mib(m.optimizer_state) + ", activations " + mib(m.activations) +
+          (m.activation_checkpointing ? " recomputed" : "") + ", communication " +
           mib(m.communication) + "; sharding " + m.sharding + "), " + mib(m.per_process()) +
           " MiB the process with its batches and cache (modelled from the layer shapes)\n";
   if (s.memory_peak_bytes > 0) {

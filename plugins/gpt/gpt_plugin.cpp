@@ -1,12 +1,15 @@
 // The GPT-style language model:
 //   {"type": "gpt", "preset": "gpt2-124m", "vocab_size": 50304, "context": 1024,
 //    "n_layer": 12, "n_head": 12, "d_model": 768, "dropout": 0.0,
-//    "tie_embeddings": true, "norm": "layernorm"}
+//    "tie_embeddings": true, "norm": "layernorm", "activation_checkpointing": false}
 // TokenEmbedding -> dropout -> n_layer pre-norm TransformerBlocks -> final
 // norm -> LM head (tied to the token table, as GPT-2's, unless
 // tie_embeddings is false). A preset gives GPT-2's shapes; keys given
 // beside it win. Without a preset, the vocabulary is the data's (256 for
-// byte-level text) and the context the data's window.
+// byte-level text) and the context the data's window. With
+// activation_checkpointing each block keeps only its input and output and
+// recomputes its intermediates in backward (one block's worth of them in
+// memory instead of n_layer's, for about one more forward pass a step).
 #include <baton/core/error.h>
 #include <baton/nn/transformer.h>
 #include <baton/train/plugin_abi.h>
@@ -50,6 +53,7 @@ std::unique_ptr<baton::Sequential> build_gpt(const baton::ConfigNode& cfg,
   const double dropout = cfg.number_or("dropout", 0.0, 0.0, 0.95);
   const bool tie = cfg.boolean_or("tie_embeddings", true);
   const std::string norm = cfg.choice_or("norm", "layernorm", {"layernorm", "rmsnorm"});
+  const bool recompute = cfg.boolean_or("activation_checkpointing", false);
   cfg.finish();
   if (s.d_model % s.n_head != 0) {
     cfg.fail("n_head", "d_model " + std::to_string(s.d_model) + " is not divisible by n_head " +
@@ -79,6 +83,7 @@ std::unique_ptr<baton::Sequential> build_gpt(const baton::ConfigNode& cfg,
   bo.n_layer = s.n_layer;
   bo.dropout = p;
   bo.rms_norm = norm == "rmsnorm";
+  if (recompute) bo.recompute = std::make_shared<baton::SharedBuffers>();
   for (int64_t i = 0; i < s.n_layer; ++i) model->add(std::make_unique<baton::TransformerBlock>(bo));
   if (bo.rms_norm) {
     model->add(std::make_unique<baton::RMSNorm>(1e-5f));
@@ -103,7 +108,8 @@ int register_components(void* registry, char* err, size_t err_size) {
     reg->add_model("gpt", build_gpt,
                    "GPT-style language model: token and position embedding, pre-norm causal "
                    "transformer blocks, tied LM head (keys: preset, vocab_size, context, "
-                   "n_layer, n_head, d_model, dropout, tie_embeddings, norm)");
+                   "n_layer, n_head, d_model, dropout, tie_embeddings, norm, "
+                   "activation_checkpointing)");
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(err, err_size, "%s", e.what());

@@ -40,11 +40,11 @@ bool BatchNorm::fuse_next(Layer& next) {
 int64_t BatchNorm::plan(int64_t max_batch, int64_t f) {
   // Made at the first plan and kept by later ones (LayerNorm::plan).
   if (gain_.value.numel() != f) {
-    gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
-    bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+    gain_ = Param{"gain", own_buffer({f}, 1.0f), own_buffer({f}), false};
+    bias_ = Param{"bias", own_buffer({f}), own_buffer({f}), false};
   }
-  running_mean_ = buffer({f});
-  running_var_ = buffer({f}, 1.0f);
+  running_mean_ = own_buffer({f});
+  running_var_ = own_buffer({f}, 1.0f);
   mean_ = buffer({f});
   rstd_ = buffer({f});
   xhat_ = buffer({max_batch, f});

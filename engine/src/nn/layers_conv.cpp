@@ -74,8 +74,8 @@ Conv2d::Conv2d(const Options& o) : o_(o) {
         std::to_string(o.padding));
   }
   const int64_t k = o.kernel * o.kernel * (o.in.c / o.groups);
-  w_ = Param{"weight", buffer({o.out_channels, k}), buffer({o.out_channels, k}), true};
-  if (o.bias) b_ = Param{"bias", buffer({o.out_channels}), buffer({o.out_channels}), false};
+  w_ = Param{"weight", own_buffer({o.out_channels, k}), own_buffer({o.out_channels, k}), true};
+  if (o.bias) b_ = Param{"bias", own_buffer({o.out_channels}), own_buffer({o.out_channels}), false};
 }
 
 ImageSize Conv2d::out() const {

@@ -21,8 +21,8 @@ void check_width(const char* what, int64_t expected, int64_t got) {
 Linear::Linear(int64_t in, int64_t out, Activation act, bool bias)
     : in_(in), out_(out), act_(act), has_bias_(bias) {
   if (in <= 0 || out <= 0) throw InputError("Linear: sizes must be positive");
-  w_ = Param{"weight", buffer({out, in}), buffer({out, in}), true};
-  if (has_bias_) b_ = Param{"bias", buffer({out}), buffer({out}), false};
+  w_ = Param{"weight", own_buffer({out, in}), own_buffer({out, in}), true};
+  if (has_bias_) b_ = Param{"bias", own_buffer({out}), own_buffer({out}), false};
 }
 
 std::string Linear::describe() const {

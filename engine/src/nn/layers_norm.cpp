@@ -16,8 +16,8 @@ int64_t LayerNorm::plan(int64_t max_batch, int64_t f) {
   // by a plan for another batch: their values and their place (flat
   // buffers, flat_parameters.h) survive it.
   if (gain_.value.numel() != f) {
-    gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
-    bias_ = Param{"bias", buffer({f}), buffer({f}), false};
+    gain_ = Param{"gain", own_buffer({f}, 1.0f), own_buffer({f}), false};
+    bias_ = Param{"bias", own_buffer({f}), own_buffer({f}), false};
   }
   xhat_ = buffer({max_batch, f});
   rstd_ = buffer({max_batch});
@@ -55,7 +55,7 @@ std::string RMSNorm::describe() const { return "RMSNorm"; }
 
 int64_t RMSNorm::plan(int64_t max_batch, int64_t f) {
   // Made at the first plan and kept by later ones (LayerNorm::plan).
-  if (gain_.value.numel() != f) gain_ = Param{"gain", buffer({f}, 1.0f), buffer({f}), false};
+  if (gain_.value.numel() != f) gain_ = Param{"gain", own_buffer({f}, 1.0f), own_buffer({f}), false};
   rstd_ = buffer({max_batch});
   y_ = buffer({max_batch, f});
   dx_ = buffer({max_batch, f});

@@ -14,8 +14,8 @@ TokenEmbedding::TokenEmbedding(int64_t vocab, int64_t context, int64_t d, float 
   if (vocab <= 0 || context <= 0 || d <= 0) {
     throw InputError("TokenEmbedding: sizes must be positive");
   }
-  wte_ = Param{"wte", buffer({vocab, d}), buffer({vocab, d}), true};
-  wpe_ = Param{"wpe", buffer({context, d}), buffer({context, d}), true};
+  wte_ = Param{"wte", own_buffer({vocab, d}), own_buffer({vocab, d}), true};
+  wpe_ = Param{"wpe", own_buffer({context, d}), own_buffer({context, d}), true};
 }
 
 std::string TokenEmbedding::describe() const {
@@ -122,16 +122,23 @@ int64_t TransformerBlock::plan(int64_t max_rows, int64_t in_features) {
     throw InputError("TransformerBlock expects " + std::to_string(o_.d) + " features, got " +
                      std::to_string(in_features));
   }
+  SharedBuffers* shared = o_.recompute.get();
+  if (shared != nullptr) shared->begin(this);
   int64_t width = in_features;
   for (size_t i = 0; i < parts_.size(); ++i) {
     // Distinct random streams for the parts' dropout, apart from the
     // model's own layer indices.
     parts_[i]->set_index((index_ + 1) * 1000 + i);
+    parts_[i]->share_activations(shared);
     width = parts_[i]->plan(max_rows, width);
   }
+  // The residual sum and its gradient are intermediates too; the output
+  // (the next block's input) and the input gradient are the block's own.
+  share_activations(shared);
   y1_ = buffer({max_rows, o_.d});
-  y_ = buffer({max_rows, o_.d});
   dy1_ = buffer({max_rows, o_.d});
+  share_activations(nullptr);
+  y_ = buffer({max_rows, o_.d});
   dx_ = buffer({max_rows, o_.d});
   dec_attn_ = buffer({1, o_.d});
   dec_scores_ = buffer({o_.seq});
@@ -141,6 +148,9 @@ int64_t TransformerBlock::plan(int64_t max_rows, int64_t in_features) {
 }
 
 int64_t TransformerBlock::saved_floats_per_row(int64_t out_width) const {
+  // A block recomputed on another's buffers keeps its output and its
+  // input gradient only.
+  if (o_.recompute && !o_.recompute->owns(this)) return 2 * out_width;
   const int64_t d = o_.d;
   const int64_t widths[kParts] = {d, 3 * d, d, d, d, d, 4 * d, d, d};
   int64_t n = 4 * out_width;  // y1, y, dy1, dx
@@ -165,6 +175,14 @@ void TransformerBlock::init(Rng& rng) {
 }
 
 const Tensor& TransformerBlock::forward(const Tensor& x, const ForwardContext& ctx) {
+  x_ = &x;
+  ctx_ = ctx;
+  run_forward(x, ctx, /*output=*/true);
+  return y_;
+}
+
+void TransformerBlock::run_forward(const Tensor& x, const ForwardContext& ctx, bool output) {
+  if (o_.recompute) o_.recompute->set_holder(this);
   const int64_t n = x.rows();
   const Tensor* h = &parts_[kLn1]->forward(x, ctx);
   for (size_t i = kQkv; i <= kDrop1; ++i) h = &parts_[i]->forward(*h, ctx);
@@ -172,13 +190,19 @@ const Tensor& TransformerBlock::forward(const Tensor& x, const ForwardContext& c
   be().add(x.data(), h->data(), y1_.data(), n * o_.d);
   h = &parts_[kLn2]->forward(y1_, ctx);
   for (size_t i = kFc1; i <= kDrop2; ++i) h = &parts_[i]->forward(*h, ctx);
+  if (!output) return;
   y_.set_rows(n);
   be().add(y1_.data(), h->data(), y_.data(), n * o_.d);
-  return y_;
 }
 
 const Tensor& TransformerBlock::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t n = dy.rows();
+  // Recomputation: this block's intermediates, overwritten by the blocks
+  // after it, computed again from its input (its output is already kept).
+  if (o_.recompute && !o_.recompute->holds(this)) {
+    if (x_ == nullptr) throw RuntimeError("TransformerBlock: backward before any forward");
+    run_forward(*x_, ctx_, /*output=*/false);
+  }
   // The MLP branch, then the residual's gradient into y1.
   const Tensor* g = &dy;
   for (size_t i = kDrop2; i >= kLn2; --i) g = &parts_[i]->backward(*g, true);
@@ -196,6 +220,8 @@ const Tensor& TransformerBlock::backward(const Tensor& dy, bool need_input_grad)
 
 const Tensor& TransformerBlock::decode(const Tensor& x, float* k_cache, float* v_cache,
                                        int64_t pos) {
+  // The sub-layers' buffers now hold this token's values.
+  if (o_.recompute) o_.recompute->set_holder(nullptr);
   if (pos < 0 || pos >= o_.seq) {
     throw RuntimeError("TransformerBlock::decode: position " + std::to_string(pos) +
                        " outside the cache of " + std::to_string(o_.seq));

@@ -17,6 +17,7 @@ int optimizer_state_floats(const OptimizerOptions& o) {
 MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding) {
   MemoryFigures f;
   f.sharding = sharding;
+  f.activation_checkpointing = in.activation_checkpointing;
   f.local_replicas = in.local_replicas;
   const int64_t n = std::max(1, in.replicas);
   f.rows = (in.global_batch + n - 1) / n;
@@ -46,6 +47,7 @@ std::vector<std::string> sharding_modes(const StrategyConfig& strategy) {
 
 nlohmann::json memory_figures_json(const MemoryFigures& m) {
   return {{"sharding", m.sharding},
+          {"activation_checkpointing", m.activation_checkpointing},
           {"rows_per_replica", m.rows},
           {"replicas_per_process", m.local_replicas},
           {"per_replica",
@@ -89,6 +91,7 @@ RunPlan plan_for_model(const RunConfig& cfg, const Dataset& dataset, Sequential&
     in.replicas = std::max(1, processes - std::max(1, s.num_ps));
   }
   in.state_floats = optimizer_state_floats(cfg.optimizer);
+  in.activation_checkpointing = cfg.model.value("activation_checkpointing", false);
   for (const std::string& mode : sharding_modes(s)) p.modes.push_back(memory_figures(in, mode));
   p.available_bytes = available_memory_bytes();
   return p;

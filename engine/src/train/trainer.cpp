@@ -269,6 +269,7 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   in.replicas = n;
   in.local_replicas = strategy_->local_replicas();
   in.state_floats = optimizer_state_floats(cfg_.optimizer);
+  in.activation_checkpointing = cfg_.model.value("activation_checkpointing", false);
   memory_ = memory_figures(in, cfg_.strategy.sharding);
   plan.fixed_bytes = memory_.per_process() - plan.rows * plan.floats_per_row * 4;
   if (!on_gpus()) {

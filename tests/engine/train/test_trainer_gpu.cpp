@@ -118,6 +118,21 @@ nlohmann::json tiny_regression(const fs::path& dir) {
 
 // With a held-out share of 26 windows: evaluation in batches of 8 and a
 // short last one of 2, on the device too.
+// Activation recomputation on the GPU: the blocks' intermediates one set
+// in the arena the plan sized, recomputed in backward, the same losses.
+TEST_F(TrainerGpu, RecomputedBlocksTrainOnTheGpuAsKeptOnes) {
+  auto doc = tiny_gpt(4);
+  doc["model"]["n_layer"] = 3;
+  const TrainSummary kept = train(config(doc, gpu_device()));
+  doc["model"]["activation_checkpointing"] = true;
+  const TrainSummary again = train(config(doc, gpu_device()));
+  expect_same_losses(again.step_losses, kept.step_losses);
+  EXPECT_LT(again.memory.activations, kept.memory.activations);
+  EXPECT_TRUE(again.memory.activation_checkpointing);
+  EXPECT_TRUE(has(again.device_note, "; 1 device allocation while planning")) << again.device_note;
+  EXPECT_FALSE(has(again.device_note, "beyond the arena")) << again.device_note;
+}
+
 TEST_F(TrainerGpu, AGptTrainsOnTheGpuAsOnTheCpu) {
   auto doc = tiny_gpt(4);
   doc["data"]["validation_split"] = 0.00005;

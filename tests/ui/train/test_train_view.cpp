@@ -247,7 +247,12 @@ class TrainViewTest : public QObject {
     QSignalSpy restarted(&run, &RunController::restarted);
     QSignalSpy finished(&run, &RunController::finished);
     run.start();
-    QVERIFY(finished.wait(180000));
+    if (!finished.wait(180000)) {
+      // What the launcher said, for the reason it never ended.
+      qWarning("killed at step %lld, %d run start(s); the launcher's output:\n%s",
+               static_cast<long long>(killed_at), run_starts, qPrintable(log.join('\n')));
+      QFAIL("the launched run did not finish within 180 s");
+    }
     bool both_running = false, dead_and_restarting = false, running_after = false;
     for (const auto& rows : snapshots) {
       if (rows.size() != 2) continue;

@@ -51,6 +51,35 @@ struct Param {
   bool weight_decay = true;  // false for biases and norm gains
 };
 
+// Activation buffers that layers of one structure take turns on
+// (activation recomputation: only one transformer block's intermediates
+// live at a time, the others recomputed in backward). The first layer
+// planned with it records the buffers it plans; every later one gets the
+// same storage, buffer for buffer, in the same order and shapes. A new
+// plan of the first layer records afresh.
+class SharedBuffers {
+ public:
+  // Called by a layer's plan() before it plans its parts.
+  void begin(const void* layer);
+  // The next buffer of the layer being planned: a new one while recording,
+  // else the recorded one of this place (RuntimeError naming both shapes
+  // when they differ).
+  Tensor next(std::vector<int64_t> shape, DeviceMemory* memory, float fill);
+  // Whether `layer` holds the storage (it recorded it) or borrows it.
+  bool owns(const void* layer) const { return layer == owner_; }
+  // The layer whose values the buffers hold now (its forward ran last):
+  // a layer that finds its own there need not recompute them.
+  void set_holder(const void* layer) { holder_ = layer; }
+  bool holds(const void* layer) const { return holder_ == layer; }
+
+ private:
+  const void* holder_ = nullptr;
+  const void* owner_ = nullptr;
+  bool recording_ = false;
+  std::vector<Tensor> recorded_;
+  size_t at_ = 0;
+};
+
 // (layer, kernel) descriptions: Layer::kernel_notes.
 using KernelNotes = std::vector<std::pair<std::string, std::string>>;
 
@@ -124,6 +153,10 @@ class Layer {
 
   void set_index(size_t i) { index_ = i; }
   size_t index() const { return index_; }
+  // Plans this layer's activation buffers (buffer()) on `shared` (null:
+  // its own); its parameters and state (own_buffer()) stay its own.
+  // Set before plan().
+  void share_activations(SharedBuffers* shared) { shared_ = shared; }
 
   // The model's hook for "this layer's parameter gradients are final"
   // (gradient bucketing starts their allreduce then, while the rest of
@@ -144,9 +177,17 @@ class Layer {
     hook_called_ = true;
   }
   const Backend& be() const { return *be_; }
-  // A buffer of `shape` where this layer's backend keeps tensors (host
-  // memory on the CPU, device memory on a GPU), every value `fill`.
+  // An activation or scratch buffer of `shape` where this layer's backend
+  // keeps tensors (host memory on the CPU, device memory on a GPU), every
+  // value `fill` (a shared buffer's values are whatever the layers sharing
+  // it left).
   Tensor buffer(std::vector<int64_t> shape, float fill = 0.0f) const {
+    if (shared_ != nullptr) return shared_->next(std::move(shape), be_->memory(), fill);
+    return Tensor(std::move(shape), be_->memory(), fill);
+  }
+  // A tensor only this layer holds: a parameter, its gradient, running
+  // statistics.
+  Tensor own_buffer(std::vector<int64_t> shape, float fill = 0.0f) const {
     return Tensor(std::move(shape), be_->memory(), fill);
   }
   IntTensor int_buffer(std::vector<int64_t> shape) const {
@@ -165,6 +206,7 @@ class Layer {
   }
   size_t index_ = 0;
   const Backend* be_ = &cpu_backend();
+  SharedBuffers* shared_ = nullptr;
 
  private:
   const std::function<void(size_t)>* hook_ = nullptr;

@@ -85,6 +85,13 @@ class TransformerBlock final : public Layer {
     int64_t seq = 0, heads = 0, d = 0, n_layer = 1;
     float dropout = 0.0f;
     bool rms_norm = false;
+    // Activation recomputation: the blocks given one SharedBuffers keep
+    // only their input and output; their intermediates (sub-layers'
+    // buffers) are one set that the first block owns, and each block's
+    // backward computes its forward again into them first (the same
+    // dropout masks: they are keyed on the step and the row). Null: every
+    // block keeps its own.
+    std::shared_ptr<SharedBuffers> recompute;
   };
   explicit TransformerBlock(const Options& o);
   ~TransformerBlock() override;
@@ -105,9 +112,14 @@ class TransformerBlock final : public Layer {
   const Options& options() const { return o_; }
 
  private:
+  // The block's computation into y1_ and (when `output`) y_.
+  void run_forward(const Tensor& x, const ForwardContext& ctx, bool output);
   Options o_;
   std::vector<std::unique_ptr<Layer>> parts_;  // ln1 qkv attn proj drop1 ln2 fc1 fc2 drop2
   Tensor y1_, y_, dy1_, dx_;
+  // Recomputation: the last forward's input and context.
+  const Tensor* x_ = nullptr;
+  ForwardContext ctx_;
   Tensor dec_attn_, dec_scores_, dec_y1_, dec_y_;  // decode(): one row each
 };
 

@@ -31,10 +31,14 @@ struct MemoryInputs {
   int replicas = 1;        // the job's (N)
   int local_replicas = 1;  // this process's
   int state_floats = 2;    // the optimizer's state per parameter: 0, 1 (momentum), 2 (Adam)
+  bool activation_checkpointing = false;  // model.activation_checkpointing (in the saved floats)
 };
 
 struct MemoryFigures {
   std::string sharding = "none";
+  // model.activation_checkpointing: the activations are one block's
+  // intermediates and every block's input and output.
+  bool activation_checkpointing = false;
   int local_replicas = 1;
   int64_t rows = 0;  // a replica's share of the global batch (the largest)
   // Bytes each replica holds.
