@@ -42,9 +42,10 @@ namespace {
 using testing_launch::of_type;
 
 // Long enough that a stopped worker's detection (a 3 s heartbeat timeout)
-// and its replacement come well before the others' end: about 14 s here,
-// the stop at 2.7 s, its replacement training by 7 s.
-constexpr int kSteps = 10000;
+// and its replacement come well before the others' end, and that a
+// worker dying at every start is seen to start again (10,000 steps were
+// not, once in CI: the others ended first).
+constexpr int kSteps = 15000;
 
 const char* kConfig = R"({
   "name": "ps-workers-test", "seed": 7, "threads": 1,
@@ -54,7 +55,7 @@ const char* kConfig = R"({
            "standardize": true, "shuffle_buffer": 512},
   "loss": "softmax_cross_entropy",
   "optimizer": {"type": "adam", "lr": 0.001},
-  "train": {"steps": 10000, "global_batch_size": 60, "log_every_steps": 100},
+  "train": {"steps": 15000, "global_batch_size": 60, "log_every_steps": 100},
   "strategy": {"type": "parameter_server", "mode": "async", "num_ps": 1},
   "checkpoint": {"every_steps": 500, "every_epoch": false, "keep": 2}
 })";
