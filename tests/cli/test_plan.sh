@@ -2,8 +2,8 @@
 # `baton plan`: a run's memory before Start, for every sharding mode the
 # strategy runs, as a person would read it and as JSON; bad input exits 2
 # naming what is wrong. Then the plan against the measure: a small GPT
-# under mirrored (2 replicas, sharding none and optimizer, and none with
-# its blocks recomputed, which must grow less than none) plans, in
+# under mirrored (2 replicas, sharding none, optimizer and gradients, and
+# none with its blocks recomputed, which must grow less than none) plans, in
 # summary.json, what its process's resident set grows by (its peak less
 # its resident set at start) within 15% (or 32 MiB, where that is more). That comparison is skipped (exit
 # 77) under AddressSanitizer, whose shadow memory is in the resident set.
@@ -27,9 +27,16 @@ if python3 - "$json" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
 assert j["source"] == "modelled" and j["replicas"] == 4, j
-none, zero1 = j["modes"]
+none, zero1, zero2 = j["modes"]
 assert none["sharding"] == "none" and zero1["sharding"] == "optimizer", j
+assert zero2["sharding"] == "gradients", j
 n, z = none["per_replica"], zero1["per_replica"]
+# ZeRO-2: ZeRO-1's state and buffers, its gradients one window of at most
+# the whole model's.
+z2 = zero2["per_replica"]
+assert z2["optimizer_state"] == z["optimizer_state"], (z2, z)
+assert z2["communication"] == z["communication"], (z2, z)
+assert 0 < z2["gradients"] <= n["gradients"], (z2, n)
 # Adam's two moments, a quarter of them sharded over 4 replicas.
 assert n["optimizer_state"] == 2 * n["parameters"], n
 assert abs(z["optimizer_state"] - n["optimizer_state"] / 4) <= 8 * 4, (z, n)
@@ -45,13 +52,26 @@ if python3 - "$json" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
 modes = [(m["sharding"], m["activation_checkpointing"]) for m in j["modes"]]
-assert modes == [("none", False), ("none", True), ("optimizer", False), ("optimizer", True)], modes
+assert modes == [("none", False), ("none", True), ("optimizer", False), ("optimizer", True),
+                 ("gradients", False), ("gradients", True)], modes
 kept, again = j["modes"][0]["per_replica"], j["modes"][1]["per_replica"]
 # One block's intermediates of four (and the others' inputs and outputs).
 assert again["activations"] < 0.5 * kept["activations"], (again, kept)
 assert again["parameters"] == kept["parameters"], (again, kept)
 PY
 then pass=$((pass + 1)); else echo "FAIL plan --json of a GPT: recomputation"; echo "$json" | head -30; fail=$((fail + 1)); fi
+# ZeRO-2's window follows strategy.allreduce.bucket_mb: buckets of a
+# quarter MiB make it about a block's gradients, not the model's.
+json=$("$BATON" plan "$EX/gpt_text.json" --set strategy.type=mirrored \
+         --set strategy.allreduce.bucket_mb=0.25 --json 2>&1)
+if python3 - "$json" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+none = [m for m in j["modes"] if m["sharding"] == "none"][0]["per_replica"]
+zero2 = [m for m in j["modes"] if m["sharding"] == "gradients"][0]["per_replica"]
+assert zero2["gradients"] < 0.4 * none["gradients"], (zero2, none)
+PY
+then pass=$((pass + 1)); else echo "FAIL plan --json: ZeRO-2's window"; echo "$json" | head -30; fail=$((fail + 1)); fi
 check "recomputation is the GPT's" 2 "model.activation_checkpointing: expected false" -- \
   "$BATON" plan "$EX/cnn_digits.json" --set model.activation_checkpointing=true
 check "a missing config" 2 "nope.json" -- "$BATON" plan "$WORK/nope.json"
@@ -70,13 +90,15 @@ if ldd "$BATON" 2>/dev/null | grep -q libasan; then
 fi
 small=(--set strategy.type=mirrored --set strategy.replicas=2 --set train.steps=3
        --set train.log_every_steps=1 --set data.validation_split=0.01)
-# none, optimizer (ZeRO-1), and none with the blocks recomputed.
-for variant in none optimizer recompute; do
+# none, optimizer (ZeRO-1), gradients (ZeRO-2, buckets of a quarter MiB),
+# and none with the blocks recomputed.
+for variant in none optimizer gradients recompute; do
   runs="$WORK/runs_$variant"
   sharding=$variant recompute=false
   [ "$variant" = recompute ] && sharding=none recompute=true
   if ! out=$("$BATON" train "$EX/gpt_text.json" --no-db --runs-dir "$runs" -q "${small[@]}" \
-             --set strategy.sharding=$sharding --set model.activation_checkpointing=$recompute 2>&1); then
+             --set strategy.sharding=$sharding --set model.activation_checkpointing=$recompute \
+             --set strategy.allreduce.bucket_mb=0.25 2>&1); then
     echo "FAIL train the GPT ($variant)"; echo "$out" | tail -5; fail=$((fail + 1)); continue
   fi
   run=$(ls "$runs" | head -1)

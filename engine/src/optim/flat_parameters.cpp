@@ -1,5 +1,7 @@
 #include <baton/optim/flat_parameters.h>
 
+#include <algorithm>
+
 namespace baton {
 namespace {
 
@@ -9,34 +11,62 @@ int64_t aligned(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAli
 
 }  // namespace
 
-FlatLayout flat_layout(const std::vector<Param*>& params, int shards) {
+FlatLayout flat_layout(const std::vector<Param*>& params, int shards,
+                       const std::vector<int>& group_of) {
   FlatLayout l;
   l.offset.assign(params.size(), 0);
-  for (const bool decayed : {true, false}) {
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i]->weight_decay != decayed) continue;
-      l.offset[i] = l.total;
-      l.total = aligned(l.total + params[i]->value.numel());
+  int groups = 1;
+  for (const int g : group_of) groups = std::max(groups, g + 1);
+  l.group.assign(1, 0);
+  l.group_decayed.clear();
+  for (int g = 0; g < groups; ++g) {
+    for (const bool decayed : {true, false}) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (params[i]->weight_decay != decayed || (group_of.empty() ? 0 : group_of[i]) != g) {
+          continue;
+        }
+        l.offset[i] = l.total;
+        l.total = aligned(l.total + params[i]->value.numel());
+      }
+      if (decayed) l.group_decayed.push_back(l.total);
     }
-    if (decayed) l.decayed = l.total;
+    if (shards > 1) {
+      const int64_t begin = l.group.back();
+      l.total = begin + aligned((l.total - begin + shards - 1) / shards) * shards;
+    }
+    l.group.push_back(l.total);
   }
-  if (shards > 1) l.total = aligned((l.total + shards - 1) / shards) * shards;
+  l.decayed = l.group_decayed[0];
   return l;
 }
 
 FlatParameters flatten_parameters(const std::vector<Param*>& params, DeviceMemory* memory,
                                   int shards) {
+  return flatten_parameters(params, memory, flat_layout(params, shards));
+}
+
+FlatParameters flatten_parameters(const std::vector<Param*>& params, DeviceMemory* memory,
+                                  const FlatLayout& layout, const std::vector<int64_t>& grad_offset,
+                                  int64_t grad_size) {
   FlatParameters flat;
-  flat.layout = flat_layout(params, shards);
+  flat.layout = layout;
   const FlatLayout& l = flat.layout;
+  const bool windowed = !grad_offset.empty();
   flat.values = Tensor({l.total}, memory, 0.0f);
-  flat.grads = Tensor({l.total}, memory, 0.0f);
+  flat.grads = Tensor({windowed ? grad_size : l.total}, memory, 0.0f);
   for (size_t i = 0; i < params.size(); ++i) {
     Param& p = *params[i];
     Tensor value = flat.values.slice(l.offset[i], p.value.shape());
     if (p.value.numel() > 0) value.copy_from_host(p.value.to_host());
     p.value = std::move(value);
-    p.grad = flat.grads.slice(l.offset[i], p.value.shape());
+    int64_t at = l.offset[i];
+    if (windowed) {
+      // The group holding the piece: its place in the shared buffer.
+      const auto g = static_cast<size_t>(std::upper_bound(l.group.begin(), l.group.end(), at) -
+                                         l.group.begin() - 1);
+      at = grad_offset[g] + (at - l.group[g]);
+    }
+    p.grad = flat.grads.slice(at, p.value.shape());
   }
   return flat;
 }

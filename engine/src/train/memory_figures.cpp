@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "gradient_groups.h"
 #include "memory_plan.h"
 
 namespace baton {
@@ -12,6 +13,14 @@ namespace baton {
 int optimizer_state_floats(const OptimizerOptions& o) {
   if (o.kind == OptimizerKind::kAdam || o.kind == OptimizerKind::kAdamW) return 2;
   return o.momentum > 0.0f ? 1 : 0;
+}
+
+int64_t planned_gradient_window(Sequential& model, const StrategyConfig& strategy, int replicas) {
+  const GradientGroups groups =
+      gradient_groups(model, std::max<int64_t>(1, strategy.bucket_bytes / 4));
+  const FlatLayout layout = flat_layout(model.params(), std::max(1, replicas), groups.of_param);
+  std::vector<int64_t> offsets;
+  return gradient_window(layout, groups, &offsets);
 }
 
 MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding) {
@@ -25,10 +34,12 @@ MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding
   f.parameters = in.parameters * kFloat;
   f.gradients = in.parameters * kFloat;
   f.activations = f.rows * in.saved_floats_per_sample * kFloat;
-  if (sharding == "optimizer") {
+  if (sharding == "optimizer" || sharding == "gradients") {
     const int64_t piece = (in.parameters + n - 1) / n;
     f.optimizer_state = piece * in.state_floats * kFloat;
     f.communication = 2 * piece * kFloat;  // the gradient sum's piece, the allgather's
+    // ZeRO-2: one window of groups' gradients at a time.
+    if (sharding == "gradients") f.gradients = std::min(in.parameters, in.gradient_window) * kFloat;
   } else {
     f.optimizer_state = in.parameters * in.state_floats * kFloat;
   }
@@ -40,7 +51,7 @@ MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding
 std::vector<std::string> sharding_modes(const StrategyConfig& strategy) {
   if (strategy.type == "mirrored" ||
       (strategy.type == "multi_worker_mirrored" && strategy.replicas == 1)) {
-    return {"none", "optimizer"};
+    return {"none", "optimizer", "gradients"};
   }
   return {"none"};
 }
@@ -92,6 +103,7 @@ RunPlan plan_for_model(const RunConfig& cfg, const Dataset& dataset, Sequential&
   }
   in.state_floats = optimizer_state_floats(cfg.optimizer);
   in.activation_checkpointing = cfg.model.value("activation_checkpointing", false);
+  in.gradient_window = planned_gradient_window(model, s, in.replicas);
   for (const std::string& mode : sharding_modes(s)) p.modes.push_back(memory_figures(in, mode));
   p.available_bytes = available_memory_bytes();
   return p;

@@ -2,7 +2,11 @@
 // the N replicas keeps and updates 1/N of the optimizer state. The flat
 // buffers are padded to N equal pieces; replica r owns piece r. After
 // backward the gradients are reduce-scattered (replica r receives the sum
-// of piece r), the global norm is the square root of the summed squares of
+// of piece r). "gradients" (ZeRO-2, stage 2) lays the buffers out in
+// groups of layers (gradient_groups.h), each padded to N pieces, replica r
+// owning the r-th piece of each; a group is reduce-scattered from the
+// backward hook once its layers are done, and its gradients' memory then
+// serves the next group. Then the global norm is the square root of the summed squares of
 // every piece (so clipping is one device's), replica r's optimizer updates
 // its piece of the values, and the pieces are all-gathered into every
 // replica's values. A checkpoint holds the whole state, in the unsharded
@@ -37,38 +41,56 @@ std::pair<char, int64_t> state_name(const std::string& name) {
 
 }  // namespace
 
+int64_t Trainer::piece_begin(const Replica& rep, size_t group) const {
+  const FlatLayout& l = rep.flat.layout;
+  const int64_t part = (l.group[group + 1] - l.group[group]) / strategy_->num_replicas();
+  return l.group[group] + part * (strategy_->first_replica() + rep.index);
+}
+
 void Trainer::make_optimizer_shards() {
   const int n = strategy_->num_replicas();
+  const FlatLayout& first = replicas_[0]->flat.layout;
+  // Each group's piece, one after another in a replica's shard.
+  group_shard_offset_.assign(1, 0);
+  for (size_t g = 0; g < first.groups(); ++g) {
+    const int64_t size = first.group[g + 1] - first.group[g];
+    if (size % n != 0) {
+      throw RuntimeError("strategy.sharding: the flat buffers' group " + std::to_string(g) + " (" +
+                         std::to_string(size) + " floats) does not split into " +
+                         std::to_string(n) + " pieces");
+    }
+    group_shard_offset_.push_back(group_shard_offset_.back() + size / n);
+  }
+  const int64_t shard = group_shard_offset_.back();
+  group_shard_offset_.pop_back();
+  if (!gradients_sharded()) group_grad_offset_.assign(first.group.begin(), first.group.end() - 1);
   for (auto& rep : replicas_) {
     const FlatLayout& l = rep->flat.layout;
-    if (l.total % n != 0) {
-      throw RuntimeError("strategy.sharding: the flat buffers (" + std::to_string(l.total) +
-                         " floats) do not split into " + std::to_string(n) + " pieces");
-    }
-    const int64_t size = l.total / n;
-    const int64_t b = size * (strategy_->first_replica() + rep->index), e = b + size;
-    rep->shard_begin = b;
     // Where the replica computes: its GPU's memory, or the host's.
     rep->bind_thread();
     DeviceMemory* memory = rep->device;
-    rep->shard_grads = Tensor({size}, memory);
-    rep->shard_values = Tensor({size}, memory);
+    rep->shard_grads = Tensor({shard}, memory);
+    rep->shard_values = Tensor({shard}, memory);
     rep->shard_norm = Tensor({2}, memory);
-    // The decayed parameters' part of the piece and the rest: two
-    // parameters (one when the piece lies on one side).
+    // Each group's piece: its decayed parameters' part and the rest (one
+    // parameter when the piece lies on one side).
     rep->shard_params.clear();
     rep->shard_starts.clear();
-    for (const bool decayed : {true, false}) {
-      const int64_t from = decayed ? b : std::max(b, l.decayed);
-      const int64_t to = decayed ? std::min(e, l.decayed) : e;
-      if (to <= from) continue;
-      Param p;
-      p.name = std::string(decayed ? "shard.decayed" : "shard.rest");
-      p.weight_decay = decayed;
-      p.value = rep->flat.values.slice(from, {to - from});
-      p.grad = rep->shard_grads.slice(from - b, {to - from});
-      rep->shard_params.push_back(std::move(p));
-      rep->shard_starts.push_back(from);
+    for (size_t g = 0; g < l.groups(); ++g) {
+      const int64_t b = piece_begin(*rep, g);
+      const int64_t e = b + (l.group[g + 1] - l.group[g]) / n;
+      for (const bool decayed : {true, false}) {
+        const int64_t from = decayed ? b : std::max(b, l.group_decayed[g]);
+        const int64_t to = decayed ? std::min(e, l.group_decayed[g]) : e;
+        if (to <= from) continue;
+        Param p;
+        p.name = "shard" + std::to_string(g) + (decayed ? ".decayed" : ".rest");
+        p.weight_decay = decayed;
+        p.value = rep->flat.values.slice(from, {to - from});
+        p.grad = rep->shard_grads.slice(group_shard_offset_[g] + (from - b), {to - from});
+        rep->shard_params.push_back(std::move(p));
+        rep->shard_starts.push_back(from);
+      }
     }
     rep->shard_list.clear();
     for (Param& p : rep->shard_params) rep->shard_list.push_back(&p);
@@ -76,16 +98,28 @@ void Trainer::make_optimizer_shards() {
   }
 }
 
+void Trainer::reduce_scatter_group(Replica& rep, size_t group) {
+  Communicator& comm = *strategy_->replica_communicator(rep.index);
+  // On a GPU NCCL's stream reads what the replica's stream wrote: that
+  // first (its collectives return when done, so the group's gradient
+  // memory is free for the next group's when this returns).
+  rep.bind_thread();
+  if (gradients_sharded()) {
+    for (const auto& [at, count] : group_gaps_[group]) {
+      rep.backend->fill(rep.flat.grads.data() + at, count, 0.0f);
+    }
+  }
+  if (rep.device != nullptr) rep.device->synchronize();
+  const FlatLayout& l = rep.flat.layout;
+  const int64_t part = (l.group[group + 1] - l.group[group]) / strategy_->num_replicas();
+  comm.reduce_scatter(rep.flat.grads.data() + group_grad_offset_[group],
+                      rep.shard_grads.data() + group_shard_offset_[group], part, ReduceOp::kSum);
+}
+
 void Trainer::reduce_scatter_gradients() {
   strategy_->run([this](const ReplicaContext& rc) {
     Replica& rep = *replicas_[static_cast<size_t>(rc.replica_id)];
-    Communicator& comm = *strategy_->replica_communicator(rc.replica_id);
-    // On a GPU NCCL's stream reads what the replica's stream wrote: that
-    // first (its collectives return when done).
-    rep.bind_thread();
-    if (rep.device != nullptr) rep.device->synchronize();
-    comm.reduce_scatter(rep.flat.grads.data(), rep.shard_grads.data(), rep.shard_grads.numel(),
-                        ReduceOp::kSum);
+    for (size_t g = 0; g < rep.flat.layout.groups(); ++g) reduce_scatter_group(rep, g);
   });
 }
 
@@ -119,16 +153,24 @@ void Trainer::sharded_update(int r, const UpdateInputs& in) {
     if (r == 0) *in.grad_norm = norm;
   }
   rep.optimizer->step(in.lr);
-  // Every replica's values from every piece.
-  const size_t bytes = sizeof(float) * static_cast<size_t>(rep.shard_values.numel());
-  if (rep.device != nullptr) {
-    rep.device->copy_on_device(rep.shard_values.data(), rep.flat.values.data() + rep.shard_begin,
-                               bytes);
-    rep.device->synchronize();
-  } else {
-    std::memcpy(rep.shard_values.data(), rep.flat.values.data() + rep.shard_begin, bytes);
+  // Every replica's values from every piece, group by group.
+  const FlatLayout& l = rep.flat.layout;
+  const int n = strategy_->num_replicas();
+  for (size_t g = 0; g < l.groups(); ++g) {
+    const size_t bytes = sizeof(float) * static_cast<size_t>((l.group[g + 1] - l.group[g]) / n);
+    float* send = rep.shard_values.data() + group_shard_offset_[g];
+    const float* mine = rep.flat.values.data() + piece_begin(rep, g);
+    if (rep.device != nullptr) {
+      rep.device->copy_on_device(send, mine, bytes);
+    } else {
+      std::memcpy(send, mine, bytes);
+    }
   }
-  comm.allgather(rep.shard_values.data(), rep.flat.values.data(), rep.shard_values.numel());
+  if (rep.device != nullptr) rep.device->synchronize();
+  for (size_t g = 0; g < l.groups(); ++g) {
+    comm.allgather(rep.shard_values.data() + group_shard_offset_[g],
+                   rep.flat.values.data() + l.group[g], (l.group[g + 1] - l.group[g]) / n);
+  }
 }
 
 std::map<char, std::vector<float>> Trainer::full_optimizer_state() {
@@ -155,11 +197,14 @@ std::map<char, std::vector<float>> Trainer::full_optimizer_state() {
   // of every process, in rank order: piece r is process r's) in host
   // memory: over MPI (on GPUs the processes' host communicator).
   const Replica& rep = *replicas_[0];
-  const int64_t size = rep.shard_grads.numel();
   Communicator& comm = host_communicator();
   for (auto& [kind, f] : full) {
-    std::vector<float> mine(f.begin() + rep.shard_begin, f.begin() + rep.shard_begin + size);
-    comm.allgather(mine.data(), f.data(), size);
+    for (size_t g = 0; g < l.groups(); ++g) {
+      const int64_t size = (l.group[g + 1] - l.group[g]) / strategy_->num_replicas();
+      const auto begin = f.begin() + piece_begin(rep, g);
+      std::vector<float> mine(begin, begin + size);
+      comm.allgather(mine.data(), f.data() + l.group[g], size);
+    }
   }
   return full;
 }

@@ -237,21 +237,23 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     ar.finish();
     s.drift_check_steps = node.integer_or("drift_check_steps", 100, 0);
     // ZeRO's stages, as DeepSpeed names what each shards. "optimizer"
-    // (ZeRO-1) runs for mirrored and for multi_worker_mirrored with one
-    // replica a process, on the CPU and on GPUs (over NCCL); the others
-    // are refused naming the key rather than run as "none".
+    // (ZeRO-1) and "gradients" (ZeRO-2) run for mirrored and for
+    // multi_worker_mirrored with one replica a process, on the CPU and on
+    // GPUs (over NCCL); "parameters" is refused naming the key rather than
+    // run as "none".
     s.sharding =
         node.choice_or("sharding", "none", {"none", "optimizer", "gradients", "parameters"});
-    if (s.sharding == "gradients" || s.sharding == "parameters") {
-      node.fail("sharding", "\"" + s.sharding + "\" (ZeRO-" +
-                                (s.sharding == "gradients" ? "2" : "3") +
-                                ") is not built yet: use \"none\" or \"optimizer\" (ZeRO-1)");
-    }
-    if (s.sharding == "optimizer" && multi && s.replicas > 1) {
+    if (s.sharding == "parameters") {
       node.fail("sharding",
-                "\"optimizer\" runs over multi_worker_mirrored's processes with one replica "
-                "each in this version, and strategy.replicas_per_worker is " +
-                    std::to_string(s.replicas) + ": remove replicas_per_worker, or use \"none\"");
+                "\"parameters\" (ZeRO-3) is not built yet: use \"none\", \"optimizer\" (ZeRO-1) "
+                "or \"gradients\" (ZeRO-2)");
+    }
+    if (s.sharding != "none" && multi && s.replicas > 1) {
+      node.fail("sharding", "\"" + s.sharding +
+                                "\" runs over multi_worker_mirrored's processes with one replica "
+                                "each in this version, and strategy.replicas_per_worker is " +
+                                std::to_string(s.replicas) +
+                                ": remove replicas_per_worker, or use \"none\"");
     }
   }
   node.finish();

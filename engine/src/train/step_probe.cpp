@@ -83,8 +83,9 @@ StepProbe measure_step(const RunConfig& cfg, const Registry& registry, int copie
       optim.push_back(s.optimizer_ms / 1e3);
     }
     if (compute.empty()) {
-      throw RuntimeError("step probe: the run reported no step after the warm-up (give it more "
-                         "steps)");
+      throw RuntimeError(
+          "step probe: the run reported no step after the warm-up (give it more "
+          "steps)");
     }
     const double total = median(data) + median(compute) + median(optim);
     if (total <= slowest) continue;

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "device_placement.h"
+#include "gradient_groups.h"
 #include "memory_plan.h"
 #include "strategy_factory.h"
 #include "trainer_internal.h"
@@ -157,8 +158,22 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     // make theirs at their first plan (a norm's width): a plan for one
     // row on the host first (replica 0's model has had it).
     if (r > 0) rep->model->plan(1, shape.in_features);
-    rep->flat = flatten_parameters(rep->model->params(), backend.memory(),
-                                   sharded() ? strategy_->num_replicas() : 1);
+    if (gradients_sharded()) {
+      // ZeRO-2: the buffers laid out in groups of layers, their gradients
+      // in a window the groups share in turn (gradient_groups.h).
+      const GradientGroups groups =
+          gradient_groups(*rep->model, std::max<int64_t>(1, cfg_.strategy.bucket_bytes / 4));
+      const FlatLayout layout =
+          flat_layout(rep->model->params(), strategy_->num_replicas(), groups.of_param);
+      const int64_t window = gradient_window(layout, groups, &group_grad_offset_);
+      group_ends_at_layer_ = groups.ends_at_layer;
+      rep->flat = flatten_parameters(rep->model->params(), backend.memory(), layout,
+                                     group_grad_offset_, window);
+      if (r == 0) note_gradient_gaps(rep->model->params(), layout);
+    } else {
+      rep->flat = flatten_parameters(rep->model->params(), backend.memory(),
+                                     sharded() ? strategy_->num_replicas() : 1);
+    }
     rep->model->set_backend(backend);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);
     const bool padded = rep->model->pads_outputs() && out > shape.out_features;
@@ -270,6 +285,7 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   in.local_replicas = strategy_->local_replicas();
   in.state_floats = optimizer_state_floats(cfg_.optimizer);
   in.activation_checkpointing = cfg_.model.value("activation_checkpointing", false);
+  if (gradients_sharded()) in.gradient_window = planned_gradient_window(*probe, cfg_.strategy, n);
   memory_ = memory_figures(in, cfg_.strategy.sharding);
   plan.fixed_bytes = memory_.per_process() - plan.rows * plan.floats_per_row * 4;
   if (!on_gpus()) {
@@ -402,6 +418,33 @@ int64_t Trainer::parameter_bytes() const {
   for (const auto& rep : replicas_) add_replica(*rep);
   if (host_copy_) add_replica(*host_copy_);
   return bytes;
+}
+
+void Trainer::note_gradient_gaps(const std::vector<Param*>& params, const FlatLayout& l) {
+  group_gaps_.assign(l.groups(), {});
+  for (size_t g = 0; g < l.groups(); ++g) {
+    // The group's pieces in layout order, and what lies between them.
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (l.offset[i] >= l.group[g] && l.offset[i] < l.group[g + 1]) {
+        pieces.emplace_back(l.offset[i], l.offset[i] + params[i]->value.numel());
+      }
+    }
+    std::sort(pieces.begin(), pieces.end());
+    int64_t at = l.group[g];
+    pieces.emplace_back(l.group[g + 1], l.group[g + 1]);
+    for (const auto& [begin, end] : pieces) {
+      if (begin > at)
+        group_gaps_[g].emplace_back(group_grad_offset_[g] + (at - l.group[g]), begin - at);
+      at = std::max(at, end);
+    }
+  }
+}
+
+int64_t Trainer::gradient_bytes() const {
+  int64_t floats = 0;
+  for (const auto& rep : replicas_) floats += rep->flat.grads.numel() + rep->shard_grads.numel();
+  return floats * static_cast<int64_t>(sizeof(float));
 }
 
 void Trainer::refuse_unlinked_cross_replica_layers(Sequential& model, int replica) {
@@ -550,9 +593,20 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
 }
 
 void Trainer::bind_gradients() {
-  // Sharded, the gradients are reduce-scattered after backward
-  // (reduce_scatter_gradients): no buckets to plan.
-  if (sharded()) return;
+  // Sharded, the gradients are reduce-scattered: ZeRO-1's after backward
+  // (reduce_scatter_gradients), ZeRO-2's group by group as backward
+  // completes each; no buckets to plan.
+  if (sharded()) {
+    if (!gradients_sharded()) return;
+    for (auto& rep : replicas_) {
+      Replica* rp = rep.get();
+      rep->on_layer_done = [this, rp](size_t layer) {
+        const int g = group_ends_at_layer_[layer];
+        if (g >= 0) reduce_scatter_group(*rp, static_cast<size_t>(g));
+      };
+    }
+    return;
+  }
   // A layer that communicates during backward (SyncBatchNorm) shares the
   // replica's communicator with the bucket reduction: no overlap then.
   bool layer_communicates = false;

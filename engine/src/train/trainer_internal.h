@@ -52,13 +52,12 @@ struct Trainer::Replica {
   std::array<InputSlot, 2> inputs;
   int next_slot = 0;
   std::vector<float> drift;  // 2 x replicas: every replica's checksum (replica_sync.cpp)
-  // strategy.sharding "optimizer" (optimizer_shards.cpp): this replica's
-  // piece of the flat buffers, from shard_begin; its reduce-scattered
-  // gradient sum and the allgather's send buffer; the parameters its
-  // optimizer updates (views of the piece of the values and of
-  // shard_grads: the decayed part and the rest) and where each starts in
-  // the flat buffers.
-  int64_t shard_begin = 0;
+  // strategy.sharding "optimizer" and "gradients" (optimizer_shards.cpp):
+  // this replica's pieces of the flat buffers' groups (Trainer::piece_begin),
+  // one after another: their reduce-scattered gradient sums and the
+  // allgather's send buffer; the parameters its optimizer updates (views
+  // of each piece of the values and of shard_grads: the decayed part and
+  // the rest) and where each starts in the flat buffers.
   Tensor shard_grads, shard_values;
   Tensor shard_norm;  // the norm's two floats, where the communicator reads them
   std::vector<Param> shard_params;

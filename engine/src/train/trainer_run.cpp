@@ -383,12 +383,19 @@ void Trainer::emit_run_start(const RunState& s) {
   log(LogLevel::kInfo, "device " + device_note_);
   log_kernel_notes();
   if (sharded()) {
-    const int64_t piece = replicas_[0]->shard_grads.numel();
-    log(LogLevel::kInfo, "optimizer: sharded (strategy.sharding \"optimizer\", ZeRO-1): each of " +
-                             std::to_string(replicas_.size()) + " replicas keeps and updates " +
-                             std::to_string(piece) + " of the " +
-                             std::to_string(replicas_[0]->flat.layout.total) +
-                             " flat values; gradients reduce-scattered, values all-gathered");
+    const Replica& first = *replicas_[0];
+    const int64_t piece = first.shard_grads.numel();
+    log(LogLevel::kInfo,
+        "optimizer: sharded (strategy.sharding \"" + cfg_.strategy.sharding + "\", ZeRO-" +
+            (gradients_sharded() ? "2" : "1") + "): each of " +
+            std::to_string(strategy_->num_replicas()) + " replicas keeps and updates " +
+            std::to_string(piece) + " of the " + std::to_string(first.flat.layout.total) +
+            " flat values; values all-gathered; gradients reduce-scattered " +
+            (gradients_sharded()
+                 ? "in " + std::to_string(first.flat.layout.groups()) +
+                       " groups of layers as backward completes each, through a " +
+                       std::to_string(first.flat.grads.numel()) + "-float gradient window"
+                 : std::string("after backward")));
   } else if (!strategy_->remote_updates()) {
     log(LogLevel::kInfo,
         std::string(host_copy_ ? "optimizer (the host copy's, in host memory): " : "optimizer: ") +
@@ -465,7 +472,8 @@ bool Trainer::train_step(RunState& s) {
   strategy_->set_step_rows(own_rows, global_rows);
   if (host_copy_) gather_gradients_to_host();
   if (sharded()) {
-    reduce_scatter_gradients();
+    // ZeRO-2's groups were reduce-scattered during backward.
+    if (!gradients_sharded()) reduce_scatter_gradients();
   } else {
     strategy_->reduce_gradients(s.all_params);
   }

@@ -44,10 +44,9 @@ void Trainer::emit_timeline() {
   if (!timeline_) return;
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  const std::string mine =
-      timeline_part(*timeline_, strategy_->process_rank(), host, clock_.offset_ns,
-                    clock_.round_trip_ns)
-          .dump();
+  const std::string mine = timeline_part(*timeline_, strategy_->process_rank(), host,
+                                         clock_.offset_ns, clock_.round_trip_ns)
+                               .dump();
   const std::vector<std::string> parts = strategy_->gather_to_chief(mine);
   (void)strategy_->drain_links();
   if (!strategy_->is_chief()) return;

@@ -1,10 +1,13 @@
-// strategy.sharding "optimizer" (ZeRO-1) for mirrored on threads: each of
-// the N replicas keeps and updates 1/N of the optimizer state; gradients
-// are reduce-scattered and the values all-gathered. It trains as "none"
-// does (dropout, weight decay and clipping by the global norm included),
-// holds 1/N of the state per replica, and its checkpoints - the whole
-// state in the unsharded optimizer's names - resume under another
-// sharding and another replica count.
+// strategy.sharding "optimizer" (ZeRO-1) and "gradients" (ZeRO-2) for
+// mirrored on threads: each of the N replicas keeps and updates 1/N of the
+// optimizer state; gradients are reduce-scattered (ZeRO-2's in groups of
+// layers as backward completes each, through one window of gradient
+// memory) and the values all-gathered. Both train as "none" does (dropout,
+// weight decay, clipping by the global norm and a tied LM head included),
+// hold 1/N of the state per replica (ZeRO-2 also only a window of the
+// gradients), and their checkpoints - the whole state in the unsharded
+// optimizer's names - resume under another sharding and another replica
+// count.
 #include <baton/core/error.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
@@ -12,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,9 +34,16 @@ class Sharding : public ::testing::Test {
  protected:
   void SetUp() override { registry_.load_plugin_dir(BATON_PLUGIN_DIR); }
 
+  // ZeRO-2's groups are at least a bucket (strategy.allreduce.bucket_mb):
+  // one of 100 floats, so every layer of these small models closes one.
+  static nlohmann::json strategy(int replicas, const char* sharding) {
+    nlohmann::json s = {{"type", "mirrored"}, {"replicas", replicas}, {"sharding", sharding}};
+    if (std::string(sharding) == "gradients") s["allreduce"] = {{"bucket_mb", 400.0 / (1 << 20)}};
+    return s;
+  }
+
   static nlohmann::json doc(int replicas, const char* sharding, const nlohmann::json& optimizer) {
-    nlohmann::json d = equivalence_config(
-        {{"type", "mirrored"}, {"replicas", replicas}, {"sharding", sharding}}, optimizer, 30);
+    nlohmann::json d = equivalence_config(strategy(replicas, sharding), optimizer, 30);
     d["model"]["dropout"] = 0.25;
     d["data"]["shard_policy"] = "data";
     return d;
@@ -70,35 +81,65 @@ TEST_F(Sharding, TheOptimizerShardedTrainsAsNone) {
       {{"type", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}, {"clip_global_norm", 0.5}}};
   for (const int n : {2, 3, 4}) {
     for (const auto& opt : optimizers) {
-      const std::string cell = opt.dump() + " on " + std::to_string(n) + " replicas";
       const Trained none = train(doc(n, "none", opt));
-      std::vector<Event> events;
-      const Trained zero1 = train(doc(n, "optimizer", opt), "", false, &events);
-      ASSERT_EQ(zero1.params.size(), static_cast<size_t>(n)) << cell;
-      // The same sums in the same order (the local communicator's
-      // reduce-scatter adds the replicas in rank order, as its allreduce
-      // does) and the same element-wise updates over pieces whose bounds
-      // are multiples of 64 floats (every vector width takes them alike):
-      // the same bits. Clipping's norm is summed piece by piece, which
-      // moves its last bits: within the equivalence bound then.
-      if (opt.contains("clip_global_norm")) {
-        EXPECT_LE(worst_equivalence_error(zero1.params[0], none.params[0]), 1.0) << cell;
-      } else {
-        EXPECT_EQ(zero1.params[0], none.params[0]) << cell;
-      }
-      for (int r = 1; r < n; ++r) EXPECT_EQ(zero1.params[r], zero1.params[0]) << cell << " " << r;
-      ASSERT_EQ(zero1.summary.step_losses.size(), none.summary.step_losses.size()) << cell;
-      for (size_t i = 0; i < none.summary.step_losses.size(); ++i) {
-        EXPECT_NEAR(zero1.summary.step_losses[i], none.summary.step_losses[i], 1e-4) << cell;
-      }
-      // The run log says how the state was split.
-      bool said = false;
-      for (const Event& e : events) {
-        if (const auto* l = std::get_if<LogEvent>(&e)) {
-          said = said || l->message.find("ZeRO-1") != std::string::npos;
+      for (const char* mode : {"optimizer", "gradients"}) {
+        const std::string cell =
+            std::string(mode) + " " + opt.dump() + " on " + std::to_string(n) + " replicas";
+        std::vector<Event> events;
+        const Trained sharded = train(doc(n, mode, opt), "", false, &events);
+        ASSERT_EQ(sharded.params.size(), static_cast<size_t>(n)) << cell;
+        // The same sums in the same order (the local communicator's
+        // reduce-scatter adds the replicas in rank order, as its allreduce
+        // does) and the same element-wise updates over pieces whose bounds
+        // are multiples of 64 floats (every vector width takes them alike):
+        // the same bits. Clipping's norm is summed piece by piece, which
+        // moves its last bits: within the equivalence bound then.
+        if (opt.contains("clip_global_norm")) {
+          EXPECT_LE(worst_equivalence_error(sharded.params[0], none.params[0]), 1.0) << cell;
+        } else {
+          EXPECT_EQ(sharded.params[0], none.params[0]) << cell;
         }
+        for (int r = 1; r < n; ++r) {
+          EXPECT_EQ(sharded.params[r], sharded.params[0]) << cell << " " << r;
+        }
+        ASSERT_EQ(sharded.summary.step_losses.size(), none.summary.step_losses.size()) << cell;
+        for (size_t i = 0; i < none.summary.step_losses.size(); ++i) {
+          EXPECT_NEAR(sharded.summary.step_losses[i], none.summary.step_losses[i], 1e-4) << cell;
+        }
+        // The run log says how the state and the gradients were split:
+        // ZeRO-2's three layers in two groups of at least 100 floats.
+        const std::string said = std::string(mode) == "gradients"
+                                     ? "ZeRO-2): each of " + std::to_string(n)
+                                     : "ZeRO-1): each of " + std::to_string(n);
+        // (the head's 85 floats join the 24-wide layer's group)
+        bool found = false, grouped = std::string(mode) != "gradients";
+        for (const Event& e : events) {
+          if (const auto* l = std::get_if<LogEvent>(&e)) {
+            found = found || l->message.find(said) != std::string::npos;
+            grouped = grouped || l->message.find("in 2 groups of layers") != std::string::npos;
+          }
+        }
+        EXPECT_TRUE(found) << cell;
+        EXPECT_TRUE(grouped) << cell;
       }
-      EXPECT_TRUE(said) << cell;
+    }
+  }
+}
+
+// ZeRO-2 with a tied LM head: the head writes the token table's gradient
+// first and the embedding, three groups later, adds to it, so the table's
+// gradient keeps memory of its own while the blocks' groups share theirs;
+// the same bits as "none" on 2 and 3 replicas.
+TEST_F(Sharding, TheGradientsShardedTrainATiedGptAsNone) {
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  for (const int n : {2, 3}) {
+    nlohmann::json none = gpt_equivalence_config(strategy(n, "none"), adam, 6, 0.1);
+    nlohmann::json zero2 = gpt_equivalence_config(strategy(n, "gradients"), adam, 6, 0.1);
+    const Trained a = train(none), b = train(zero2);
+    EXPECT_EQ(b.params[0], a.params[0]) << n;
+    ASSERT_EQ(b.summary.step_losses.size(), a.summary.step_losses.size());
+    for (size_t i = 0; i < a.summary.step_losses.size(); ++i) {
+      EXPECT_EQ(b.summary.step_losses[i], a.summary.step_losses[i]) << n << " step " << i;
     }
   }
 }
@@ -119,9 +160,58 @@ TEST_F(Sharding, EachReplicaHoldsItsPieceOfTheState) {
   EXPECT_GE(state_zero1, state_none / 3);
 }
 
+// ZeRO-2 holds a window of the gradients and its piece of their sum: on 3
+// replicas of an MLP of six 128-wide layers, its largest group's gradients
+// (the window: about a layer's) and a third of the model's (the piece) -
+// the window the plan says, and under 60% of what "none" holds.
+TEST_F(Sharding, TheGradientsShardedHoldAWindowAndAPiece) {
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  nlohmann::json none = doc(3, "none", adam), zero2 = doc(3, "gradients", adam);
+  zero2["strategy"]["allreduce"]["bucket_mb"] = 1000.0 * 4 / (1 << 20);  // 1000 floats
+  for (nlohmann::json* d : {&none, &zero2}) {
+    (*d)["model"]["layers"] = {12, 128, 128, 128, 128, 128, 128, 5};
+    (*d)["train"].erase("epochs");
+    (*d)["train"]["steps"] = 2;
+  }
+  const auto bytes = [&](const nlohmann::json& d) {
+    const RunConfig cfg = parse_run_config(d, "sharding.json");
+    Telemetry t;
+    TrainOptions opt;
+    opt.run_id = "bytes";
+    const Trainer trainer(cfg, registry_, t, opt);
+    return trainer.gradient_bytes();
+  };
+  const int64_t layer = 128 * 128 + 128;
+  const int64_t model = 12 * 128 + 128 + 5 * layer + 128 * 5 + 5;
+  const int64_t held_none = bytes(none), held_zero2 = bytes(zero2);
+  EXPECT_GE(held_none, 3 * 4 * model);
+  EXPECT_LE(held_none, 3 * 4 * (model + 64 * 12));  // within the pieces' alignment
+  // The groups, from the last layer, each at least 1000 floats: the head
+  // (645) and the last 128-wide layer; four 128-wide layers; the first.
+  // Each parameter 64-aligned (weights first), each group padded to 3
+  // pieces of multiples of 64.
+  const auto a64 = [](int64_t n) { return (n + 63) / 64 * 64; };
+  const auto padded = [](int64_t n) { return (n + 191) / 192 * 192; };
+  const int64_t head = padded(128 * 128 + a64(128 * 5) + 128 + a64(5));
+  const int64_t middle = padded(128 * 128 + 128);
+  const int64_t first = padded(a64(12 * 128) + 128);
+  // Per replica: the largest group's window, and a third of every group.
+  const int64_t window = std::max({head, middle, first});
+  EXPECT_EQ(held_zero2, 3 * 4 * (window + (head + 4 * middle + first) / 3));
+  EXPECT_LT(held_zero2, held_none * 6 / 10);
+  // The plan's figure is the window the trainer made.
+  const Trained run = train(zero2);
+  EXPECT_EQ(run.summary.memory.sharding, "gradients");
+  EXPECT_EQ(run.summary.memory.gradients, 4 * window);
+  // Its piece (half its communication figure) unpadded: within the groups' padding.
+  const int64_t planned = run.summary.memory.gradients + run.summary.memory.communication / 2;
+  EXPECT_NEAR(static_cast<double>(held_zero2 / 3), static_cast<double>(planned), 4.0 * 64 * 8);
+}
+
 // A checkpoint holds the whole state however it was kept: one written by 4
-// sharded replicas resumes on 2 unsharded ones, and one written by those
-// on 3 sharded ones; each run ends as the uninterrupted run does.
+// ZeRO-1 replicas resumes on 2 unsharded ones, one written by those on 3
+// ZeRO-2 ones, and theirs on 4 ZeRO-1 ones; each run ends as the
+// uninterrupted run does.
 TEST_F(Sharding, ACheckpointResumesUnderAnotherShardingAndReplicaCount) {
   const fs::path dir = fs::temp_directory_path() / ("baton_sharding_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -132,18 +222,22 @@ TEST_F(Sharding, ACheckpointResumesUnderAnotherShardingAndReplicaCount) {
     d["train"]["steps"] = count;
     return d;
   };
-  const Trained whole = train(steps(2, "none", 12));
+  const Trained whole = train(steps(2, "none", 16));
   train(steps(4, "optimizer", 4), dir.string());
   const Trained two = train(steps(2, "none", 8), dir.string(), true);
   EXPECT_EQ(two.summary.start_step, 4);
-  const Trained three = train(steps(3, "optimizer", 12), dir.string(), true);
+  const Trained three = train(steps(3, "gradients", 12), dir.string(), true);
   EXPECT_EQ(three.summary.start_step, 8);
+  const Trained four = train(steps(4, "optimizer", 16), dir.string(), true);
+  EXPECT_EQ(four.summary.start_step, 12);
   ASSERT_EQ(three.summary.step_losses.size(), 4u);
+  ASSERT_EQ(four.summary.step_losses.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(two.summary.step_losses[i], whole.summary.step_losses[i + 4], 1e-4) << i;
     EXPECT_NEAR(three.summary.step_losses[i], whole.summary.step_losses[i + 8], 1e-4) << i;
+    EXPECT_NEAR(four.summary.step_losses[i], whole.summary.step_losses[i + 12], 1e-4) << i;
   }
-  EXPECT_LE(worst_equivalence_error(three.params[0], whole.params[0]), 1.0);
+  EXPECT_LE(worst_equivalence_error(four.params[0], whole.params[0]), 1.0);
   fs::remove_all(dir);
 }
 
@@ -158,13 +252,14 @@ TEST_F(Sharding, WhatIsNotBuiltIsRefusedNamingTheKey) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   };
-  refused(doc(2, "gradients", adam), "ZeRO-2) is not built yet");
   refused(doc(2, "parameters", adam), "ZeRO-3) is not built yet");
   refused(doc(2, "everything", adam), "everything");
   nlohmann::json mwm = doc(2, "optimizer", adam);
   mwm["strategy"] = {
       {"type", "multi_worker_mirrored"}, {"sharding", "optimizer"}, {"replicas_per_worker", 2}};
   refused(mwm, "one replica each");
+  mwm["strategy"]["sharding"] = "gradients";
+  refused(mwm, "\"gradients\" runs over multi_worker_mirrored's processes with one replica");
   nlohmann::json central = doc(2, "optimizer", adam);
   central["strategy"]["type"] = "central_storage";
   refused(central, "sharding");

@@ -206,9 +206,11 @@ INSTANTIATE_TEST_SUITE_P(Gpus, CentralStorageGpus, ::testing::Values(1, 2, 4),
                            return std::to_string(i.param) + "gpus";
                          });
 
-// strategy.sharding "optimizer" (ZeRO-1) over NCCL: each GPU keeps and
-// updates its piece of the optimizer state, the gradients reduce-scattered
-// and the values all-gathered on the devices. It trains as "none" on the
+// strategy.sharding "optimizer" (ZeRO-1) and "gradients" (ZeRO-2) over
+// NCCL: each GPU keeps and updates its piece of the optimizer state, the
+// gradients reduce-scattered (ZeRO-2's group by group from backward's
+// hook, through one window of device memory) and the values all-gathered
+// on the devices. It trains as "none" on the
 // GPUs (SGD with momentum; AdamW with clipping, whose norm is summed piece
 // by piece), every GPU the same values, and its checkpoint - the whole
 // state - resumes unsharded on the CPU.
@@ -222,15 +224,23 @@ TEST_F(TrainerGpus, TheOptimizerShardedOverGpusTrainsAsNone) {
     for (const auto& opt : optimizers) {
       const std::string cell = opt.dump() + " on " + std::to_string(n) + " GPU(s)";
       const nlohmann::json none = mlp({{"type", "mirrored"}, {"devices", gpu_list(n)}}, opt);
-      nlohmann::json zero1 = none;
-      zero1["strategy"]["sharding"] = "optimizer";
-      const Trained a = train(none), b = train(zero1);
-      ASSERT_EQ(b.params.size(), static_cast<size_t>(n)) << cell;
-      EXPECT_LE(worst_equivalence_error(b.params[0], a.params[0]), param_bound()) << cell;
-      for (int r = 1; r < n; ++r) EXPECT_EQ(b.params[r], b.params[0]) << cell << " " << r;
-      ASSERT_EQ(b.summary.step_losses.size(), a.summary.step_losses.size()) << cell;
-      for (size_t i = 0; i < a.summary.step_losses.size(); ++i) {
-        EXPECT_NEAR(b.summary.step_losses[i], a.summary.step_losses[i], loss_bound()) << cell;
+      const Trained a = train(none);
+      for (const char* mode : {"optimizer", "gradients"}) {
+        nlohmann::json sharded = none;
+        sharded["strategy"]["sharding"] = mode;
+        // ZeRO-2: groups of 100 floats (a layer each), one window on the GPU.
+        if (std::string(mode) == "gradients") {
+          sharded["strategy"]["allreduce"] = {{"bucket_mb", 400.0 / (1 << 20)}};
+        }
+        const Trained b = train(sharded);
+        const std::string where = std::string(mode) + " " + cell;
+        ASSERT_EQ(b.params.size(), static_cast<size_t>(n)) << where;
+        EXPECT_LE(worst_equivalence_error(b.params[0], a.params[0]), param_bound()) << where;
+        for (int r = 1; r < n; ++r) EXPECT_EQ(b.params[r], b.params[0]) << where << " " << r;
+        ASSERT_EQ(b.summary.step_losses.size(), a.summary.step_losses.size()) << where;
+        for (size_t i = 0; i < a.summary.step_losses.size(); ++i) {
+          EXPECT_NEAR(b.summary.step_losses[i], a.summary.step_losses[i], loss_bound()) << where;
+        }
       }
     }
   }

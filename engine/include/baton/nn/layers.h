@@ -130,6 +130,10 @@ class Layer {
   // w.r.t. the input (empty when !need_input_grad).
   virtual const Tensor& backward(const Tensor& dy, bool need_input_grad) = 0;
   virtual std::vector<Param*> params() { return {}; }
+  // Other layers' parameters whose gradients this layer's backward writes
+  // too (a tied LM head's token table, which the embedding owns and adds
+  // to after): sharded gradients keep theirs until every writer is done.
+  virtual std::vector<Param*> borrowed_params() { return {}; }
   // Non-trainable state that checkpoints keep (BatchNorm running statistics).
   virtual std::vector<std::pair<std::string, Tensor*>> buffers() { return {}; }
 

@@ -135,6 +135,7 @@ class TiedLMHead final : public Layer {
   int64_t plan(int64_t max_rows, int64_t in_features) override;
   const Tensor& forward(const Tensor& x, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  std::vector<Param*> borrowed_params() override { return {table_}; }
 
  private:
   Param* table_;

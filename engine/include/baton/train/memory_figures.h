@@ -32,6 +32,9 @@ struct MemoryInputs {
   int local_replicas = 1;  // this process's
   int state_floats = 2;    // the optimizer's state per parameter: 0, 1 (momentum), 2 (Adam)
   bool activation_checkpointing = false;  // model.activation_checkpointing (in the saved floats)
+  // strategy.sharding "gradients" (ZeRO-2): the floats of the gradient
+  // window a replica holds (planned_gradient_window).
+  int64_t gradient_window = 0;
 };
 
 struct MemoryFigures {
@@ -61,14 +64,19 @@ inline int64_t pipeline_floats_per_row(int64_t features, int64_t target_width, i
 // Adam and AdamW 2).
 int optimizer_state_floats(const OptimizerOptions& o);
 
-// The figures of `in` laid out as `sharding` ("none" or "optimizer":
+// The figures of `in` laid out as `sharding` ("none"; "optimizer":
 // ZeRO-1's 1/N of the state, and its reduce-scattered gradient piece and
-// allgather buffer).
+// allgather buffer; "gradients": ZeRO-2's besides a gradient window of
+// in.gradient_window floats in place of the whole gradient).
 MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding);
 
+// The floats of ZeRO-2's gradient window for `model` (built and planned)
+// under `strategy`'s bucket size over `replicas`.
+int64_t planned_gradient_window(Sequential& model, const StrategyConfig& strategy, int replicas);
+
 // The sharding modes `strategy` runs in this version ("none" always;
-// "optimizer" for mirrored, and multi_worker_mirrored with one replica a
-// process).
+// "optimizer" and "gradients" for mirrored, and multi_worker_mirrored with
+// one replica a process).
 std::vector<std::string> sharding_modes(const StrategyConfig& strategy);
 
 // A config's plan without training it: the training data read for its

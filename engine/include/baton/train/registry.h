@@ -17,7 +17,7 @@ namespace baton {
 
 struct ModelShape {
   int64_t in_features = 0;
-  int64_t out_features = 0;  // classes, or the regression target width
+  int64_t out_features = 0;               // classes, or the regression target width
   std::vector<int64_t> image_shape = {};  // (C, H, W) for image data, else empty
 };
 

@@ -152,6 +152,9 @@ class Trainer {
   // Bytes of parameters and optimizer state this process holds (views of
   // one copy counted once): central_storage holds one model's worth.
   int64_t parameter_bytes() const;
+  // Bytes of gradients this process's replicas hold: their gradient
+  // buffers and, sharded, their pieces of the sums.
+  int64_t gradient_bytes() const;
 
  private:
   struct Replica;   // src/train/trainer_internal.h
@@ -225,9 +228,27 @@ class Trainer {
   // reduce-scattered; replica r's clipping (by the norm over every piece),
   // update and allgather; the whole state for a checkpoint, in the
   // unsharded optimizer's names, and each replica's piece from one.
-  bool sharded() const { return cfg_.strategy.sharding == "optimizer"; }
+  // strategy.sharding "gradients" (ZeRO-2) as well: the gradients in
+  // groups of layers (gradient_groups.h) sharing one window, each group
+  // reduce-scattered into the replica's piece from the backward hook as
+  // soon as its last layer has its gradients (reduce_scatter_group).
+  bool sharded() const {
+    return cfg_.strategy.sharding == "optimizer" || cfg_.strategy.sharding == "gradients";
+  }
+  bool gradients_sharded() const { return cfg_.strategy.sharding == "gradients"; }
+  std::vector<int> group_ends_at_layer_;     // per layer: the group it completes, or -1
+  std::vector<int64_t> group_grad_offset_;   // per group: where its gradients lie
+  std::vector<int64_t> group_shard_offset_;  // per group: its piece's place in a replica's shard
+  // ZeRO-2, per group: the gaps between its parameters' gradients in the
+  // window (where, how many floats), which another group's gradients may
+  // have filled: zeroed before the group is reduce-scattered, so the
+  // norm and the padding's updates see zeros, as unsharded.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> group_gaps_;
   void make_optimizer_shards();
   void reduce_scatter_gradients();
+  void reduce_scatter_group(Replica& rep, size_t group);
+  void note_gradient_gaps(const std::vector<Param*>& params, const FlatLayout& layout);
+  int64_t piece_begin(const Replica& rep, size_t group) const;  // in the flat layout
   void sharded_update(int r, const UpdateInputs& in);
   std::vector<std::pair<std::string, Tensor>> gathered_optimizer_state();
   std::map<char, std::vector<float>> full_optimizer_state();  // each kind over the flat layout
