@@ -2,8 +2,8 @@
 # `baton plan`: a run's memory before Start, for every sharding mode the
 # strategy runs, as a person would read it and as JSON; bad input exits 2
 # naming what is wrong. Then the plan against the measure: a small GPT
-# under mirrored (2 replicas, sharding none, optimizer and gradients, and
-# none with its blocks recomputed, which must grow less than none) plans, in
+# under mirrored (2 replicas, sharding none, optimizer, gradients and
+# parameters, and none with its blocks recomputed, which must grow less than none) plans, in
 # summary.json, what its process's resident set grows by (its peak less
 # its resident set at start) within 15% (or 32 MiB, where that is more). That comparison is skipped (exit
 # 77) under AddressSanitizer, whose shadow memory is in the resident set.
@@ -27,9 +27,9 @@ if python3 - "$json" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
 assert j["source"] == "modelled" and j["replicas"] == 4, j
-none, zero1, zero2 = j["modes"]
+none, zero1, zero2, zero3 = j["modes"]
 assert none["sharding"] == "none" and zero1["sharding"] == "optimizer", j
-assert zero2["sharding"] == "gradients", j
+assert zero2["sharding"] == "gradients" and zero3["sharding"] == "parameters", j
 n, z = none["per_replica"], zero1["per_replica"]
 # ZeRO-2: ZeRO-1's state and buffers, its gradients one window of at most
 # the whole model's.
@@ -37,6 +37,12 @@ z2 = zero2["per_replica"]
 assert z2["optimizer_state"] == z["optimizer_state"], (z2, z)
 assert z2["communication"] == z["communication"], (z2, z)
 assert 0 < z2["gradients"] <= n["gradients"], (z2, n)
+# ZeRO-3: ZeRO-2's gradients and state, the values a window and a piece.
+z3 = zero3["per_replica"]
+assert z3["gradients"] == z2["gradients"] and z3["optimizer_state"] == z2["optimizer_state"], z3
+assert z3["parameters"] == z2["gradients"] + z2["communication"] // 2, (z3, z2)
+# (this small model is one group at the default 25 MiB buckets: no less)
+assert z3["total"] <= z2["total"], (z3, z2)
 # Adam's two moments, a quarter of them sharded over 4 replicas.
 assert n["optimizer_state"] == 2 * n["parameters"], n
 assert abs(z["optimizer_state"] - n["optimizer_state"] / 4) <= 8 * 4, (z, n)
@@ -53,7 +59,8 @@ import json, sys
 j = json.loads(sys.argv[1])
 modes = [(m["sharding"], m["activation_checkpointing"]) for m in j["modes"]]
 assert modes == [("none", False), ("none", True), ("optimizer", False), ("optimizer", True),
-                 ("gradients", False), ("gradients", True)], modes
+                 ("gradients", False), ("gradients", True), ("parameters", False),
+                 ("parameters", True)], modes
 kept, again = j["modes"][0]["per_replica"], j["modes"][1]["per_replica"]
 # One block's intermediates of four (and the others' inputs and outputs).
 assert again["activations"] < 0.5 * kept["activations"], (again, kept)
@@ -69,15 +76,18 @@ import json, sys
 j = json.loads(sys.argv[1])
 none = [m for m in j["modes"] if m["sharding"] == "none"][0]["per_replica"]
 zero2 = [m for m in j["modes"] if m["sharding"] == "gradients"][0]["per_replica"]
+zero3 = [m for m in j["modes"] if m["sharding"] == "parameters"][0]["per_replica"]
 assert zero2["gradients"] < 0.4 * none["gradients"], (zero2, none)
+# Two replicas: the values' window and half of them.
+assert zero3["parameters"] < 0.9 * none["parameters"], (zero3, none)
 PY
 then pass=$((pass + 1)); else echo "FAIL plan --json: ZeRO-2's window"; echo "$json" | head -30; fail=$((fail + 1)); fi
 check "recomputation is the GPT's" 2 "model.activation_checkpointing: expected false" -- \
   "$BATON" plan "$EX/cnn_digits.json" --set model.activation_checkpointing=true
 check "a missing config" 2 "nope.json" -- "$BATON" plan "$WORK/nope.json"
 check "no processes" 2 "processes" -- "$BATON" plan "$EX/mirrored.json" --processes 0
-check "a sharding that is not built" 2 "strategy.sharding" -- \
-  "$BATON" plan "$EX/mirrored.json" --set strategy.sharding=parameters
+check "a sharding a strategy does not run" 2 "strategy.sharding" -- \
+  "$BATON" plan "$EX/central_storage.json" --set strategy.sharding=parameters
 check "a bad key" 2 "strategy.shardin" -- \
   "$BATON" plan "$EX/mirrored.json" --set strategy.shardin=optimizer
 
@@ -90,9 +100,9 @@ if ldd "$BATON" 2>/dev/null | grep -q libasan; then
 fi
 small=(--set strategy.type=mirrored --set strategy.replicas=2 --set train.steps=3
        --set train.log_every_steps=1 --set data.validation_split=0.01)
-# none, optimizer (ZeRO-1), gradients (ZeRO-2, buckets of a quarter MiB),
-# and none with the blocks recomputed.
-for variant in none optimizer gradients recompute; do
+# none, optimizer (ZeRO-1), gradients (ZeRO-2) and parameters (ZeRO-3),
+# in buckets of a quarter MiB, and none with the blocks recomputed.
+for variant in none optimizer gradients parameters recompute; do
   runs="$WORK/runs_$variant"
   sharding=$variant recompute=false
   [ "$variant" = recompute ] && sharding=none recompute=true

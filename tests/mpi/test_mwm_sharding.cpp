@@ -73,7 +73,7 @@ class MwmSharding : public ::testing::Test {
   int rank_ = 0;
 };
 
-// ZeRO-1 and ZeRO-2 over the processes train as "none".
+// ZeRO-1, ZeRO-2 and ZeRO-3 over the processes train as "none".
 TEST_F(MwmSharding, TheOptimizerShardedOverProcessesTrainsAsNone) {
   const nlohmann::json optimizers[] = {
       {{"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}},
@@ -82,11 +82,11 @@ TEST_F(MwmSharding, TheOptimizerShardedOverProcessesTrainsAsNone) {
   for (const auto& opt : optimizers) {
     const std::string cell = opt.dump() + " on rank " + std::to_string(rank_);
     const Trained none = train(doc("none", opt));
-    for (const char* mode : {"optimizer", "gradients"}) {
+    for (const char* mode : {"optimizer", "gradients", "parameters"}) {
       nlohmann::json d = doc(mode, opt);
-      // ZeRO-2's groups: buckets of 100 floats, a group of layers each.
-      if (std::string(mode) == "gradients") {
-        d["strategy"]["allreduce"] = {{"bucket_mb", 400.0 / (1 << 20)}};
+      // ZeRO-2's and ZeRO-3's groups: buckets of 50 floats, a layer each.
+      if (std::string(mode) != "optimizer") {
+        d["strategy"]["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
       }
       const Trained sharded = train(d);
       // MPI's reduce-scatter and its allreduce may add in other orders:
@@ -112,17 +112,23 @@ TEST_F(MwmSharding, ACheckpointOfThePiecesResumesShardedAndUnsharded) {
     d["train"]["steps"] = n;
     return d;
   };
-  const Trained whole = train(steps("optimizer", 12));
+  const Trained whole = train(steps("optimizer", 16));
   train(steps("optimizer", 4), dir);
   const Trained sharded = train(steps("gradients", 8), dir, true);
   EXPECT_EQ(sharded.summary.start_step, 4);
-  const Trained unsharded = train(steps("none", 12), dir, true);
-  EXPECT_EQ(unsharded.summary.start_step, 8);
+  // ZeRO-3: the chief restores, every process takes its pieces of the
+  // values it broadcasts; its checkpoint gathered group by group.
+  const Trained values = train(steps("parameters", 12), dir, true);
+  EXPECT_EQ(values.summary.start_step, 8);
+  const Trained unsharded = train(steps("none", 16), dir, true);
+  EXPECT_EQ(unsharded.summary.start_step, 12);
   ASSERT_EQ(sharded.summary.step_losses.size(), 4u);
+  ASSERT_EQ(values.summary.step_losses.size(), 4u);
   ASSERT_EQ(unsharded.summary.step_losses.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(sharded.summary.step_losses[i], whole.summary.step_losses[i + 4], 1e-4) << i;
-    EXPECT_NEAR(unsharded.summary.step_losses[i], whole.summary.step_losses[i + 8], 1e-4) << i;
+    EXPECT_NEAR(values.summary.step_losses[i], whole.summary.step_losses[i + 8], 1e-4) << i;
+    EXPECT_NEAR(unsharded.summary.step_losses[i], whole.summary.step_losses[i + 12], 1e-4) << i;
   }
   EXPECT_LE(worst_equivalence_error(unsharded.params, whole.params), 1.0);
   EXPECT_TRUE(same_on_every_rank(unsharded.params));

@@ -70,9 +70,15 @@ const Tensor& Sequential::forward(const Tensor& x, const ForwardContext& ctx) {
   ForwardContext c = ctx;
   for (size_t i = 0; i < layers_.size(); ++i) {
     c.first_row = ctx.first_row * (i < row_scale_.size() ? row_scale_[i] : 1);
+    if (before_layer_) before_layer_(i, false);
     h = &layers_[i]->forward(*h, c);
   }
   return *h;
+}
+
+void Sequential::forward_hooks_only() {
+  if (!before_layer_) return;
+  for (size_t i = 0; i < layers_.size(); ++i) before_layer_(i, false);
 }
 
 void Sequential::backward(const Tensor& doutput, const std::function<void(size_t)>& on_layer_done) {
@@ -81,6 +87,7 @@ void Sequential::backward(const Tensor& doutput, const std::function<void(size_t
     Layer& l = *layers_[i];
     // A layer reports its parameter gradients final as soon as they are
     // (before its input-gradient product); otherwise when it returns.
+    if (before_layer_) before_layer_(i, true);
     l.set_params_final_hook(on_layer_done ? &on_layer_done : nullptr);
     // The first layer's input gradient is never used: skip its GEMM.
     g = &l.backward(*g, /*need_input_grad=*/i > 0);

@@ -7,6 +7,8 @@
 #include <baton/core/error.h>
 #include <baton/train/trainer.h>
 
+#include <algorithm>
+
 #include "trainer_internal.h"
 
 namespace baton {
@@ -25,6 +27,12 @@ void Trainer::plan_validation(int64_t max_rows) {
   }
   // Global replica g of G takes samples [g n / G, (g + 1) n / G).
   const int64_t n = val_->size(), G = strategy_->num_replicas();
+  // The most batches a share takes (ZeRO-3's replicas all run as many
+  // forwards: each gathers the values with the others).
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t size = (g + 1) * n / G - g * n / G;
+    val_rounds_ = std::max(val_rounds_, (size + max_rows - 1) / max_rows);
+  }
   for (int r = 0; r < strategy_->local_replicas(); ++r) {
     const int64_t g = strategy_->first_replica() + r;
     std::vector<int64_t> idx;
@@ -43,8 +51,13 @@ void Trainer::evaluate_share(int r) {
   const ForwardContext ctx{Mode::kEval, 0};
   rep.eval_loss = rep.eval_correct = rep.eval_count = 0;
   p.start_epoch(0);
+  int64_t rounds = 0;
   while (const Batch* b = p.next()) {
-    if (b->rows == 0) continue;
+    ++rounds;
+    if (b->rows == 0) {
+      rep.model->forward_hooks_only();  // ZeRO-3's gathers, with the others
+      continue;
+    }
     const DeviceInputs d = on_device(rep, *b);
     const Tensor& out = rep.model->forward(*d.x, ctx);
     const LossResult res =
@@ -52,6 +65,11 @@ void Trainer::evaluate_share(int r) {
     rep.eval_loss += res.loss_sum;
     rep.eval_correct += static_cast<double>(res.correct);
     rep.eval_count += static_cast<double>(res.count);
+  }
+  // A share with fewer batches than the largest still takes part in the
+  // others' gathers (ZeRO-3; no hooks otherwise).
+  if (values_sharded()) {
+    for (; rounds < val_rounds_; ++rounds) rep.model->forward_hooks_only();
   }
 }
 

@@ -57,6 +57,20 @@ GradientGroups gradient_groups(Sequential& model, int64_t bucket_floats) {
     g.ends_at_layer[last_layer] = group;
     g.own_memory.push_back(own);
   }
+  // Each group's first and last layer to touch its parameters.
+  std::vector<size_t> first(g.own_memory.size(), layers), last(g.own_memory.size(), 0);
+  for (size_t j = 0; j < lowest.size(); ++j) {
+    const auto k = static_cast<size_t>(g.of_param[j]);
+    first[k] = std::min(first[k], lowest[j]);
+    last[k] = std::max(last[k], highest[j]);
+  }
+  g.gather_before_forward.assign(layers, -1);
+  g.gather_before_backward.assign(layers, -1);
+  for (size_t k = 0; k < first.size(); ++k) {
+    g.gather_before_forward[first[k]] = static_cast<int>(k);
+    // A group of its own memory still holds its values in backward.
+    if (!g.own_memory[k]) g.gather_before_backward[last[k]] = static_cast<int>(k);
+  }
   return g;
 }
 

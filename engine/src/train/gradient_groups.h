@@ -23,6 +23,10 @@ struct GradientGroups {
   // layer of an earlier group writes one of them first (a tied weight);
   // the other groups share one space in turn.
   std::vector<bool> own_memory;
+  // Per layer, for sharded parameters (ZeRO-3): the group to gather
+  // before its forward (the group's first layer to run forward) and before
+  // its backward (its first to run backward); -1: none.
+  std::vector<int> gather_before_forward, gather_before_backward;
   int count() const { return static_cast<int>(own_memory.size()); }
 };
 

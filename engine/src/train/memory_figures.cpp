@@ -34,12 +34,20 @@ MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding
   f.parameters = in.parameters * kFloat;
   f.gradients = in.parameters * kFloat;
   f.activations = f.rows * in.saved_floats_per_sample * kFloat;
-  if (sharding == "optimizer" || sharding == "gradients") {
+  if (sharding != "none") {
     const int64_t piece = (in.parameters + n - 1) / n;
     f.optimizer_state = piece * in.state_floats * kFloat;
     f.communication = 2 * piece * kFloat;  // the gradient sum's piece, the allgather's
-    // ZeRO-2: one window of groups' gradients at a time.
-    if (sharding == "gradients") f.gradients = std::min(in.parameters, in.gradient_window) * kFloat;
+    // ZeRO-2: one window of groups' gradients at a time. ZeRO-3: the
+    // values too - the window and the piece (its master, no allgather
+    // buffer beside it).
+    if (sharding == "gradients" || sharding == "parameters") {
+      f.gradients = std::min(in.parameters, in.gradient_window) * kFloat;
+    }
+    if (sharding == "parameters") {
+      f.parameters = (std::min(in.parameters, in.gradient_window) + piece) * kFloat;
+      f.communication = piece * kFloat;  // the gradients' piece
+    }
   } else {
     f.optimizer_state = in.parameters * in.state_floats * kFloat;
   }
@@ -51,7 +59,7 @@ MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding
 std::vector<std::string> sharding_modes(const StrategyConfig& strategy) {
   if (strategy.type == "mirrored" ||
       (strategy.type == "multi_worker_mirrored" && strategy.replicas == 1)) {
-    return {"none", "optimizer", "gradients"};
+    return {"none", "optimizer", "gradients", "parameters"};
   }
   return {"none"};
 }

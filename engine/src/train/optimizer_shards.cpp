@@ -86,7 +86,11 @@ void Trainer::make_optimizer_shards() {
         Param p;
         p.name = "shard" + std::to_string(g) + (decayed ? ".decayed" : ".rest");
         p.weight_decay = decayed;
-        p.value = rep->flat.values.slice(from, {to - from});
+        // ZeRO-3's master values are the piece itself; the others'
+        // optimizers update the piece of the whole values in place.
+        p.value = values_sharded()
+                      ? rep->shard_values.slice(group_shard_offset_[g] + (from - b), {to - from})
+                      : rep->flat.values.slice(from, {to - from});
         p.grad = rep->shard_grads.slice(group_shard_offset_[g] + (from - b), {to - from});
         rep->shard_params.push_back(std::move(p));
         rep->shard_starts.push_back(from);
@@ -153,6 +157,8 @@ void Trainer::sharded_update(int r, const UpdateInputs& in) {
     if (r == 0) *in.grad_norm = norm;
   }
   rep.optimizer->step(in.lr);
+  // ZeRO-3 gathers the values where the layers need them (gather_before).
+  if (values_sharded()) return;
   // Every replica's values from every piece, group by group.
   const FlatLayout& l = rep.flat.layout;
   const int n = strategy_->num_replicas();

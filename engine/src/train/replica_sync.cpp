@@ -50,6 +50,9 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
   // after a resume: from the state the chief restored.
   if (!buffers_only && sharded() && resumed_ &&
       strategy_->local_replicas() < strategy_->num_replicas()) {
+    // ZeRO-3's values likewise, before the state (whose broadcast ends
+    // the resume).
+    if (values_sharded()) broadcast_restored_values();
     broadcast_restored_optimizer_state();
   }
   strategy_->run([this, buffers_only](const ReplicaContext& rc) {
@@ -62,6 +65,8 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
     // Every replica walks the same tensors in the same order (one model).
     for (auto& [name, t] : rep.model->buffers()) comm.broadcast(t->data(), t->numel(), 0);
     if (buffers_only) return;
+    // ZeRO-3's replicas hold pieces (from one seed's init, or a restore's).
+    if (values_sharded()) return;
     for (Param* p : rep.params) comm.broadcast(p->value.data(), p->value.numel(), 0);
     // central_storage: one optimizer, nothing to give the others (and one
     // parameter copy, which the broadcast above leaves as it is; on GPUs
@@ -75,7 +80,8 @@ void Trainer::broadcast_from_chief(bool buffers_only) {
 }
 
 void Trainer::check_drift(int64_t step) {
-  if (!replicas_linked()) return;
+  // ZeRO-3's replicas hold different pieces, no copies to compare.
+  if (!replicas_linked() || values_sharded()) return;
   const int n = strategy_->num_replicas();
   if (on_gpus()) {
     // Each checksum read back by its replica's thread into the replica's

@@ -236,18 +236,12 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     s.timeout_ms = static_cast<int64_t>(ar.positive_or("timeout_s", 300.0) * 1000.0);
     ar.finish();
     s.drift_check_steps = node.integer_or("drift_check_steps", 100, 0);
-    // ZeRO's stages, as DeepSpeed names what each shards. "optimizer"
-    // (ZeRO-1) and "gradients" (ZeRO-2) run for mirrored and for
-    // multi_worker_mirrored with one replica a process, on the CPU and on
-    // GPUs (over NCCL); "parameters" is refused naming the key rather than
-    // run as "none".
+    // ZeRO's stages, as DeepSpeed names what each shards: "optimizer"
+    // (ZeRO-1), "gradients" (ZeRO-2) and "parameters" (ZeRO-3, FSDP's
+    // full sharding), for mirrored and for multi_worker_mirrored with one
+    // replica a process, on the CPU and on GPUs (over NCCL).
     s.sharding =
         node.choice_or("sharding", "none", {"none", "optimizer", "gradients", "parameters"});
-    if (s.sharding == "parameters") {
-      node.fail("sharding",
-                "\"parameters\" (ZeRO-3) is not built yet: use \"none\", \"optimizer\" (ZeRO-1) "
-                "or \"gradients\" (ZeRO-2)");
-    }
     if (s.sharding != "none" && multi && s.replicas > 1) {
       node.fail("sharding", "\"" + s.sharding +
                                 "\" runs over multi_worker_mirrored's processes with one replica "

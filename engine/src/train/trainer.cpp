@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "device_placement.h"
 #include "gradient_groups.h"
@@ -167,9 +168,20 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
           flat_layout(rep->model->params(), strategy_->num_replicas(), groups.of_param);
       const int64_t window = gradient_window(layout, groups, &group_grad_offset_);
       group_ends_at_layer_ = groups.ends_at_layer;
-      rep->flat = flatten_parameters(rep->model->params(), backend.memory(), layout,
-                                     group_grad_offset_, window);
-      if (r == 0) note_gradient_gaps(rep->model->params(), layout);
+      gather_before_forward_ = groups.gather_before_forward;
+      gather_before_backward_ = groups.gather_before_backward;
+      group_own_ = groups.own_memory;
+      window_floats_ = window;
+      const std::vector<Param*> params = rep->model->params();
+      rep->flat = flatten_parameters(params, backend.memory(), layout, group_grad_offset_, window);
+      if (r == 0) {
+        note_gradient_gaps(params, layout);
+        // ZeRO-3's values window: each parameter where its gradient is.
+        param_window_offset_.clear();
+        for (const Param* p : params) {
+          param_window_offset_.push_back(p->grad.data() - rep->flat.grads.data());
+        }
+      }
     } else {
       rep->flat = flatten_parameters(rep->model->params(), backend.memory(),
                                      sharded() ? strategy_->num_replicas() : 1);
@@ -206,6 +218,7 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
   if (strategy_->shares_parameters()) share_central_parameters();
   if (strategy_->keeps_host_copy()) make_host_copy(factory, shape);
   if (sharded()) make_optimizer_shards();
+  if (values_sharded()) shard_values();
   if (opt_.timeline) make_timeline();
   bind_gradients();
 
@@ -410,7 +423,13 @@ int64_t Trainer::parameter_bytes() const {
     bytes += t.numel() * static_cast<int64_t>(sizeof(float));
   };
   const auto add_replica = [&](const Replica& rep) {
-    for (const Param* p : rep.params) add(p->value);
+    if (values_sharded() && !rep.values_whole) {
+      // ZeRO-3: the window the layers' values share, and the pieces.
+      add(rep.flat.values);
+      add(rep.shard_values);
+    } else {
+      for (const Param* p : rep.params) add(p->value);
+    }
     if (rep.optimizer) {
       for (auto& [name, t] : rep.optimizer->state()) add(*t);
     }
@@ -468,16 +487,28 @@ void Trainer::log(LogLevel level, const std::string& message) const {
 }
 
 CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch,
-                                 std::vector<std::pair<std::string, Tensor>>* sharded_state) {
+                                 std::vector<std::pair<std::string, Tensor>>* sharded_state,
+                                 const std::vector<float>* whole_values) {
   // Replicas are identical after every synchronous step: replica 0 speaks
   // for all of them.
   Replica& rep = *replicas_[0];
   rep.bind_thread();
   CheckpointData d;
   d.step = step;
+  if (values_sharded() && !rep.values_whole && whole_values == nullptr) {
+    throw RuntimeError("a snapshot of sharded values without them");
+  }
   for (size_t i = 0; i < rep.params.size(); ++i) {
-    d.tensors.emplace_back("param." + std::to_string(i) + "." + rep.params[i]->name,
-                           rep.params[i]->value.to_host());
+    const Param& p = *rep.params[i];
+    Tensor value;
+    if (whole_values != nullptr) {
+      value = Tensor(p.value.shape());
+      std::memcpy(value.data(), whole_values->data() + rep.flat.layout.offset[i],
+                  sizeof(float) * static_cast<size_t>(value.numel()));
+    } else {
+      value = p.value.to_host();
+    }
+    d.tensors.emplace_back("param." + std::to_string(i) + "." + p.name, std::move(value));
   }
   // A GPU's tensors come to the host: a checkpoint is the same file
   // whichever device wrote it.
@@ -527,12 +558,19 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
   std::vector<Replica*> restored;
   for (auto& rep : replicas_) restored.push_back(rep.get());
   if (host_copy_) restored.push_back(host_copy_.get());
+  // ZeRO-3's values go to the host first, then each replica takes its
+  // pieces (take_value_pieces).
+  const bool values_to_host = values_sharded() && !replicas_[0]->values_whole;
+  std::vector<Tensor> host_values;
+  if (values_to_host) {
+    for (const Param* p : replicas_[0]->params) host_values.emplace_back(p->value.shape());
+  }
   for (Replica* rep : restored) {
     rep->bind_thread();
     std::vector<std::pair<std::string, Tensor*>> targets;
     for (size_t i = 0; i < rep->params.size(); ++i) {
       targets.emplace_back("param." + std::to_string(i) + "." + rep->params[i]->name,
-                           &rep->params[i]->value);
+                           values_to_host ? &host_values[i] : &rep->params[i]->value);
     }
     for (auto& [name, t] : rep->model->buffers()) targets.emplace_back("buffer." + name, t);
     // central_storage on the CPU: one optimizer (replica 0's), and the
@@ -566,6 +604,18 @@ void Trainer::restore(const CheckpointData& d, int64_t* epoch, int64_t* batch_in
     if (rep->optimizer)
       rep->optimizer->set_steps_taken(d.meta.at("optimizer_steps").get<int64_t>());
   }
+  if (values_to_host) {
+    const FlatLayout& l = replicas_[0]->flat.layout;
+    std::vector<float> whole(static_cast<size_t>(l.total), 0.0f);
+    for (size_t i = 0; i < host_values.size(); ++i) {
+      std::memcpy(whole.data() + l.offset[i], host_values[i].data(),
+                  sizeof(float) * static_cast<size_t>(host_values[i].numel()));
+    }
+    take_value_pieces(whole);
+    // The other processes' pieces go from it in broadcast_from_chief.
+    if (strategy_->local_replicas() < strategy_->num_replicas())
+      restored_values_ = std::move(whole);
+  }
   if (sharded()) restore_optimizer_shards(d);
   *epoch = d.meta.at("epoch").get<int64_t>();
   *batch_in_epoch = d.meta.at("batch_in_epoch").get<int64_t>();
@@ -576,6 +626,11 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
   // collective when the pieces are in several).
   std::vector<std::pair<std::string, Tensor>> state;
   if (sharded()) state = gathered_optimizer_state();
+  // ZeRO-3's values, whole on the host: group by group through the
+  // replicas' windows (a collective of the local replicas, each process's).
+  std::vector<float> values;
+  const bool gather_values = values_sharded() && !replicas_[0]->values_whole;
+  if (gather_values) values = whole_values_on_host();
   // The chief alone writes: the replicas are identical.
   if (!strategy_->is_chief()) return "";
   // The data position is where the next batch comes from; the end of an
@@ -587,15 +642,17 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
   const TimelineScope span(timeline_.get(), "checkpoint", "io",
                            timeline_lane(TimelineLane::kStepLoop), step);
   const auto t0 = Clock::now();
-  auto [path, bytes] = checkpoints_->save(snapshot(step, epoch, batch_in_epoch, &state));
+  auto [path, bytes] = checkpoints_->save(
+      snapshot(step, epoch, batch_in_epoch, &state, gather_values ? &values : nullptr));
   emit(CheckpointEvent{opt_.run_id, step, path, bytes, ms_between(t0, Clock::now())});
   return path;
 }
 
 void Trainer::bind_gradients() {
   // Sharded, the gradients are reduce-scattered: ZeRO-1's after backward
-  // (reduce_scatter_gradients), ZeRO-2's group by group as backward
-  // completes each; no buckets to plan.
+  // (reduce_scatter_gradients), ZeRO-2's and ZeRO-3's group by group as
+  // backward completes each; no buckets to plan. ZeRO-3 gathers each
+  // group's values before its layers run.
   if (sharded()) {
     if (!gradients_sharded()) return;
     for (auto& rep : replicas_) {
@@ -604,6 +661,10 @@ void Trainer::bind_gradients() {
         const int g = group_ends_at_layer_[layer];
         if (g >= 0) reduce_scatter_group(*rp, static_cast<size_t>(g));
       };
+      if (values_sharded()) {
+        rep->model->set_before_layer(
+            [this, rp](size_t layer, bool backward) { gather_before(*rp, layer, backward); });
+      }
     }
     return;
   }

@@ -60,6 +60,10 @@ struct Trainer::Replica {
   // the rest) and where each starts in the flat buffers.
   Tensor shard_grads, shard_values;
   Tensor shard_norm;  // the norm's two floats, where the communicator reads them
+  // ZeRO-3: the group the values window's shared space holds (-1: none),
+  // and whether the values are whole (not in the window).
+  int window_group = -1;
+  bool values_whole = true;
   std::vector<Param> shard_params;
   std::vector<Param*> shard_list;
   std::vector<int64_t> shard_starts;

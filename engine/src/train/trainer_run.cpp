@@ -96,6 +96,8 @@ TrainSummary Trainer::run() {
     if (s.stopped && checkpoints_) {
       s.sum.last_checkpoint = save_checkpoint(s.step, s.epoch, s.step - s.epoch * steps_per_epoch_);
     }
+    // ZeRO-3: every replica's values whole again, for the caller.
+    if (values_sharded()) unshard_values();
     strategy_->finish();
     // A GPU's last update is still queued: its failure is this run's.
     for (const auto& rep : replicas_) {
@@ -385,12 +387,16 @@ void Trainer::emit_run_start(const RunState& s) {
   if (sharded()) {
     const Replica& first = *replicas_[0];
     const int64_t piece = first.shard_grads.numel();
+    const char* stage = values_sharded() ? "3" : gradients_sharded() ? "2" : "1";
     log(LogLevel::kInfo,
-        "optimizer: sharded (strategy.sharding \"" + cfg_.strategy.sharding + "\", ZeRO-" +
-            (gradients_sharded() ? "2" : "1") + "): each of " +
-            std::to_string(strategy_->num_replicas()) + " replicas keeps and updates " +
-            std::to_string(piece) + " of the " + std::to_string(first.flat.layout.total) +
-            " flat values; values all-gathered; gradients reduce-scattered " +
+        "optimizer: sharded (strategy.sharding \"" + cfg_.strategy.sharding + "\", ZeRO-" + stage +
+            "): each of " + std::to_string(strategy_->num_replicas()) +
+            " replicas keeps and updates " + std::to_string(piece) + " of the " +
+            std::to_string(first.flat.layout.total) + " flat values; " +
+            (values_sharded() ? "values all-gathered into a " + std::to_string(window_floats_) +
+                                    "-float window before each group's forward and backward"
+                              : std::string("values all-gathered after the update")) +
+            "; gradients reduce-scattered " +
             (gradients_sharded()
                  ? "in " + std::to_string(first.flat.layout.groups()) +
                        " groups of layers as backward completes each, through a " +

@@ -35,10 +35,13 @@ class Sharding : public ::testing::Test {
   void SetUp() override { registry_.load_plugin_dir(BATON_PLUGIN_DIR); }
 
   // ZeRO-2's groups are at least a bucket (strategy.allreduce.bucket_mb):
-  // one of 100 floats, so every layer of these small models closes one.
+  // one of 50 floats, so every layer of these small models closes one
+  // (and ZeRO-3 gathers the middle layer's values again for its backward).
   static nlohmann::json strategy(int replicas, const char* sharding) {
     nlohmann::json s = {{"type", "mirrored"}, {"replicas", replicas}, {"sharding", sharding}};
-    if (std::string(sharding) == "gradients") s["allreduce"] = {{"bucket_mb", 400.0 / (1 << 20)}};
+    if (std::string(sharding) == "gradients" || std::string(sharding) == "parameters") {
+      s["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
+    }
     return s;
   }
 
@@ -82,7 +85,7 @@ TEST_F(Sharding, TheOptimizerShardedTrainsAsNone) {
   for (const int n : {2, 3, 4}) {
     for (const auto& opt : optimizers) {
       const Trained none = train(doc(n, "none", opt));
-      for (const char* mode : {"optimizer", "gradients"}) {
+      for (const char* mode : {"optimizer", "gradients", "parameters"}) {
         const std::string cell =
             std::string(mode) + " " + opt.dump() + " on " + std::to_string(n) + " replicas";
         std::vector<Event> events;
@@ -107,16 +110,16 @@ TEST_F(Sharding, TheOptimizerShardedTrainsAsNone) {
           EXPECT_NEAR(sharded.summary.step_losses[i], none.summary.step_losses[i], 1e-4) << cell;
         }
         // The run log says how the state and the gradients were split:
-        // ZeRO-2's three layers in two groups of at least 100 floats.
-        const std::string said = std::string(mode) == "gradients"
-                                     ? "ZeRO-2): each of " + std::to_string(n)
-                                     : "ZeRO-1): each of " + std::to_string(n);
-        // (the head's 85 floats join the 24-wide layer's group)
-        bool found = false, grouped = std::string(mode) != "gradients";
+        // ZeRO-2's and ZeRO-3's three layers in three groups.
+        const std::string stage = std::string(mode) == "optimizer"   ? "1"
+                                  : std::string(mode) == "gradients" ? "2"
+                                                                     : "3";
+        const std::string said = "ZeRO-" + stage + "): each of " + std::to_string(n);
+        bool found = false, grouped = std::string(mode) == "optimizer";
         for (const Event& e : events) {
           if (const auto* l = std::get_if<LogEvent>(&e)) {
             found = found || l->message.find(said) != std::string::npos;
-            grouped = grouped || l->message.find("in 2 groups of layers") != std::string::npos;
+            grouped = grouped || l->message.find("in 3 groups of layers") != std::string::npos;
           }
         }
         EXPECT_TRUE(found) << cell;
@@ -126,20 +129,25 @@ TEST_F(Sharding, TheOptimizerShardedTrainsAsNone) {
   }
 }
 
-// ZeRO-2 with a tied LM head: the head writes the token table's gradient
-// first and the embedding, three groups later, adds to it, so the table's
-// gradient keeps memory of its own while the blocks' groups share theirs;
-// the same bits as "none" on 2 and 3 replicas.
+// ZeRO-2 and ZeRO-3 with a tied LM head: the head writes the token
+// table's gradient first and the embedding, three groups later, adds to
+// it (and the head reads the table's values the embedding's group
+// gathered), so the table's group keeps memory of its own while the
+// blocks' groups share theirs; the same bits as "none" on 2 and 3
+// replicas, every replica's values whole after the run.
 TEST_F(Sharding, TheGradientsShardedTrainATiedGptAsNone) {
   const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
   for (const int n : {2, 3}) {
-    nlohmann::json none = gpt_equivalence_config(strategy(n, "none"), adam, 6, 0.1);
-    nlohmann::json zero2 = gpt_equivalence_config(strategy(n, "gradients"), adam, 6, 0.1);
-    const Trained a = train(none), b = train(zero2);
-    EXPECT_EQ(b.params[0], a.params[0]) << n;
-    ASSERT_EQ(b.summary.step_losses.size(), a.summary.step_losses.size());
-    for (size_t i = 0; i < a.summary.step_losses.size(); ++i) {
-      EXPECT_EQ(b.summary.step_losses[i], a.summary.step_losses[i]) << n << " step " << i;
+    const Trained a = train(gpt_equivalence_config(strategy(n, "none"), adam, 6, 0.1));
+    for (const char* mode : {"gradients", "parameters"}) {
+      const Trained b = train(gpt_equivalence_config(strategy(n, mode), adam, 6, 0.1));
+      EXPECT_EQ(b.params[0], a.params[0]) << mode << " " << n;
+      for (int r = 1; r < n; ++r) EXPECT_EQ(b.params[r], a.params[0]) << mode << " " << r;
+      ASSERT_EQ(b.summary.step_losses.size(), a.summary.step_losses.size());
+      for (size_t i = 0; i < a.summary.step_losses.size(); ++i) {
+        EXPECT_EQ(b.summary.step_losses[i], a.summary.step_losses[i])
+            << mode << " " << n << " " << i;
+      }
     }
   }
 }
@@ -208,10 +216,69 @@ TEST_F(Sharding, TheGradientsShardedHoldAWindowAndAPiece) {
   EXPECT_NEAR(static_cast<double>(held_zero2 / 3), static_cast<double>(planned), 4.0 * 64 * 8);
 }
 
+// ZeRO-3 holds a window of the values and its piece of them too: on 3
+// replicas of the same MLP, the values, gradients and Adam's state take
+// under 45% of what "none" holds, as the plan says.
+TEST_F(Sharding, TheParametersShardedHoldAWindowAndAPieceOfTheValues) {
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  nlohmann::json none = doc(3, "none", adam), zero3 = doc(3, "parameters", adam);
+  zero3["strategy"]["allreduce"]["bucket_mb"] = 1000.0 * 4 / (1 << 20);  // 1000 floats
+  for (nlohmann::json* d : {&none, &zero3}) {
+    (*d)["model"]["layers"] = {12, 128, 128, 128, 128, 128, 128, 5};
+    (*d)["train"].erase("epochs");
+    (*d)["train"]["steps"] = 2;
+  }
+  const auto held = [&](const nlohmann::json& d) {
+    const RunConfig cfg = parse_run_config(d, "sharding.json");
+    Telemetry t;
+    TrainOptions opt;
+    opt.run_id = "bytes";
+    const Trainer trainer(cfg, registry_, t, opt);
+    return trainer.parameter_bytes() + trainer.gradient_bytes();
+  };
+  // As above: the largest group's window, a third of every group (values,
+  // gradients, and Adam's two moments of the piece).
+  const auto a64 = [](int64_t n) { return (n + 63) / 64 * 64; };
+  const auto padded = [](int64_t n) { return (n + 191) / 192 * 192; };
+  const int64_t head = padded(128 * 128 + a64(128 * 5) + 128 + a64(5));
+  const int64_t middle = padded(128 * 128 + 128);
+  const int64_t first = padded(a64(12 * 128) + 128);
+  const int64_t window = std::max({head, middle, first});
+  const int64_t piece = (head + 4 * middle + first) / 3;
+  const int64_t zero3_bytes = held(zero3);
+  EXPECT_EQ(zero3_bytes, 3 * 4 * (2 * window + 4 * piece));
+  EXPECT_LT(zero3_bytes, held(none) * 45 / 100);
+  const Trained run = train(zero3);
+  EXPECT_EQ(run.summary.memory.sharding, "parameters");
+  EXPECT_EQ(run.summary.memory.gradients, 4 * window);
+  EXPECT_NEAR(static_cast<double>(run.summary.memory.parameters),
+              static_cast<double>(4 * (window + piece)), 4.0 * 64 * 8);
+}
+
+// ZeRO-3's validation: each replica's share of the validation set through
+// the gathered values; a share with a batch fewer than the others still
+// takes part in their gathers. 33 validation samples over 4 replicas of 8
+// rows: shares of 8, 8, 8 and 9 samples, the last in two batches.
+TEST_F(Sharding, TheParametersShardedValidateAsNone) {
+  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
+  nlohmann::json none = doc(4, "none", adam), zero3 = doc(4, "parameters", adam);
+  for (nlohmann::json* d : {&none, &zero3}) {
+    (*d)["data"]["validation_split"] = 0.11;
+    (*d)["train"]["global_batch_size"] = 32;
+  }
+  const Trained a = train(none), b = train(zero3);
+  ASSERT_TRUE(a.summary.has_validation);
+  ASSERT_TRUE(b.summary.has_validation);
+  EXPECT_GT(a.summary.val_loss, 0.0);
+  EXPECT_EQ(b.summary.val_loss, a.summary.val_loss);
+  EXPECT_EQ(b.summary.val_accuracy, a.summary.val_accuracy);
+  EXPECT_EQ(b.params[3], a.params[0]);
+}
+
 // A checkpoint holds the whole state however it was kept: one written by 4
 // ZeRO-1 replicas resumes on 2 unsharded ones, one written by those on 3
-// ZeRO-2 ones, and theirs on 4 ZeRO-1 ones; each run ends as the
-// uninterrupted run does.
+// ZeRO-2 ones, theirs on 4 ZeRO-3 ones, and theirs on 2 ZeRO-1 ones; each
+// run ends as the uninterrupted run does.
 TEST_F(Sharding, ACheckpointResumesUnderAnotherShardingAndReplicaCount) {
   const fs::path dir = fs::temp_directory_path() / ("baton_sharding_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -222,26 +289,30 @@ TEST_F(Sharding, ACheckpointResumesUnderAnotherShardingAndReplicaCount) {
     d["train"]["steps"] = count;
     return d;
   };
-  const Trained whole = train(steps(2, "none", 16));
+  const Trained whole = train(steps(2, "none", 20));
   train(steps(4, "optimizer", 4), dir.string());
   const Trained two = train(steps(2, "none", 8), dir.string(), true);
   EXPECT_EQ(two.summary.start_step, 4);
   const Trained three = train(steps(3, "gradients", 12), dir.string(), true);
   EXPECT_EQ(three.summary.start_step, 8);
-  const Trained four = train(steps(4, "optimizer", 16), dir.string(), true);
+  const Trained four = train(steps(4, "parameters", 16), dir.string(), true);
   EXPECT_EQ(four.summary.start_step, 12);
+  // ... and ZeRO-3's, written group by group from the windows, on 2 ZeRO-1 ones.
+  const Trained five = train(steps(2, "optimizer", 20), dir.string(), true);
+  EXPECT_EQ(five.summary.start_step, 16);
   ASSERT_EQ(three.summary.step_losses.size(), 4u);
   ASSERT_EQ(four.summary.step_losses.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(two.summary.step_losses[i], whole.summary.step_losses[i + 4], 1e-4) << i;
     EXPECT_NEAR(three.summary.step_losses[i], whole.summary.step_losses[i + 8], 1e-4) << i;
     EXPECT_NEAR(four.summary.step_losses[i], whole.summary.step_losses[i + 12], 1e-4) << i;
+    EXPECT_NEAR(five.summary.step_losses[i], whole.summary.step_losses[i + 16], 1e-4) << i;
   }
-  EXPECT_LE(worst_equivalence_error(four.params[0], whole.params[0]), 1.0);
+  EXPECT_LE(worst_equivalence_error(five.params[0], whole.params[0]), 1.0);
   fs::remove_all(dir);
 }
 
-TEST_F(Sharding, WhatIsNotBuiltIsRefusedNamingTheKey) {
+TEST_F(Sharding, WhatDoesNotShardIsRefusedNamingTheKey) {
   const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
   const auto refused = [&](const nlohmann::json& d, const std::string& why) {
     try {
@@ -252,7 +323,6 @@ TEST_F(Sharding, WhatIsNotBuiltIsRefusedNamingTheKey) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   };
-  refused(doc(2, "parameters", adam), "ZeRO-3) is not built yet");
   refused(doc(2, "everything", adam), "everything");
   nlohmann::json mwm = doc(2, "optimizer", adam);
   mwm["strategy"] = {

@@ -206,11 +206,12 @@ INSTANTIATE_TEST_SUITE_P(Gpus, CentralStorageGpus, ::testing::Values(1, 2, 4),
                            return std::to_string(i.param) + "gpus";
                          });
 
-// strategy.sharding "optimizer" (ZeRO-1) and "gradients" (ZeRO-2) over
-// NCCL: each GPU keeps and updates its piece of the optimizer state, the
-// gradients reduce-scattered (ZeRO-2's group by group from backward's
-// hook, through one window of device memory) and the values all-gathered
-// on the devices. It trains as "none" on the
+// strategy.sharding "optimizer" (ZeRO-1), "gradients" (ZeRO-2) and
+// "parameters" (ZeRO-3) over NCCL: each GPU keeps and updates its piece of
+// the optimizer state, the gradients reduce-scattered (ZeRO-2's and -3's
+// group by group from backward's hook, through one window of device
+// memory) and the values all-gathered on the devices (ZeRO-3's into a
+// window before each group's layers run). It trains as "none" on the
 // GPUs (SGD with momentum; AdamW with clipping, whose norm is summed piece
 // by piece), every GPU the same values, and its checkpoint - the whole
 // state - resumes unsharded on the CPU.
@@ -225,12 +226,13 @@ TEST_F(TrainerGpus, TheOptimizerShardedOverGpusTrainsAsNone) {
       const std::string cell = opt.dump() + " on " + std::to_string(n) + " GPU(s)";
       const nlohmann::json none = mlp({{"type", "mirrored"}, {"devices", gpu_list(n)}}, opt);
       const Trained a = train(none);
-      for (const char* mode : {"optimizer", "gradients"}) {
+      for (const char* mode : {"optimizer", "gradients", "parameters"}) {
         nlohmann::json sharded = none;
         sharded["strategy"]["sharding"] = mode;
-        // ZeRO-2: groups of 100 floats (a layer each), one window on the GPU.
-        if (std::string(mode) == "gradients") {
-          sharded["strategy"]["allreduce"] = {{"bucket_mb", 400.0 / (1 << 20)}};
+        // ZeRO-2 and ZeRO-3: groups of 50 floats (a layer each), windows
+        // on the GPU.
+        if (std::string(mode) != "optimizer") {
+          sharded["strategy"]["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
         }
         const Trained b = train(sharded);
         const std::string where = std::string(mode) + " " + cell;

@@ -67,6 +67,13 @@ class Sequential {
   // last layer first: the hook gradient bucketing uses to overlap
   // communication with the rest of the backward pass.
   void backward(const Tensor& doutput, const std::function<void(size_t)>& on_layer_done = {});
+  // Called before layer i's forward (`backward` false) and before its
+  // backward (true): where sharded parameters are gathered (ZeRO-3). Set
+  // once by the trainer; none by default.
+  void set_before_layer(std::function<void(size_t, bool)> hook) { before_layer_ = std::move(hook); }
+  // Calls the forward hooks alone, in forward's order: a replica without a
+  // batch takes part in the others' gathers (their collectives).
+  void forward_hooks_only();
 
   // Parameters in a stable order (layer order, then the layer's own order).
   std::vector<Param*> params();
@@ -76,6 +83,7 @@ class Sequential {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::function<void(size_t, bool)> before_layer_;
   const Backend* be_ = &cpu_backend();
   int64_t in_features_ = 0;
   int64_t out_features_ = 0;

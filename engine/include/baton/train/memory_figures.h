@@ -67,7 +67,8 @@ int optimizer_state_floats(const OptimizerOptions& o);
 // The figures of `in` laid out as `sharding` ("none"; "optimizer":
 // ZeRO-1's 1/N of the state, and its reduce-scattered gradient piece and
 // allgather buffer; "gradients": ZeRO-2's besides a gradient window of
-// in.gradient_window floats in place of the whole gradient).
+// in.gradient_window floats in place of the whole gradient; "parameters":
+// ZeRO-3's, the values too a window and a piece).
 MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding);
 
 // The floats of ZeRO-2's gradient window for `model` (built and planned)
@@ -75,8 +76,8 @@ MemoryFigures memory_figures(const MemoryInputs& in, const std::string& sharding
 int64_t planned_gradient_window(Sequential& model, const StrategyConfig& strategy, int replicas);
 
 // The sharding modes `strategy` runs in this version ("none" always;
-// "optimizer" and "gradients" for mirrored, and multi_worker_mirrored with
-// one replica a process).
+// "optimizer", "gradients" and "parameters" for mirrored, and
+// multi_worker_mirrored with one replica a process).
 std::vector<std::string> sharding_modes(const StrategyConfig& strategy);
 
 // A config's plan without training it: the training data read for its

@@ -232,10 +232,33 @@ class Trainer {
   // groups of layers (gradient_groups.h) sharing one window, each group
   // reduce-scattered into the replica's piece from the backward hook as
   // soon as its last layer has its gradients (reduce_scatter_group).
-  bool sharded() const {
-    return cfg_.strategy.sharding == "optimizer" || cfg_.strategy.sharding == "gradients";
+  bool sharded() const { return cfg_.strategy.sharding != "none"; }
+  bool gradients_sharded() const {
+    return cfg_.strategy.sharding == "gradients" || cfg_.strategy.sharding == "parameters";
   }
-  bool gradients_sharded() const { return cfg_.strategy.sharding == "gradients"; }
+  // strategy.sharding "parameters" (ZeRO-3, parameter_shards.cpp): each
+  // replica's piece of the values is the master its optimizer updates;
+  // the layers' values lie in a window as the gradients do, a group's
+  // all-gathered into it before its first layer's forward and again
+  // before its first layer's backward (the model's before_layer hook).
+  // Whole values exist at construction (the layers' init), in a checkpoint
+  // (on the host, group by group) and after run() (every replica's, for
+  // its caller).
+  bool values_sharded() const { return cfg_.strategy.sharding == "parameters"; }
+  std::vector<int> gather_before_forward_, gather_before_backward_;
+  std::vector<bool> group_own_;
+  std::vector<int64_t> param_window_offset_;  // each parameter's place in the windows
+  int64_t window_floats_ = 0;
+  std::vector<float> restored_values_;  // the chief's restore, for the other processes
+  void shard_values();                  // whole values -> pieces and a window
+  void gather_group(Replica& rep, size_t group);
+  void gather_before(Replica& rep, size_t layer, bool backward);
+  std::vector<float> whole_values_on_host();  // a collective of the local replicas
+  void take_value_pieces(const std::vector<float>& whole);
+  void unshard_values();  // every replica's values whole again
+  // multi_worker_mirrored after a resume: the chief's restored values
+  // (restored_values_) to every process, each taking its pieces.
+  void broadcast_restored_values();
   std::vector<int> group_ends_at_layer_;     // per layer: the group it completes, or -1
   std::vector<int64_t> group_grad_offset_;   // per group: where its gradients lie
   std::vector<int64_t> group_shard_offset_;  // per group: its piece's place in a replica's shard
@@ -291,9 +314,11 @@ class Trainer {
   void emit(const Event& e) const { telemetry_.emit(e); }
   void log(LogLevel level, const std::string& message) const;
   // `sharded_state`: a sharded optimizer's whole state (save_checkpoint
-  // gathers it, from every process).
+  // gathers it, from every process); `whole_values`: sharded values, whole
+  // on the host in the flat layout (likewise).
   CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch,
-                          std::vector<std::pair<std::string, Tensor>>* sharded_state = nullptr);
+                          std::vector<std::pair<std::string, Tensor>>* sharded_state = nullptr,
+                          const std::vector<float>* whole_values = nullptr);
   void restore(const CheckpointData& data, int64_t* epoch, int64_t* batch_in_epoch);
   std::string save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch);
 
@@ -343,6 +368,7 @@ class Trainer {
   // One per local replica (its share of the validation data), or one over
   // all of it (one replica, or a parameter server's worker).
   std::vector<std::unique_ptr<Pipeline>> val_pipelines_;
+  int64_t val_rounds_ = 0;  // the most batches a replica's share takes
   int64_t cache_bytes_ = 0;
   std::unique_ptr<CheckpointManager> checkpoints_;
   // train.sample_every_steps: generation from replica 0's model (chief).
