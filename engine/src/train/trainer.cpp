@@ -498,6 +498,16 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   if (values_sharded() && !rep.values_whole && whole_values == nullptr) {
     throw RuntimeError("a snapshot of sharded values without them");
   }
+  // Host tensors as views (the file is written before training goes on):
+  // no copy of the model and its state beside them. A GPU's tensors come
+  // to the host: a checkpoint is the same file whichever device wrote it.
+  // (Under a parameter server the servers' values and state are fetched
+  // into the snapshot's tensors: copies then.)
+  const bool views = !strategy_->remote_updates();
+  const auto on_host = [views](const Tensor& t) {
+    return views && t.device_memory() == nullptr && t.is_contiguous() ? t.reshaped(t.shape())
+                                                                       : t.to_host();
+  };
   for (size_t i = 0; i < rep.params.size(); ++i) {
     const Param& p = *rep.params[i];
     Tensor value;
@@ -506,14 +516,11 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
       std::memcpy(value.data(), whole_values->data() + rep.flat.layout.offset[i],
                   sizeof(float) * static_cast<size_t>(value.numel()));
     } else {
-      value = p.value.to_host();
+      value = on_host(p.value);
     }
     d.tensors.emplace_back("param." + std::to_string(i) + "." + p.name, std::move(value));
   }
-  // A GPU's tensors come to the host: a checkpoint is the same file
-  // whichever device wrote it.
-  for (auto& [name, t] : rep.model->buffers())
-    d.tensors.emplace_back("buffer." + name, t->to_host());
+  for (auto& [name, t] : rep.model->buffers()) d.tensors.emplace_back("buffer." + name, on_host(*t));
   // The optimizer's state (the host copy's when the variables live there;
   // every replica's piece, gathered, when it is sharded).
   Optimizer& optim = *updating(0).optimizer;
@@ -521,7 +528,7 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
     if (sharded_state == nullptr) throw RuntimeError("a sharded snapshot without its state");
     for (auto& [name, t] : *sharded_state) d.tensors.emplace_back("optim." + name, std::move(t));
   } else {
-    for (auto& [name, t] : optim.state()) d.tensors.emplace_back("optim." + name, t->to_host());
+    for (auto& [name, t] : optim.state()) d.tensors.emplace_back("optim." + name, on_host(*t));
   }
   d.meta = {{"step", step},
             {"epoch", epoch},
