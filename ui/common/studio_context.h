@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QString>
+#include <cstdint>
 
 namespace baton::ui {
 
@@ -16,6 +17,9 @@ struct StudioContext {
   // Probing hosts through mpirun gives up after this long (an unreachable
   // host makes ssh wait for minutes); the Cluster view also has Cancel.
   double probe_timeout_s = 30;
+  // The memory the run form's plan is held against; 0: what this machine
+  // has available now (MemAvailable). Tests set it.
+  int64_t memory_available_bytes = 0;
 };
 
 }  // namespace baton::ui

@@ -205,6 +205,28 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   form->addRow(tr("Strategy"), strategy_box);
   connect(use_config, &QPushButton::clicked, this, &RunForm::use_config_strategy);
   connect(use_cluster, &QPushButton::clicked, this, &RunForm::use_cluster_strategy);
+  // strategy.sharding: ZeRO's stages, for the strategies that shard.
+  sharding_ = new QComboBox;
+  sharding_->setObjectName(QStringLiteral("sharding"));
+  sharding_->addItem(tr("none: every replica holds the whole model"), QStringLiteral("none"));
+  sharding_->addItem(tr("optimizer: its state split (ZeRO-1)"), QStringLiteral("optimizer"));
+  sharding_->addItem(tr("gradients: and the gradients (ZeRO-2)"), QStringLiteral("gradients"));
+  sharding_->addItem(tr("parameters: and the values (ZeRO-3, FSDP)"), QStringLiteral("parameters"));
+  apply_sharding_ = new QPushButton;
+  apply_sharding_->setObjectName(QStringLiteral("applySharding"));
+  apply_sharding_->hide();
+  auto* sharding_row = new QWidget;
+  auto* shl = new QHBoxLayout(sharding_row);
+  shl->setContentsMargins(0, 0, 0, 0);
+  shl->addWidget(sharding_);
+  shl->addWidget(apply_sharding_);
+  shl->addStretch(1);
+  form->addRow(tr("Sharding"), sharding_row);
+  connect(sharding_, &QComboBox::currentIndexChanged, this, &RunForm::validate);
+  connect(apply_sharding_, &QPushButton::clicked, this, [this] {
+    const int i = sharding_->findData(suggested_sharding_);
+    if (i >= 0) sharding_->setCurrentIndex(i);
+  });
 
   auto* outer = new QVBoxLayout(this);
   outer->addLayout(form);
@@ -340,6 +362,8 @@ void RunForm::fill_from_base() {
   lr_->setText(QString::number(rc.optimizer.lr, 'g', 6));
   ckpt_epoch_->setChecked(rc.checkpoint.every_epoch);
   ckpt_keep_->setValue(rc.checkpoint.keep);
+  const QString sharding = QString::fromStdString(rc.strategy.sharding);
+  sharding_->setCurrentIndex(std::max(0, sharding_->findData(sharding)));
   shown_ = Shown{name_->text(),
                  model_type_->currentData().toString(),
                  layers_->text(),
@@ -354,7 +378,8 @@ void RunForm::fill_from_base() {
                  gpt_heads_->value(),
                  gpt_width_->value(),
                  gpt_dropout_->value(),
-                 ckpt_epoch_->isChecked()};
+                 ckpt_epoch_->isChecked(),
+                 sharding_->currentData().toString()};
   filling_ = false;
   update_strategy_label();
   validate();
@@ -390,6 +415,19 @@ void RunForm::update_strategy_label() {
     strategy_label_->setText(QString::fromStdString(type) + tr(" (from the config)"));
   }
   strategy_pick_->setVisible(strategy_conflict());
+  const std::string effective = effective_strategy_type();
+  const bool shards = effective == "mirrored" || effective == "multi_worker_mirrored";
+  sharding_->setEnabled(shards);
+  sharding_->setToolTip(shards ? QString()
+                               : tr("mirrored and multi_worker_mirrored shard; %1 does not")
+                                     .arg(QString::fromStdString(effective)));
+}
+
+std::string RunForm::effective_strategy_type() const {
+  const nlohmann::json& s = strategy_from_ == StrategySource::kConfig && base_.contains("strategy")
+                                ? base_["strategy"]
+                                : strategy_;
+  return s.is_object() ? s.value("type", std::string("one_device")) : std::string("one_device");
 }
 
 void RunForm::use_cluster_strategy() {
@@ -460,6 +498,16 @@ nlohmann::json RunForm::config() const {
   if (ckpt_keep_->value() != shown_.keep) doc["checkpoint"]["keep"] = ckpt_keep_->value();
   if (strategy_from_ == StrategySource::kCluster || !base_.contains("strategy")) {
     doc["strategy"] = strategy_;
+  }
+  // The sharding when the user picked one (or the Cluster view's strategy
+  // replaced the file's, which had it), for a strategy that shards.
+  const QString sharding = sharding_->currentData().toString();
+  const std::string strategy = effective_strategy_type();
+  if ((strategy == "mirrored" || strategy == "multi_worker_mirrored") &&
+      doc["strategy"].is_object() &&
+      (sharding != shown_.sharding ||
+       (sharding != QLatin1String("none") && !doc["strategy"].contains("sharding")))) {
+    doc["strategy"]["sharding"] = sharding.toStdString();
   }
   return doc;
 }
@@ -569,8 +617,10 @@ QString mib_text(int64_t bytes) {
 }
 
 // The plan's memory for the config's sharding against what the machine
-// has; when it does not fit, the cheapest layout that does.
-QString memory_text(const RunPlan& plan, const std::string& sharding) {
+// has; when it does not fit, the cheapest layout that does (the first of
+// ZeRO's stages in order, each communicating more than the last), which
+// *suggestion names.
+QString memory_text(const RunPlan& plan, const std::string& sharding, QString* suggestion) {
   const MemoryFigures* chosen = nullptr;
   for (const MemoryFigures& m : plan.modes) {
     if (m.sharding == sharding) chosen = &m;
@@ -583,18 +633,14 @@ QString memory_text(const RunPlan& plan, const std::string& sharding) {
     return text + QObject::tr(", of %1 available").arg(mib_text(plan.available_bytes));
   }
   text += QObject::tr(": does not fit the %1 available").arg(mib_text(plan.available_bytes));
-  const MemoryFigures* fits = nullptr;
   for (const MemoryFigures& m : plan.modes) {
-    if (m.per_process() <= plan.available_bytes &&
-        (fits == nullptr || m.per_process() < fits->per_process())) {
-      fits = &m;
-    }
-  }
-  if (fits != nullptr) {
+    if (m.per_process() > plan.available_bytes) continue;
     text += QObject::tr("; strategy.sharding \"%1\" fits (%2)")
-                .arg(QString::fromStdString(fits->sharding), mib_text(fits->per_process()));
+                .arg(QString::fromStdString(m.sharding), mib_text(m.per_process()));
+    *suggestion = QString::fromStdString(m.sharding);
+    return text;
   }
-  return text;
+  return text + QObject::tr("; no sharding fits: a smaller batch, or more processes");
 }
 
 QString flops_text(double flops) {
@@ -617,14 +663,27 @@ void RunForm::update_figures() {
   const std::string path = path_.toStdString();
   const std::string plugins = ctx_.plugin_dir.toStdString();
   // The text, or the error building the model met (the model factory's
-  // checks, d_model vs n_head say, go beyond the config parser's).
-  using Result = std::pair<QString, std::string>;
+  // checks, d_model vs n_head say, go beyond the config parser's), and the
+  // sharding that fits when the chosen one does not.
+  struct Result {
+    QString text;
+    std::string error;
+    QString suggestion;
+  };
+  const int64_t available = ctx_.memory_available_bytes;
   auto* watcher = new QFutureWatcher<Result>(this);
   connect(watcher, &QFutureWatcher<Result>::finished, this, [this, watcher, job] {
     watcher->deleteLater();
     if (job != figures_job_) return;
-    const auto [text, error] = watcher->result();
+    const auto [text, error, suggestion] = watcher->result();
     figures_->setText(text);
+    suggested_sharding_ = suggestion;
+    const int i = sharding_->findData(suggestion);
+    apply_sharding_->setText(i < 0 ? QString() : tr("Use \"%1\": it fits").arg(suggestion));
+    apply_sharding_->setVisible(i >= 0 && sharding_->isEnabled());
+    // A layout that does not fit is a warning, not a figure among others.
+    figures_->setStyleSheet(text.contains(tr("does not fit")) ? QStringLiteral("color: #a40000;")
+                                                              : QString());
     if (!error.empty()) {
       const bool was = valid();
       QString message = QString::fromStdString(error);
@@ -640,7 +699,7 @@ void RunForm::update_figures() {
     }
     Q_EMIT figures_updated();
   });
-  watcher->setFuture(QtConcurrent::run([doc, path, plugins]() -> Result {
+  watcher->setFuture(QtConcurrent::run([doc, path, plugins, available]() -> Result {
     try {
       const RunConfig rc = parse_run_config(doc, path);
       Registry registry;
@@ -652,12 +711,15 @@ void RunForm::update_figures() {
       if (f.tokens_per_sample > 0) {
         text += tr("; %L1 tokens per step").arg(f.tokens_per_sample * rc.global_batch);
       }
-      text += memory_text(f.plan, rc.strategy.sharding);
-      return {text, std::string()};
+      RunPlan plan = f.plan;
+      if (available > 0) plan.available_bytes = available;
+      QString suggestion;
+      text += memory_text(plan, rc.strategy.sharding, &suggestion);
+      return {text, std::string(), suggestion};
     } catch (const InputError& e) {
-      return {QString(), e.what()};
+      return {QString(), e.what(), QString()};
     } catch (const std::exception& e) {
-      return {tr("(no figures: %1)").arg(QString::fromUtf8(e.what())), std::string()};
+      return {tr("(no figures: %1)").arg(QString::fromUtf8(e.what())), std::string(), QString()};
     }
   }));
 }

@@ -18,6 +18,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QPushButton;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -75,6 +76,11 @@ class RunForm : public QWidget {
   QSpinBox* steps_spin() const { return steps_; }
   QLineEdit* lr_edit() const { return lr_; }
   QComboBox* optimizer_combo() const { return optimizer_; }
+  // strategy.sharding (mirrored and multi_worker_mirrored), and the button
+  // that applies the cheapest layout that fits when the chosen one does
+  // not (shown then, named for it).
+  QComboBox* sharding_combo() const { return sharding_; }
+  QPushButton* apply_sharding_button() const { return apply_sharding_; }
 
  Q_SIGNALS:
   void validity_changed(bool valid);
@@ -108,6 +114,7 @@ class RunForm : public QWidget {
     int gpt_layers = 0, gpt_heads = 0, gpt_width = 0;
     double gpt_dropout = 0;
     bool every_epoch = false;
+    QString sharding;
   } shown_;
   QTimer figures_timer_;      // debounces update_figures()
   uint64_t figures_job_ = 0;  // the newest computation: older results are dropped
@@ -137,6 +144,11 @@ class RunForm : public QWidget {
   QSpinBox* ckpt_keep_ = nullptr;
   QLabel* strategy_label_ = nullptr;
   QWidget* strategy_pick_ = nullptr;  // the two buttons, shown on a conflict
+  QComboBox* sharding_ = nullptr;
+  QPushButton* apply_sharding_ = nullptr;
+  QString suggested_sharding_;  // what apply_sharding_ sets
+  // The strategy type the run takes (the config's or the Cluster view's).
+  std::string effective_strategy_type() const;
 };
 
 }  // namespace baton::ui

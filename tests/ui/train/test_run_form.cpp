@@ -1,5 +1,9 @@
 // The run form: the digits example by default, and each bad value caught as
 // it is typed, with the message under its own field.
+#include <baton/core/config.h>
+#include <baton/train/memory_figures.h>
+#include <baton/train/registry.h>
+
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -9,6 +13,7 @@
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QtTest>
+#include <fstream>
 
 #include "train/run_form.h"
 #include "ui_test_support.h"
@@ -213,6 +218,80 @@ class RunFormTest : public QObject {
     QCOMPARE(validity.count(), 1);
     QVERIFY2(form.errors().value(QStringLiteral("model")).contains(QLatin1String("n_head")),
              qPrintable(form.first_error()));
+  }
+
+  // Memory before Start: a layout that does not fit the memory the plan is
+  // held against says so and offers the cheapest sharding that does (the
+  // first of ZeRO's stages that fits); one click applies it, and the run's
+  // config then has it. A GPT whose state outweighs its activations, on 4
+  // mirrored replicas; the memory set between "none"'s plan and a sharded
+  // one's (the test's, so it does not depend on this machine's).
+  void a_layout_that_does_not_fit_offers_the_cheapest_that_does() {
+    QTemporaryDir dir;
+    StudioContext ctx = test_context(dir);
+    nlohmann::json doc =
+        baton::read_json_file(BATON_SOURCE_DIR "/resources/examples/gpt_text.json");
+    doc["data"]["train"]["path"] = BATON_SOURCE_DIR "/resources/datasets/kjv.txt.gz";
+    doc["data"]["train"]["context"] = 16;
+    doc["model"]["n_layer"] = 4;
+    doc["model"]["d_model"] = 256;
+    doc["train"]["global_batch_size"] = 8;
+    doc["strategy"] = {{"type", "mirrored"}, {"replicas", 4}, {"allreduce", {{"bucket_mb", 1}}}};
+    const QString path = dir.filePath(QStringLiteral("big.json"));
+    std::ofstream(path.toStdString()) << doc.dump();
+    Registry registry;
+    registry.load_plugin_dir(ctx.plugin_dir.toStdString());
+    const RunPlan plan = plan_run(parse_run_config(doc, path.toStdString()), registry, 1);
+    QCOMPARE(plan.modes.size(), size_t{4});
+    QCOMPARE(plan.modes[0].sharding, std::string("none"));
+    const int64_t none = plan.modes[0].per_process();
+    const int64_t least = plan.modes[3].per_process();  // ZeRO-3's
+    QVERIFY2(least < none * 7 / 10, qPrintable(QString::number(least)));
+    ctx.memory_available_bytes = (none + least) / 2;
+    std::string expected;
+    for (const MemoryFigures& m : plan.modes) {
+      if (expected.empty() && m.per_process() <= ctx.memory_available_bytes) expected = m.sharding;
+    }
+    QVERIFY(!expected.empty() && expected != "none");
+
+    RunForm form(ctx);
+    QSignalSpy figures(&form, &RunForm::figures_updated);
+    QString error;
+    QVERIFY2(form.load(path, &error), qPrintable(error));
+    // The Cluster view as it matches the file's strategy.
+    form.set_strategy({{"type", "mirrored"}, {"replicas", 4}}, QStringLiteral("mirrored"), 4);
+    QVERIFY(figures.wait(20000));
+    QVERIFY(form.sharding_combo()->isEnabled());
+    QCOMPARE(form.sharding_combo()->currentData().toString(), QStringLiteral("none"));
+    const QString said = form.figures_label()->text();
+    QVERIFY2(said.contains(QStringLiteral("does not fit")), qPrintable(said));
+    QVERIFY2(
+        said.contains(
+            QStringLiteral("strategy.sharding \"%1\" fits").arg(QString::fromStdString(expected))),
+        qPrintable(said));
+    QVERIFY(form.apply_sharding_button()->isVisibleTo(&form));
+    QVERIFY2(form.apply_sharding_button()->text().contains(
+                 QStringLiteral("\"%1\"").arg(QString::fromStdString(expected))),
+             qPrintable(form.apply_sharding_button()->text()));
+    QVERIFY(!form.config()["strategy"].contains("sharding"));  // nothing changed yet
+    form.resize(760, form.sizeHint().height());
+    QDir().mkpath(QStringLiteral(BATON_UI_TEST_OUTPUT "/screenshots"));
+    QVERIFY(
+        form.grab().save(QStringLiteral(BATON_UI_TEST_OUTPUT "/screenshots/run_form_memory.png")));
+    form.apply_sharding_button()->click();
+    QCOMPARE(form.sharding_combo()->currentData().toString(), QString::fromStdString(expected));
+    QVERIFY2(form.valid(), qPrintable(form.first_error()));
+    QVERIFY(figures.wait(20000));
+    QVERIFY2(!form.figures_label()->text().contains(QStringLiteral("does not fit")),
+             qPrintable(form.figures_label()->text()));
+    QVERIFY(!form.apply_sharding_button()->isVisibleTo(&form));
+    QCOMPARE(form.config()["strategy"]["sharding"].get<std::string>(), expected);
+    QVERIFY(form.valid());
+    // A strategy that does not shard: the choice is not offered.
+    form.set_strategy({{"type", "one_device"}}, QStringLiteral("one device"), 1);
+    form.use_cluster_strategy();
+    QVERIFY(!form.sharding_combo()->isEnabled());
+    QVERIFY(!form.config()["strategy"].contains("sharding"));
   }
 
   // An example that fails to load says why, on the form.
