@@ -78,6 +78,7 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
                         {"global_batch", plan.inputs.global_batch},
                         {"modes", modes}};
     if (plan.available_bytes > 0) j["available_bytes"] = plan.available_bytes;
+    if (!plan.available_holder.empty()) j["available_limited_by"] = plan.available_holder;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -116,9 +117,12 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
       "%s MiB and data cache %s MiB)\n",
       static_cast<long long>(first.rows), first.local_replicas, mib(first.data).c_str(),
       mib(first.cache).c_str());
-  if (plan.available_bytes > 0) {
+  if (plan.available_bytes > 0 && plan.available_holder.empty()) {
     std::printf("  fits: against the %s MiB this machine has available now (MemAvailable)\n",
                 mib(plan.available_bytes).c_str());
+  } else if (plan.available_bytes > 0) {
+    std::printf("  fits: against the %s MiB %s leaves this process now\n",
+                mib(plan.available_bytes).c_str(), plan.available_holder.c_str());
   }
   if (sharding_modes(cfg.strategy).size() == 1) {
     std::printf("  sharding: %s runs \"none\" only in this version\n", type.c_str());

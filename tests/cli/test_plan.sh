@@ -98,6 +98,18 @@ if ldd "$BATON" 2>/dev/null | grep -q libasan; then
   echo "SKIP planned against measured memory: under AddressSanitizer its shadow memory is in the resident set"
   exit 77
 fi
+# A process's own cap (a Slurm job's or a container's; here RLIMIT_AS, 4 GB,
+# which AddressSanitizer's shadow would not fit): the plan is held against
+# it, not the machine, and says so; a run that needs more is refused
+# before any buffer is made, naming it.
+capped() { bash -c 'ulimit -v 4000000; exec "$@"' capped "$@"; }
+big=(--set strategy.type=mirrored --set train.global_batch_size=1024)
+check "the plan is held against the process's address-space limit" 0 \
+  "against the [0-9.]+ MiB the address-space limit \(RLIMIT_AS\) leaves" -- \
+  capped "$BATON" plan "$EX/gpt_text.json" "${big[@]}"
+check "a run the limit cannot hold is refused, naming it" 2 \
+  "the address-space limit \(RLIMIT_AS\) has [0-9.]+ GiB available" -- \
+  capped "$BATON" train "$EX/gpt_text.json" --no-db --runs-dir "$WORK/capped" -q "${big[@]}"
 small=(--set strategy.type=mirrored --set strategy.replicas=2 --set train.steps=3
        --set train.log_every_steps=1 --set data.validation_split=0.01)
 # none, optimizer (ZeRO-1), gradients (ZeRO-2) and parameters (ZeRO-3),

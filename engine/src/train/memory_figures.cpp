@@ -113,7 +113,9 @@ RunPlan plan_for_model(const RunConfig& cfg, const Dataset& dataset, Sequential&
   in.activation_checkpointing = cfg.model.value("activation_checkpointing", false);
   in.gradient_window = planned_gradient_window(model, s, in.replicas);
   for (const std::string& mode : sharding_modes(s)) p.modes.push_back(memory_figures(in, mode));
-  p.available_bytes = available_memory_bytes();
+  const MemoryLimit limit = available_memory();
+  p.available_bytes = limit.bytes;
+  p.available_holder = limit.holder;
   return p;
 }
 

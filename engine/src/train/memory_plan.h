@@ -17,6 +17,15 @@ struct MemoryPlan {
 // MemAvailable from /proc/meminfo (what the kernel can give without
 // swapping), in bytes; 0 when it cannot be read.
 int64_t available_memory_bytes();
+// What limits it: "the machine" (MemAvailable), or this process's memory
+// cgroup (v2 memory.max, v1 memory.limit_in_bytes, less what the group
+// uses) or its RLIMIT_AS (less the address space it has) where that
+// leaves less - a Slurm job's or a container's cap.
+struct MemoryLimit {
+  int64_t bytes = 0;  // 0: not known
+  std::string holder;
+};
+MemoryLimit available_memory();
 
 // This process's resident set now ("VmRSS:") or at its peak so far
 // ("VmHWM:"), from /proc/self/status, in bytes; 0 when it cannot be read.

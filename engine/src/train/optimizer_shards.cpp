@@ -179,56 +179,90 @@ void Trainer::sharded_update(int r, const UpdateInputs& in) {
   }
 }
 
-std::map<char, std::vector<float>> Trainer::full_optimizer_state() {
-  const FlatLayout& l = replicas_[0]->flat.layout;
-  std::map<char, std::vector<float>> full;
-  // Each kind of state ('m', 'v') over the whole flat layout, from every
-  // replica's piece: in this process, or from every process.
-  for (const auto& rep : replicas_) {
-    rep->bind_thread();
-    for (auto& [name, t] : rep->optimizer->state()) {
-      const auto [kind, j] = state_name(name);
-      if (kind == '\0' || j < 0 || j >= static_cast<int64_t>(rep->shard_starts.size())) {
-        throw RuntimeError("strategy.sharding: unexpected optimizer state " + name);
-      }
-      std::vector<float>& f = full[kind];
-      f.resize(static_cast<size_t>(l.total), 0.0f);
-      const Tensor host = t->to_host();  // a GPU's read back
-      std::memcpy(f.data() + rep->shard_starts[static_cast<size_t>(j)], host.data(),
-                  sizeof(float) * static_cast<size_t>(host.numel()));
-    }
+void copy_into_parameters(const FlatLayout& l, std::vector<Tensor>& tensors, int64_t start,
+                          const float* src, int64_t count) {
+  // Each parameter's piece [offset, offset + numel) that [start, start +
+  // count) of the flat layout overlaps (the gaps between them are dropped).
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t from = std::max(start, l.offset[i]);
+    const int64_t to = std::min(start + count, l.offset[i] + tensors[i].numel());
+    if (to <= from) continue;
+    std::memcpy(tensors[i].data() + (from - l.offset[i]), src + (from - start),
+                sizeof(float) * static_cast<size_t>(to - from));
   }
-  if (strategy_->local_replicas() == strategy_->num_replicas()) return full;
-  // One replica a process: each kind's pieces all-gathered (a collective
-  // of every process, in rank order: piece r is process r's) in host
-  // memory: over MPI (on GPUs the processes' host communicator).
-  const Replica& rep = *replicas_[0];
-  Communicator& comm = host_communicator();
-  for (auto& [kind, f] : full) {
-    for (size_t g = 0; g < l.groups(); ++g) {
-      const int64_t size = (l.group[g + 1] - l.group[g]) / strategy_->num_replicas();
-      const auto begin = f.begin() + piece_begin(rep, g);
-      std::vector<float> mine(begin, begin + size);
-      comm.allgather(mine.data(), f.data() + l.group[g], size);
-    }
-  }
-  return full;
 }
 
 std::vector<std::pair<std::string, Tensor>> Trainer::gathered_optimizer_state() {
   const Replica& first = *replicas_[0];
   const FlatLayout& l = first.flat.layout;
-  const std::map<char, std::vector<float>> full = full_optimizer_state();
-  // In the unsharded optimizer's names and shapes: every m, then every v.
+  // Each kind of state ('m', 'v') the optimizer keeps, in the unsharded
+  // optimizer's names and shapes, filled piece by piece: no copy of the
+  // whole flat state beside them (a checkpoint's memory is these alone).
+  std::map<char, std::vector<Tensor>> kinds;
+  for (const auto& [name, t] : first.optimizer->state()) {
+    const char kind = state_name(name).first;
+    if (kind == '\0') throw RuntimeError("strategy.sharding: unexpected optimizer state " + name);
+    if (kinds.count(kind) != 0) continue;
+    std::vector<Tensor>& tensors = kinds[kind];
+    for (const Param* p : first.params) tensors.emplace_back(p->value.shape());
+  }
+  // A state tensor's floats on the host (a GPU's read back).
+  const auto host_floats = [](const Tensor& t, Tensor* copy) {
+    if (t.device_memory() == nullptr) return static_cast<const float*>(t.data());
+    *copy = t.to_host();
+    return static_cast<const float*>(copy->data());
+  };
+  const bool whole_here = strategy_->local_replicas() == strategy_->num_replicas();
+  if (whole_here) {
+    // Every piece is in this process: each replica's, where it lies.
+    for (const auto& rep : replicas_) {
+      rep->bind_thread();
+      for (auto& [name, t] : rep->optimizer->state()) {
+        const auto [kind, j] = state_name(name);
+        if (kind == '\0' || j < 0 || j >= static_cast<int64_t>(rep->shard_starts.size())) {
+          throw RuntimeError("strategy.sharding: unexpected optimizer state " + name);
+        }
+        Tensor copy;
+        copy_into_parameters(l, kinds[kind], rep->shard_starts[static_cast<size_t>(j)],
+                             host_floats(*t, &copy), t->numel());
+      }
+    }
+  } else {
+    // One replica a process: each group's pieces all-gathered (a
+    // collective of every process, in rank order: piece r is process r's)
+    // in host memory - over MPI (on GPUs the processes' host
+    // communicator) - one group at a time.
+    Replica& rep = *replicas_[0];
+    rep.bind_thread();
+    Communicator& comm = host_communicator();
+    const int n = strategy_->num_replicas();
+    std::vector<float> mine, group;
+    for (auto& [kind, tensors] : kinds) {
+      for (size_t g = 0; g < l.groups(); ++g) {
+        const int64_t size = (l.group[g + 1] - l.group[g]) / n, begin = piece_begin(rep, g);
+        mine.assign(static_cast<size_t>(size), 0.0f);
+        for (auto& [name, t] : rep.optimizer->state()) {
+          const auto [k, j] = state_name(name);
+          if (k != kind) continue;
+          // The part of state tensor j (from shard_starts[j]) in this piece.
+          const int64_t at = rep.shard_starts[static_cast<size_t>(j)];
+          const int64_t from = std::max(at, begin), to = std::min(at + t->numel(), begin + size);
+          if (to <= from) continue;
+          Tensor copy;
+          const float* src = host_floats(*t, &copy);
+          std::memcpy(mine.data() + (from - begin), src + (from - at),
+                      sizeof(float) * static_cast<size_t>(to - from));
+        }
+        group.assign(static_cast<size_t>(size * n), 0.0f);
+        comm.allgather(mine.data(), group.data(), size);
+        copy_into_parameters(l, tensors, l.group[g], group.data(), size * n);
+      }
+    }
+  }
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const char kind : {'m', 'v'}) {
-    const auto it = full.find(kind);
-    if (it == full.end()) continue;
-    for (size_t i = 0; i < first.params.size(); ++i) {
-      Tensor t(first.params[i]->value.shape());
-      std::memcpy(t.data(), it->second.data() + l.offset[i],
-                  sizeof(float) * static_cast<size_t>(t.numel()));
-      out.emplace_back(std::string(1, kind) + std::to_string(i), std::move(t));
+  for (auto& [kind, tensors] : kinds) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      out.emplace_back(std::string(1, kind) + std::to_string(i), std::move(tensors[i]));
     }
   }
   return out;

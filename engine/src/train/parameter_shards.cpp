@@ -80,24 +80,28 @@ void Trainer::gather_before(Replica& rep, size_t layer, bool backward) {
   if (!group_own_[group]) rep.window_group = g;
 }
 
-std::vector<float> Trainer::whole_values_on_host() {
+std::vector<Tensor> Trainer::whole_values_on_host() {
   const FlatLayout& l = replicas_[0]->flat.layout;
-  std::vector<float> whole(static_cast<size_t>(l.total), 0.0f);
+  std::vector<Tensor> whole;
+  for (const Param* p : replicas_[0]->params) whole.emplace_back(p->value.shape());
   // Group by group through each replica's window (every local replica
-  // takes part in each gather); the first replica's copy to the host.
+  // takes part in each gather); the first replica's into the parameters'
+  // host tensors.
   strategy_->run([this, &whole, &l](const ReplicaContext& rc) {
     Replica& rep = *replicas_[static_cast<size_t>(rc.replica_id)];
+    std::vector<float> staged;
     for (size_t g = 0; g < l.groups(); ++g) {
       gather_group(rep, g);
       if (!group_own_[g]) rep.window_group = static_cast<int>(g);
       if (rc.replica_id != 0) continue;
+      const int64_t size = l.group[g + 1] - l.group[g];
       const float* from = rep.flat.values.data() + group_grad_offset_[g];
-      const size_t bytes = sizeof(float) * static_cast<size_t>(l.group[g + 1] - l.group[g]);
       if (rep.device != nullptr) {
-        rep.device->download(whole.data() + l.group[g], from, bytes);
-      } else {
-        std::memcpy(whole.data() + l.group[g], from, bytes);
+        staged.resize(static_cast<size_t>(size));
+        rep.device->download(staged.data(), from, sizeof(float) * static_cast<size_t>(size));
+        from = staged.data();
       }
+      copy_into_parameters(l, whole, l.group[g], from, size);
     }
   });
   return whole;

@@ -302,7 +302,8 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   memory_ = memory_figures(in, cfg_.strategy.sharding);
   plan.fixed_bytes = memory_.per_process() - plan.rows * plan.floats_per_row * 4;
   if (!on_gpus()) {
-    check_memory_plan(plan, cfg_.global_batch, available_memory_bytes(), cfg_.file);
+    const MemoryLimit limit = available_memory();
+    check_memory_plan(plan, cfg_.global_batch, limit.bytes, cfg_.file, limit.holder);
     return probe;
   }
   // On a GPU its replica's model buffers, parameters, gradients and
@@ -333,7 +334,8 @@ std::unique_ptr<Sequential> Trainer::check_plan_fits(const Registry& registry,
   on_host.rows = plan.rows;
   on_host.floats_per_row = data;
   on_host.fixed_bytes = cache_bytes_;
-  check_memory_plan(on_host, cfg_.global_batch, available_memory_bytes(), cfg_.file);
+  const MemoryLimit limit = available_memory();
+  check_memory_plan(on_host, cfg_.global_batch, limit.bytes, cfg_.file, limit.holder);
   return probe;
 }
 
@@ -488,7 +490,7 @@ void Trainer::log(LogLevel level, const std::string& message) const {
 
 CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch,
                                  std::vector<std::pair<std::string, Tensor>>* sharded_state,
-                                 const std::vector<float>* whole_values) {
+                                 std::vector<Tensor>* whole_values) {
   // Replicas are identical after every synchronous step: replica 0 speaks
   // for all of them.
   Replica& rep = *replicas_[0];
@@ -506,21 +508,20 @@ CheckpointData Trainer::snapshot(int64_t step, int64_t epoch, int64_t batch_in_e
   const bool views = !strategy_->remote_updates();
   const auto on_host = [views](const Tensor& t) {
     return views && t.device_memory() == nullptr && t.is_contiguous() ? t.reshaped(t.shape())
-                                                                       : t.to_host();
+                                                                      : t.to_host();
   };
   for (size_t i = 0; i < rep.params.size(); ++i) {
     const Param& p = *rep.params[i];
     Tensor value;
     if (whole_values != nullptr) {
-      value = Tensor(p.value.shape());
-      std::memcpy(value.data(), whole_values->data() + rep.flat.layout.offset[i],
-                  sizeof(float) * static_cast<size_t>(value.numel()));
+      value = std::move((*whole_values)[i]);
     } else {
       value = on_host(p.value);
     }
     d.tensors.emplace_back("param." + std::to_string(i) + "." + p.name, std::move(value));
   }
-  for (auto& [name, t] : rep.model->buffers()) d.tensors.emplace_back("buffer." + name, on_host(*t));
+  for (auto& [name, t] : rep.model->buffers())
+    d.tensors.emplace_back("buffer." + name, on_host(*t));
   // The optimizer's state (the host copy's when the variables live there;
   // every replica's piece, gathered, when it is sharded).
   Optimizer& optim = *updating(0).optimizer;
@@ -635,7 +636,7 @@ std::string Trainer::save_checkpoint(int64_t step, int64_t epoch, int64_t batch_
   if (sharded()) state = gathered_optimizer_state();
   // ZeRO-3's values, whole on the host: group by group through the
   // replicas' windows (a collective of the local replicas, each process's).
-  std::vector<float> values;
+  std::vector<Tensor> values;
   const bool gather_values = values_sharded() && !replicas_[0]->values_whole;
   if (gather_values) values = whole_values_on_host();
   // The chief alone writes: the replicas are identical.

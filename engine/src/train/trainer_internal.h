@@ -71,4 +71,10 @@ struct Trainer::Replica {
   LossResult last;
 };
 
+// Copies [start, start + count) of a flat layout's floats (`src`) into
+// the parameters' tensors (one a parameter, laid out by `layout`) it
+// overlaps.
+void copy_into_parameters(const FlatLayout& layout, std::vector<Tensor>& tensors, int64_t start,
+                          const float* src, int64_t count);
+
 }  // namespace baton

@@ -91,7 +91,8 @@ struct RunPlan {
   int64_t parameters = 0;
   MemoryInputs inputs;
   std::vector<MemoryFigures> modes;
-  int64_t available_bytes = 0;  // MemAvailable now (0: not known)
+  int64_t available_bytes = 0;   // MemAvailable now, or a cgroup's or rlimit's room (0: not known)
+  std::string available_holder;  // "": the machine's MemAvailable; else the cap's name
 };
 RunPlan plan_run(const RunConfig& cfg, const Registry& registry, int processes);
 // The same from the config's data and its model, built and planned for

@@ -253,7 +253,9 @@ class Trainer {
   void shard_values();                  // whole values -> pieces and a window
   void gather_group(Replica& rep, size_t group);
   void gather_before(Replica& rep, size_t layer, bool backward);
-  std::vector<float> whole_values_on_host();  // a collective of the local replicas
+  // Every parameter's whole value on the host (a collective of the local
+  // replicas, each process's).
+  std::vector<Tensor> whole_values_on_host();
   void take_value_pieces(const std::vector<float>& whole);
   void unshard_values();  // every replica's values whole again
   // multi_worker_mirrored after a resume: the chief's restored values
@@ -274,7 +276,6 @@ class Trainer {
   int64_t piece_begin(const Replica& rep, size_t group) const;  // in the flat layout
   void sharded_update(int r, const UpdateInputs& in);
   std::vector<std::pair<std::string, Tensor>> gathered_optimizer_state();
-  std::map<char, std::vector<float>> full_optimizer_state();  // each kind over the flat layout
   void restore_optimizer_shards(const CheckpointData& d);
   void take_optimizer_pieces(const std::map<char, std::vector<float>>& full);
   // multi_worker_mirrored after a resume: the chief's restored state
@@ -318,7 +319,7 @@ class Trainer {
   // on the host in the flat layout (likewise).
   CheckpointData snapshot(int64_t step, int64_t epoch, int64_t batch_in_epoch,
                           std::vector<std::pair<std::string, Tensor>>* sharded_state = nullptr,
-                          const std::vector<float>* whole_values = nullptr);
+                          std::vector<Tensor>* whole_values = nullptr);
   void restore(const CheckpointData& data, int64_t* epoch, int64_t* batch_in_epoch);
   std::string save_checkpoint(int64_t step, int64_t epoch, int64_t batch_in_epoch);
 
