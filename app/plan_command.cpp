@@ -1,14 +1,20 @@
 #include "plan_command.h"
 
+#include <baton/cluster/cost_model.h>
 #include <baton/core/error.h>
 #include <baton/train/registry.h>
 #include <baton/train/run_config.h>
+#include <baton/train/step_probe.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli_checks.h"
 #include "cli_paths.h"
+#include "predict_command.h"
 
 namespace baton::cli {
 
@@ -43,7 +49,17 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
       ->check(integer_in(1, 1 << 20));
   p->add_option("--plugin-dir", a.plugin_dir, "Load model/dataset plugins from DIR");
   p->add_flag("--json", a.json, "Print JSON");
+  p->add_flag("--predict", a.predict,
+              "Also each layout's step time, predicted (modelled) from the config's step measured "
+              "on one device here and the links' figures (baton calibrate's, else nominal)");
+  p->add_option("--steps", a.steps, "With --predict: steps measured (after 5 warm-up steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
 }
+
+namespace {
+// The GPT recomputes its blocks' activations when asked.
+bool choice_of_recompute(const RunConfig& cfg) { return cfg.model.value("type", "") == "gpt"; }
+}  // namespace
 
 int run_plan(const PlanArgs& a, const std::string& exe_path) {
   const RunConfig cfg = load_run_config(a.config, a.overrides);
@@ -52,7 +68,7 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
   RunPlan plan = plan_run(cfg, registry, a.processes);
   // A model that recomputes its blocks' activations (the GPT): each mode
   // with the choice the config does not make as well.
-  if (cfg.model.value("type", "") == "gpt") {
+  if (choice_of_recompute(cfg)) {
     RunConfig other = cfg;
     other.model["activation_checkpointing"] = !cfg.model.value("activation_checkpointing", false);
     const RunPlan flipped = plan_run(other, registry, a.processes);
@@ -65,10 +81,49 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
   }
   const std::string& type = cfg.strategy.type;
   const bool ranks = type == "multi_worker_mirrored" || type == "parameter_server";
+  // --predict: the step each layout takes, from one device's step here.
+  std::vector<double> step_ms;
+  std::string predicted_how;
+  if (a.predict) {
+    const int devices = std::max(1, plan.inputs.replicas);
+    const int64_t batch = (cfg.global_batch + devices - 1) / devices;
+    std::vector<std::string> overrides = a.overrides;
+    for (auto& o : step_probe_overrides(batch, a.steps)) overrides.push_back(std::move(o));
+    // Measured without recomputation; a layout with it adds a forward.
+    if (choice_of_recompute(cfg)) overrides.emplace_back("model.activation_checkpointing=false");
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int copies = std::clamp(devices, 1, cores);
+    const StepProbe probe = measure_step(load_run_config(a.config, overrides), registry, copies);
+    Topology topo;
+    topo.devices_per_host = devices;
+    std::string cal;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(default_calibration_path(), ec)) {
+      cal = default_calibration_path();
+    }
+    const LinkCosts links = read_calibration(cal, "calibration");
+    for (const MemoryFigures& m : plan.modes) {
+      step_ms.push_back(1e3 * predict_sharded_step(topo, links, probe.cost, devices, m.sharding,
+                                                   algorithm_from_name(cfg.strategy.algorithm),
+                                                   cfg.strategy.bucket_bytes, cfg.strategy.overlap,
+                                                   m.activation_checkpointing)
+                                  .step_s);
+    }
+    predicted_how = "one device's step measured here (" + std::to_string(a.steps) + " steps of " +
+                    std::to_string(batch) + " samples, " + std::to_string(copies) +
+                    " at once), the links " +
+                    (cal.empty() ? std::string("nominal (no baton calibrate yet)") : "from " + cal);
+  }
   if (a.json) {
     nlohmann::json modes = nlohmann::json::array();
-    for (const MemoryFigures& m : plan.modes)
-      modes.push_back(figures_json(m, plan.available_bytes));
+    for (size_t i = 0; i < plan.modes.size(); ++i) {
+      nlohmann::json m = figures_json(plan.modes[i], plan.available_bytes);
+      if (!step_ms.empty()) {
+        m["predicted_step_ms"] = step_ms[i];
+        m["predicted_source"] = "modelled";
+      }
+      modes.push_back(std::move(m));
+    }
     nlohmann::json j = {{"source", "modelled"},
                         {"config", a.config},
                         {"model", plan.model},
@@ -79,6 +134,7 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
                         {"modes", modes}};
     if (plan.available_bytes > 0) j["available_bytes"] = plan.available_bytes;
     if (!plan.available_holder.empty()) j["available_limited_by"] = plan.available_holder;
+    if (!step_ms.empty()) j["predicted_from"] = predicted_how;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -98,18 +154,22 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
     std::snprintf(buf, sizeof buf, "%-9s ", m.activation_checkpointing ? "yes" : "no");
     return buf;
   };
-  std::printf("  %-10s %s%10s %10s %10s %12s %14s %9s %9s  %s\n", "sharding",
+  std::printf("  %-10s %s%10s %10s %10s %12s %14s %9s %9s  %-4s%s\n", "sharding",
               choice ? "recompute " : "", "parameters", "gradients", "optimizer", "activations",
-              "communication", "replica", "process", "fits");
-  for (const MemoryFigures& m : plan.modes) {
+              "communication", "replica", "process", "fits",
+              step_ms.empty() ? "" : "  step ms (predicted)");
+  for (size_t i = 0; i < plan.modes.size(); ++i) {
+    const MemoryFigures& m = plan.modes[i];
     const std::string fits = plan.available_bytes <= 0                 ? "?"
                              : m.per_process() <= plan.available_bytes ? "yes"
                                                                        : "no";
-    std::printf("  %-10s %s%10s %10s %10s %12s %14s %9s %9s  %s\n", m.sharding.c_str(),
+    char step[32] = "";
+    if (!step_ms.empty()) std::snprintf(step, sizeof step, "  %19.1f", step_ms[i]);
+    std::printf("  %-10s %s%10s %10s %10s %12s %14s %9s %9s  %-4s%s\n", m.sharding.c_str(),
                 recompute(m).c_str(), mib(m.parameters).c_str(), mib(m.gradients).c_str(),
                 mib(m.optimizer_state).c_str(), mib(m.activations).c_str(),
                 mib(m.communication).c_str(), mib(m.per_replica()).c_str(),
-                mib(m.per_process()).c_str(), fits.c_str());
+                mib(m.per_process()).c_str(), fits.c_str(), step);
   }
   const MemoryFigures& first = plan.modes.front();
   std::printf(
@@ -131,6 +191,10 @@ int run_plan(const PlanArgs& a, const std::string& exe_path) {
     std::printf(
         "  recompute: model.activation_checkpointing (each block's intermediates computed again "
         "in backward: about one more forward pass a step)\n");
+  }
+  if (!step_ms.empty()) {
+    std::printf("  step: predicted (modelled) from %s; ZeRO's collectives counted unoverlapped\n",
+                predicted_how.c_str());
   }
   return 0;
 }

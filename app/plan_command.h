@@ -23,6 +23,10 @@ struct PlanArgs {
   int processes = 2;  // multi_worker_mirrored, parameter_server: the job's processes
   std::string plugin_dir;
   bool json = false;
+  // Each layout's step time too, predicted (modelled) from the config's
+  // step measured on one device here over `steps` steps.
+  bool predict = false;
+  int64_t steps = 5;
 };
 
 void add_plan_command(CLI::App& app, PlanArgs& args);

@@ -102,6 +102,8 @@ std::string hostname() {
   return host;
 }
 
+}  // namespace
+
 LinkCosts read_calibration(const std::string& path, const std::string& flag) {
   LinkCosts costs = LinkCosts::nominal();
   if (path.empty()) return costs;
@@ -112,8 +114,6 @@ LinkCosts read_calibration(const std::string& path, const std::string& flag) {
   costs.merge_json(read_json_file(path), path);
   return costs;
 }
-
-}  // namespace
 
 namespace {
 

@@ -13,6 +13,8 @@
 //     pick and what bounds the step, for each device count.
 #pragma once
 
+#include <baton/cluster/cost_model.h>
+
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
@@ -43,5 +45,10 @@ void add_calibrate_command(CLI::App& app, CalibrateArgs& args);
 void add_predict_command(CLI::App& app, PredictArgs& args);
 int run_calibrate(const CalibrateArgs& args);
 int run_predict(const PredictArgs& args, const std::string& exe_path);
+
+// The links' figures: nominal, with a calibration file's (`path`; "": none)
+// over them. InputError naming `flag` and the file when it is missing or
+// malformed.
+LinkCosts read_calibration(const std::string& path, const std::string& flag);
 
 }  // namespace baton::cli

@@ -82,6 +82,25 @@ assert zero2["gradients"] < 0.4 * none["gradients"], (zero2, none)
 assert zero3["parameters"] < 0.9 * none["parameters"], (zero3, none)
 PY
 then pass=$((pass + 1)); else echo "FAIL plan --json: ZeRO-2's window"; echo "$json" | head -30; fail=$((fail + 1)); fi
+# --predict: each layout's step, modelled from one device's step measured
+# here (2 steps) and the links' figures: ZeRO-3 gathers the values once
+# more than ZeRO-2, recomputation adds a forward.
+json=$("$BATON" plan "$EX/gpt_text.json" --set strategy.type=mirrored --set train.global_batch_size=4 \
+         --set strategy.allreduce.bucket_mb=0.25 --predict --steps 2 --json 2>&1)
+if python3 - "$json" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+step = {(m["sharding"], m["activation_checkpointing"]): m["predicted_step_ms"] for m in j["modes"]}
+assert all(m["predicted_source"] == "modelled" for m in j["modes"]), j
+assert "measured here" in j["predicted_from"], j
+assert all(v > 0 for v in step.values()), step
+assert step[("parameters", False)] > step[("gradients", False)], step
+for mode in ("none", "optimizer", "gradients", "parameters"):
+    assert step[(mode, True)] > step[(mode, False)], (mode, step)
+PY
+then pass=$((pass + 1)); else echo "FAIL plan --predict: each layout's step"; echo "$json" | tail -30; fail=$((fail + 1)); fi
+check "the predicted step is labelled so" 0 "step ms \(predicted\)" -- \
+  "$BATON" plan "$EX/mirrored.json" --predict --steps 1
 check "recomputation is the GPT's" 2 "model.activation_checkpointing: expected false" -- \
   "$BATON" plan "$EX/cnn_digits.json" --set model.activation_checkpointing=true
 check "a missing config" 2 "nope.json" -- "$BATON" plan "$WORK/nope.json"

@@ -390,6 +390,31 @@ StepPrediction predict_step(const Topology& t, const LinkCosts& links, const Mod
   return p;
 }
 
+StepPrediction predict_sharded_step(const Topology& t, const LinkCosts& links,
+                                    const ModelCost& model, int devices,
+                                    const std::string& sharding, Algorithm a, int64_t bucket_bytes,
+                                    bool overlap, bool recompute) {
+  StepPrediction p;
+  if (sharding == "none") {
+    p = predict_step(t, links, model, devices, a, bucket_bytes, overlap);
+  } else {
+    const int64_t whole = std::max<int64_t>(model.gradient_bytes, 1);
+    p = predict_step(t, links, model, devices, a, sharding == "optimizer" ? whole : bucket_bytes,
+                     /*overlap=*/false);
+    if (sharding == "parameters") {
+      p.step_s += 0.5 * p.comm_s;  // the values' second allgather
+      p.comm_s *= 1.5;
+    }
+  }
+  if (recompute) p.step_s += compute_figures(t, model).forward_s;
+  const double compute = compute_figures(t, model).step_s();
+  p.exposed_comm_s = std::max(0.0, p.step_s - compute);
+  p.samples_per_s =
+      p.step_s > 0 ? static_cast<double>(devices * model.per_device_batch) / p.step_s : 0.0;
+  p.efficiency = p.step_s > 0 ? compute / p.step_s : 1.0;
+  return p;
+}
+
 StepPrediction autotune(const Topology& t, const LinkCosts& links, const ModelCost& model,
                         int devices, bool overlap) {
   const Placement pl = place(devices, t);

@@ -211,6 +211,20 @@ double allreduce_seconds(Algorithm a, int64_t bytes, int devices, const Topology
 StepPrediction predict_step(const Topology& t, const LinkCosts& links, const ModelCost& model,
                             int devices, Algorithm a, int64_t bucket_bytes, bool overlap = true);
 
+// A step as strategy.sharding lays the run out (ZeRO's stages, as the
+// trainer runs them): "none" is predict_step's; "optimizer" reduce-scatters
+// the gradients after backward and all-gathers the values (one message
+// each: a ring allreduce's two halves), "gradients" does it a bucket at a
+// time, and "parameters" all-gathers the values once more (before each
+// group's forward and again before its backward: one more half) - none of
+// them overlapped with compute (their collectives run in the replica's
+// thread). `recompute` (model.activation_checkpointing, which the
+// measured step did not have) adds one more forward.
+StepPrediction predict_sharded_step(const Topology& t, const LinkCosts& links,
+                                    const ModelCost& model, int devices,
+                                    const std::string& sharding, Algorithm a, int64_t bucket_bytes,
+                                    bool overlap, bool recompute);
+
 // The best algorithm and bucket size for `devices` (ties to the simpler:
 // native, then ring, then hierarchical; the smaller bucket).
 StepPrediction autotune(const Topology& t, const LinkCosts& links, const ModelCost& model,
