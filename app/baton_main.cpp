@@ -15,7 +15,6 @@
 
 #include "bench_command.h"
 #include "history_command.h"
-#include "large_allocations.h"
 #include "launch_command.h"
 #include "output_file.h"
 #include "plan_command.h"
@@ -75,7 +74,6 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  baton::cli::map_large_allocations();
   CLI::App app{"Baton: distributed training from the command line"};
   app.set_version_flag("--version", version_text);
   app.require_subcommand(1);

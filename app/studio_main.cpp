@@ -10,7 +10,6 @@
 #include <cstdio>
 
 #include "common/main_window.h"
-#include "large_allocations.h"
 #include "train/run_form.h"
 #include "train/train_view.h"
 
@@ -30,7 +29,6 @@ QString beside_exe(const QStringList& candidates) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  baton::cli::map_large_allocations();  // the studio trains in its process too
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName(QStringLiteral("Baton"));
   QCoreApplication::setApplicationName(QStringLiteral("baton-studio"));

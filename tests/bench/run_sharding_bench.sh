@@ -32,15 +32,17 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY
 model=(--set model.n_layer=8 --set model.n_head=8 --set model.d_model=512
        --set data.train.context=64 --set train.global_batch_size=8 --set "train.steps=$steps"
        --set train.log_every_steps=1 --set threads=1 --set data.validation_split=0
-       --set strategy.type=multi_worker_mirrored
-       --set strategy.allreduce.bucket_mb=4)
+       --set strategy.type=multi_worker_mirrored)
 
 baton_run() {  # baton_run MODE -> the best run's "tokens/s planned_bytes grew_bytes state_bytes activations"
   local mode=$1 r best="" dir
   for ((r = 0; r < repeats; r++)); do
     dir="$work/$mode.$r"
+    groups=()  # the sharded modes' groups of layers
+    [ "$mode" = none ] || groups=(--set strategy.allreduce.bucket_mb=4)
     mpirun -n 2 --oversubscribe "$baton" train "$src/resources/examples/gpt_text.json" --no-db \
-      --runs-dir "$dir" -q "${model[@]}" --set "strategy.sharding=$mode" >"$work/out" 2>&1 ||
+      --runs-dir "$dir" -q "${model[@]}" "${groups[@]}" --set "strategy.sharding=$mode" \
+      >"$work/out" 2>&1 ||
       { echo "baton ($mode) failed:"; tail -5 "$work/out"; exit 1; }
     python3 - "$dir"/*/summary.json "$dir"/*/events.jsonl <<'PY' >>"$work/$mode.lines"
 import json, statistics, sys

@@ -107,6 +107,9 @@ check "a missing config" 2 "nope.json" -- "$BATON" plan "$WORK/nope.json"
 check "no processes" 2 "processes" -- "$BATON" plan "$EX/mirrored.json" --processes 0
 check "a sharding a strategy does not run" 2 "strategy.sharding" -- \
   "$BATON" plan "$EX/central_storage.json" --set strategy.sharding=parameters
+check "an allreduce setting a sharded run does not use" 2 \
+  "strategy.allreduce.algorithm: \"ring\" does not apply to strategy.sharding" -- \
+  "$BATON" plan "$EX/multi_worker_mirrored.json" --set strategy.sharding=parameters
 check "a bad key" 2 "strategy.shardin" -- \
   "$BATON" plan "$EX/mirrored.json" --set strategy.shardin=optimizer
 
@@ -137,9 +140,11 @@ for variant in none optimizer gradients parameters recompute; do
   runs="$WORK/runs_$variant"
   sharding=$variant recompute=false
   [ "$variant" = recompute ] && sharding=none recompute=true
+  groups=()
+  [ "$sharding" = none ] || groups=(--set strategy.allreduce.bucket_mb=0.25)
   if ! out=$("$BATON" train "$EX/gpt_text.json" --no-db --runs-dir "$runs" -q "${small[@]}" \
              --set strategy.sharding=$sharding --set model.activation_checkpointing=$recompute \
-             --set strategy.allreduce.bucket_mb=0.25 2>&1); then
+             "${groups[@]}" 2>&1); then
     echo "FAIL train the GPT ($variant)"; echo "$out" | tail -5; fail=$((fail + 1)); continue
   fi
   run=$(ls "$runs" | head -1)

@@ -84,10 +84,8 @@ TEST_F(MwmSharding, TheOptimizerShardedOverProcessesTrainsAsNone) {
     const Trained none = train(doc("none", opt));
     for (const char* mode : {"optimizer", "gradients", "parameters"}) {
       nlohmann::json d = doc(mode, opt);
-      // ZeRO-2's and ZeRO-3's groups: buckets of 50 floats, a layer each.
-      if (std::string(mode) != "optimizer") {
-        d["strategy"]["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
-      }
+      // The groups of layers: buckets of 50 floats, a layer each.
+      d["strategy"]["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
       const Trained sharded = train(d);
       // MPI's reduce-scatter and its allreduce may add in other orders:
       // within the equivalence bound.

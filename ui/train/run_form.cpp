@@ -48,6 +48,16 @@ QString layers_text(const nlohmann::json& a) {
   return parts.join(QStringLiteral(", "));
 }
 
+// A row of `widgets`, left to right, then space.
+QWidget* row_of(std::initializer_list<QWidget*> widgets) {
+  auto* row = new QWidget;
+  auto* l = new QHBoxLayout(row);
+  l->setContentsMargins(0, 0, 0, 0);
+  for (QWidget* w : widgets) l->addWidget(w);
+  l->addStretch(1);
+  return row;
+}
+
 }  // namespace
 
 RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), ctx_(ctx) {
@@ -176,26 +186,15 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   ckpt_keep_ = new QSpinBox;
   ckpt_keep_->setRange(0, 1000);
   ckpt_keep_->setPrefix(tr("keep "));
-  auto* ck = new QWidget;
-  auto* ckl = new QHBoxLayout(ck);
-  ckl->setContentsMargins(0, 0, 0, 0);
-  ckl->addWidget(ckpt_epoch_);
-  ckl->addWidget(ckpt_keep_);
-  ckl->addStretch(1);
-  add(tr("Checkpoints"), ck, QStringLiteral("checkpoint"));
+  add(tr("Checkpoints"), row_of({ckpt_epoch_, ckpt_keep_}), QStringLiteral("checkpoint"));
   strategy_label_ = new QLabel;
   strategy_label_->setObjectName(QStringLiteral("strategyLabel"));
   strategy_label_->setWordWrap(true);
-  strategy_pick_ = new QWidget;
-  auto* pick = new QHBoxLayout(strategy_pick_);
-  pick->setContentsMargins(0, 0, 0, 0);
   auto* use_config = new QPushButton(tr("Use the config's"));
   use_config->setObjectName(QStringLiteral("useConfigStrategy"));
   auto* use_cluster = new QPushButton(tr("Use the Cluster view's"));
   use_cluster->setObjectName(QStringLiteral("useClusterStrategy"));
-  pick->addWidget(use_config);
-  pick->addWidget(use_cluster);
-  pick->addStretch(1);
+  strategy_pick_ = row_of({use_config, use_cluster});
   strategy_pick_->hide();
   auto* strategy_box = new QVBoxLayout;
   strategy_box->setSpacing(1);
@@ -215,13 +214,7 @@ RunForm::RunForm(const StudioContext& ctx, QWidget* parent) : QWidget(parent), c
   apply_sharding_ = new QPushButton;
   apply_sharding_->setObjectName(QStringLiteral("applySharding"));
   apply_sharding_->hide();
-  auto* sharding_row = new QWidget;
-  auto* shl = new QHBoxLayout(sharding_row);
-  shl->setContentsMargins(0, 0, 0, 0);
-  shl->addWidget(sharding_);
-  shl->addWidget(apply_sharding_);
-  shl->addStretch(1);
-  form->addRow(tr("Sharding"), sharding_row);
+  form->addRow(tr("Sharding"), row_of({sharding_, apply_sharding_}));
   connect(sharding_, &QComboBox::currentIndexChanged, this, &RunForm::validate);
   connect(apply_sharding_, &QPushButton::clicked, this, [this] {
     const int i = sharding_->findData(suggested_sharding_);

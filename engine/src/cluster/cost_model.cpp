@@ -398,9 +398,7 @@ StepPrediction predict_sharded_step(const Topology& t, const LinkCosts& links,
   if (sharding == "none") {
     p = predict_step(t, links, model, devices, a, bucket_bytes, overlap);
   } else {
-    const int64_t whole = std::max<int64_t>(model.gradient_bytes, 1);
-    p = predict_step(t, links, model, devices, a, sharding == "optimizer" ? whole : bucket_bytes,
-                     /*overlap=*/false);
+    p = predict_step(t, links, model, devices, a, bucket_bytes, /*overlap=*/false);
     if (sharding == "parameters") {
       p.step_s += 0.5 * p.comm_s;  // the values' second allgather
       p.comm_s *= 1.5;

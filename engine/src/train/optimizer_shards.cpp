@@ -63,7 +63,6 @@ void Trainer::make_optimizer_shards() {
   }
   const int64_t shard = group_shard_offset_.back();
   group_shard_offset_.pop_back();
-  if (!gradients_sharded()) group_grad_offset_.assign(first.group.begin(), first.group.end() - 1);
   for (auto& rep : replicas_) {
     const FlatLayout& l = rep->flat.layout;
     // Where the replica computes: its GPU's memory, or the host's.

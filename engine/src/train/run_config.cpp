@@ -242,6 +242,18 @@ StrategyConfig parse_strategy(const ConfigNode& node) {
     // replica a process, on the CPU and on GPUs (over NCCL).
     s.sharding =
         node.choice_or("sharding", "none", {"none", "optimizer", "gradients", "parameters"});
+    // A sharded run's collectives are the backend's own reduce-scatters
+    // and allgathers, in the replica's thread, a group of layers of
+    // bucket_mb at a time: the allreduce's algorithm, overlap and first
+    // bucket do not apply.
+    if (s.sharding != "none") {
+      const std::string why = "does not apply to strategy.sharding \"" + s.sharding +
+                              "\", whose reduce-scatters and allgathers are the backend's own, "
+                              "unoverlapped: remove the key";
+      if (s.algorithm != "native") ar.fail("algorithm", "\"" + s.algorithm + "\" " + why);
+      if (ar.has("overlap")) ar.fail("overlap", why);
+      if (ar.has("first_bucket_mb")) ar.fail("first_bucket_mb", why);
+    }
     if (s.sharding != "none" && multi && s.replicas > 1) {
       node.fail("sharding", "\"" + s.sharding +
                                 "\" runs over multi_worker_mirrored's processes with one replica "

@@ -159,32 +159,38 @@ Trainer::Trainer(RunConfig config, const Registry& registry, const Telemetry& te
     // make theirs at their first plan (a norm's width): a plan for one
     // row on the host first (replica 0's model has had it).
     if (r > 0) rep->model->plan(1, shape.in_features);
-    if (gradients_sharded()) {
-      // ZeRO-2: the buffers laid out in groups of layers, their gradients
-      // in a window the groups share in turn (gradient_groups.h).
+    if (sharded()) {
+      // The buffers laid out in groups of layers (gradient_groups.h), each
+      // reduce-scattered on its own: ZeRO-1's all after backward, from
+      // whole gradient buffers; ZeRO-2's and -3's as backward completes
+      // each, their gradients in a window the groups share in turn.
       const GradientGroups groups =
           gradient_groups(*rep->model, std::max<int64_t>(1, cfg_.strategy.bucket_bytes / 4));
-      const FlatLayout layout =
-          flat_layout(rep->model->params(), strategy_->num_replicas(), groups.of_param);
-      const int64_t window = gradient_window(layout, groups, &group_grad_offset_);
-      group_ends_at_layer_ = groups.ends_at_layer;
-      gather_before_forward_ = groups.gather_before_forward;
-      gather_before_backward_ = groups.gather_before_backward;
-      group_own_ = groups.own_memory;
-      window_floats_ = window;
       const std::vector<Param*> params = rep->model->params();
-      rep->flat = flatten_parameters(params, backend.memory(), layout, group_grad_offset_, window);
-      if (r == 0) {
-        note_gradient_gaps(params, layout);
-        // ZeRO-3's values window: each parameter where its gradient is.
-        param_window_offset_.clear();
-        for (const Param* p : params) {
-          param_window_offset_.push_back(p->grad.data() - rep->flat.grads.data());
+      const FlatLayout layout = flat_layout(params, strategy_->num_replicas(), groups.of_param);
+      if (gradients_sharded()) {
+        const int64_t window = gradient_window(layout, groups, &group_grad_offset_);
+        group_ends_at_layer_ = groups.ends_at_layer;
+        gather_before_forward_ = groups.gather_before_forward;
+        gather_before_backward_ = groups.gather_before_backward;
+        group_own_ = groups.own_memory;
+        window_floats_ = window;
+        rep->flat =
+            flatten_parameters(params, backend.memory(), layout, group_grad_offset_, window);
+        if (r == 0) {
+          note_gradient_gaps(params, layout);
+          // ZeRO-3's values window: each parameter where its gradient is.
+          param_window_offset_.clear();
+          for (const Param* p : params) {
+            param_window_offset_.push_back(p->grad.data() - rep->flat.grads.data());
+          }
         }
+      } else {
+        group_grad_offset_.assign(layout.group.begin(), layout.group.end() - 1);
+        rep->flat = flatten_parameters(params, backend.memory(), layout);
       }
     } else {
-      rep->flat = flatten_parameters(rep->model->params(), backend.memory(),
-                                     sharded() ? strategy_->num_replicas() : 1);
+      rep->flat = flatten_parameters(rep->model->params(), backend.memory(), 1);
     }
     rep->model->set_backend(backend);
     const int64_t out = rep->model->plan(max_rows, shape.in_features);

@@ -401,7 +401,8 @@ void Trainer::emit_run_start(const RunState& s) {
                  ? "in " + std::to_string(first.flat.layout.groups()) +
                        " groups of layers as backward completes each, through a " +
                        std::to_string(first.flat.grads.numel()) + "-float gradient window"
-                 : std::string("after backward")));
+                 : "in " + std::to_string(first.flat.layout.groups()) +
+                       " groups of layers after backward"));
   } else if (!strategy_->remote_updates()) {
     log(LogLevel::kInfo,
         std::string(host_copy_ ? "optimizer (the host copy's, in host memory): " : "optimizer: ") +

@@ -39,9 +39,7 @@ class Sharding : public ::testing::Test {
   // (and ZeRO-3 gathers the middle layer's values again for its backward).
   static nlohmann::json strategy(int replicas, const char* sharding) {
     nlohmann::json s = {{"type", "mirrored"}, {"replicas", replicas}, {"sharding", sharding}};
-    if (std::string(sharding) == "gradients" || std::string(sharding) == "parameters") {
-      s["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
-    }
+    if (std::string(sharding) != "none") s["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
     return s;
   }
 
@@ -61,13 +59,47 @@ class Sharding : public ::testing::Test {
     return train_run(d, "sharding.json", registry_, opt, events);
   }
 
-  int64_t parameter_bytes(const nlohmann::json& d) {
+  // What a trainer of `d` holds before training: its parameters and
+  // optimizer state, and its gradients (bytes).
+  std::pair<int64_t, int64_t> held(const nlohmann::json& d) {
     const RunConfig cfg = parse_run_config(d, "sharding.json");
     Telemetry t;
     TrainOptions opt;
     opt.run_id = "bytes";
     const Trainer trainer(cfg, registry_, t, opt);
-    return trainer.parameter_bytes();
+    return {trainer.parameter_bytes(), trainer.gradient_bytes()};
+  }
+  int64_t parameter_bytes(const nlohmann::json& d) { return held(d).first; }
+
+  // An MLP of six 128-wide layers on 3 replicas, Adam, 2 steps; sharded,
+  // in groups of at least 1000 floats.
+  static nlohmann::json six_layers(const char* sharding) {
+    nlohmann::json d = doc(3, sharding, {{"type", "adam"}, {"lr", 0.01}});
+    if (std::string(sharding) != "none") {
+      d["strategy"]["allreduce"]["bucket_mb"] = 1000.0 * 4 / (1 << 20);
+    }
+    d["model"]["layers"] = {12, 128, 128, 128, 128, 128, 128, 5};
+    d["train"].erase("epochs");
+    d["train"]["steps"] = 2;
+    return d;
+  }
+  static constexpr int64_t kLayer = 128 * 128 + 128;
+  static constexpr int64_t kModel = 12 * 128 + 128 + 5 * kLayer + 128 * 5 + 5;
+  // Its groups, from the last layer, each at least 1000 floats: the head
+  // (645) and the last 128-wide layer; four 128-wide layers; the first.
+  // Each parameter 64-aligned (weights first), each group padded to 3
+  // pieces of multiples of 64. A replica's window is the largest group;
+  // its piece a third of every group (floats).
+  struct Groups {
+    int64_t window, piece;
+  };
+  static Groups six_layer_groups() {
+    const auto a64 = [](int64_t n) { return (n + 63) / 64 * 64; };
+    const auto padded = [](int64_t n) { return (n + 191) / 192 * 192; };
+    const int64_t head = padded(128 * 128 + a64(128 * 5) + 128 + a64(5));
+    const int64_t middle = padded(128 * 128 + 128);
+    const int64_t first = padded(a64(12 * 128) + 128);
+    return {std::max({head, middle, first}), (head + 4 * middle + first) / 3};
   }
 
   Registry registry_;
@@ -110,12 +142,12 @@ TEST_F(Sharding, TheOptimizerShardedTrainsAsNone) {
           EXPECT_NEAR(sharded.summary.step_losses[i], none.summary.step_losses[i], 1e-4) << cell;
         }
         // The run log says how the state and the gradients were split:
-        // ZeRO-2's and ZeRO-3's three layers in three groups.
+        // The three layers in three groups.
         const std::string stage = std::string(mode) == "optimizer"   ? "1"
                                   : std::string(mode) == "gradients" ? "2"
                                                                      : "3";
         const std::string said = "ZeRO-" + stage + "): each of " + std::to_string(n);
-        bool found = false, grouped = std::string(mode) == "optimizer";
+        bool found = false, grouped = false;
         for (const Event& e : events) {
           if (const auto* l = std::get_if<LogEvent>(&e)) {
             found = found || l->message.find(said) != std::string::npos;
@@ -173,44 +205,17 @@ TEST_F(Sharding, EachReplicaHoldsItsPieceOfTheState) {
 // (the window: about a layer's) and a third of the model's (the piece) -
 // the window the plan says, and under 60% of what "none" holds.
 TEST_F(Sharding, TheGradientsShardedHoldAWindowAndAPiece) {
-  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
-  nlohmann::json none = doc(3, "none", adam), zero2 = doc(3, "gradients", adam);
-  zero2["strategy"]["allreduce"]["bucket_mb"] = 1000.0 * 4 / (1 << 20);  // 1000 floats
-  for (nlohmann::json* d : {&none, &zero2}) {
-    (*d)["model"]["layers"] = {12, 128, 128, 128, 128, 128, 128, 5};
-    (*d)["train"].erase("epochs");
-    (*d)["train"]["steps"] = 2;
-  }
-  const auto bytes = [&](const nlohmann::json& d) {
-    const RunConfig cfg = parse_run_config(d, "sharding.json");
-    Telemetry t;
-    TrainOptions opt;
-    opt.run_id = "bytes";
-    const Trainer trainer(cfg, registry_, t, opt);
-    return trainer.gradient_bytes();
-  };
-  const int64_t layer = 128 * 128 + 128;
-  const int64_t model = 12 * 128 + 128 + 5 * layer + 128 * 5 + 5;
-  const int64_t held_none = bytes(none), held_zero2 = bytes(zero2);
-  EXPECT_GE(held_none, 3 * 4 * model);
-  EXPECT_LE(held_none, 3 * 4 * (model + 64 * 12));  // within the pieces' alignment
-  // The groups, from the last layer, each at least 1000 floats: the head
-  // (645) and the last 128-wide layer; four 128-wide layers; the first.
-  // Each parameter 64-aligned (weights first), each group padded to 3
-  // pieces of multiples of 64.
-  const auto a64 = [](int64_t n) { return (n + 63) / 64 * 64; };
-  const auto padded = [](int64_t n) { return (n + 191) / 192 * 192; };
-  const int64_t head = padded(128 * 128 + a64(128 * 5) + 128 + a64(5));
-  const int64_t middle = padded(128 * 128 + 128);
-  const int64_t first = padded(a64(12 * 128) + 128);
-  // Per replica: the largest group's window, and a third of every group.
-  const int64_t window = std::max({head, middle, first});
-  EXPECT_EQ(held_zero2, 3 * 4 * (window + (head + 4 * middle + first) / 3));
+  const int64_t held_none = held(six_layers("none")).second;
+  const int64_t held_zero2 = held(six_layers("gradients")).second;
+  EXPECT_GE(held_none, 3 * 4 * kModel);
+  EXPECT_LE(held_none, 3 * 4 * (kModel + 64 * 12));  // within the pieces' alignment
+  const Groups g = six_layer_groups();
+  EXPECT_EQ(held_zero2, 3 * 4 * (g.window + g.piece));
   EXPECT_LT(held_zero2, held_none * 6 / 10);
   // The plan's figure is the window the trainer made.
-  const Trained run = train(zero2);
+  const Trained run = train(six_layers("gradients"));
   EXPECT_EQ(run.summary.memory.sharding, "gradients");
-  EXPECT_EQ(run.summary.memory.gradients, 4 * window);
+  EXPECT_EQ(run.summary.memory.gradients, 4 * g.window);
   // Its piece (half its communication figure) unpadded: within the groups' padding.
   const int64_t planned = run.summary.memory.gradients + run.summary.memory.communication / 2;
   EXPECT_NEAR(static_cast<double>(held_zero2 / 3), static_cast<double>(planned), 4.0 * 64 * 8);
@@ -220,39 +225,18 @@ TEST_F(Sharding, TheGradientsShardedHoldAWindowAndAPiece) {
 // replicas of the same MLP, the values, gradients and Adam's state take
 // under 45% of what "none" holds, as the plan says.
 TEST_F(Sharding, TheParametersShardedHoldAWindowAndAPieceOfTheValues) {
-  const nlohmann::json adam = {{"type", "adam"}, {"lr", 0.01}};
-  nlohmann::json none = doc(3, "none", adam), zero3 = doc(3, "parameters", adam);
-  zero3["strategy"]["allreduce"]["bucket_mb"] = 1000.0 * 4 / (1 << 20);  // 1000 floats
-  for (nlohmann::json* d : {&none, &zero3}) {
-    (*d)["model"]["layers"] = {12, 128, 128, 128, 128, 128, 128, 5};
-    (*d)["train"].erase("epochs");
-    (*d)["train"]["steps"] = 2;
-  }
-  const auto held = [&](const nlohmann::json& d) {
-    const RunConfig cfg = parse_run_config(d, "sharding.json");
-    Telemetry t;
-    TrainOptions opt;
-    opt.run_id = "bytes";
-    const Trainer trainer(cfg, registry_, t, opt);
-    return trainer.parameter_bytes() + trainer.gradient_bytes();
-  };
-  // As above: the largest group's window, a third of every group (values,
-  // gradients, and Adam's two moments of the piece).
-  const auto a64 = [](int64_t n) { return (n + 63) / 64 * 64; };
-  const auto padded = [](int64_t n) { return (n + 191) / 192 * 192; };
-  const int64_t head = padded(128 * 128 + a64(128 * 5) + 128 + a64(5));
-  const int64_t middle = padded(128 * 128 + 128);
-  const int64_t first = padded(a64(12 * 128) + 128);
-  const int64_t window = std::max({head, middle, first});
-  const int64_t piece = (head + 4 * middle + first) / 3;
-  const int64_t zero3_bytes = held(zero3);
-  EXPECT_EQ(zero3_bytes, 3 * 4 * (2 * window + 4 * piece));
-  EXPECT_LT(zero3_bytes, held(none) * 45 / 100);
-  const Trained run = train(zero3);
+  const auto [values_none, grads_none] = held(six_layers("none"));
+  const auto [values_zero3, grads_zero3] = held(six_layers("parameters"));
+  // Values, gradients: the window and the piece each; Adam's two moments
+  // of the piece.
+  const Groups g = six_layer_groups();
+  EXPECT_EQ(values_zero3 + grads_zero3, 3 * 4 * (2 * g.window + 4 * g.piece));
+  EXPECT_LT(values_zero3 + grads_zero3, (values_none + grads_none) * 45 / 100);
+  const Trained run = train(six_layers("parameters"));
   EXPECT_EQ(run.summary.memory.sharding, "parameters");
-  EXPECT_EQ(run.summary.memory.gradients, 4 * window);
+  EXPECT_EQ(run.summary.memory.gradients, 4 * g.window);
   EXPECT_NEAR(static_cast<double>(run.summary.memory.parameters),
-              static_cast<double>(4 * (window + piece)), 4.0 * 64 * 8);
+              static_cast<double>(4 * (g.window + g.piece)), 4.0 * 64 * 8);
 }
 
 // ZeRO-3's validation: each replica's share of the validation set through
@@ -330,8 +314,16 @@ TEST_F(Sharding, WhatDoesNotShardIsRefusedNamingTheKey) {
   refused(mwm, "one replica each");
   mwm["strategy"]["sharding"] = "gradients";
   refused(mwm, "\"gradients\" runs over multi_worker_mirrored's processes with one replica");
+  // The allreduce's settings a sharded run does not use.
+  nlohmann::json ring = doc(2, "parameters", adam);
+  ring["strategy"]["allreduce"]["algorithm"] = "ring";
+  refused(ring, "\"ring\" does not apply to strategy.sharding \"parameters\"");
+  nlohmann::json overlap = doc(2, "gradients", adam);
+  overlap["strategy"]["allreduce"]["overlap"] = false;
+  refused(overlap, "strategy.allreduce.overlap: does not apply");
   nlohmann::json central = doc(2, "optimizer", adam);
   central["strategy"]["type"] = "central_storage";
+  central["strategy"].erase("allreduce");
   refused(central, "sharding");
 }
 

@@ -229,11 +229,9 @@ TEST_F(TrainerGpus, TheOptimizerShardedOverGpusTrainsAsNone) {
       for (const char* mode : {"optimizer", "gradients", "parameters"}) {
         nlohmann::json sharded = none;
         sharded["strategy"]["sharding"] = mode;
-        // ZeRO-2 and ZeRO-3: groups of 50 floats (a layer each), windows
-        // on the GPU.
-        if (std::string(mode) != "optimizer") {
-          sharded["strategy"]["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
-        }
+        // Groups of 50 floats (a layer each); ZeRO-2's and -3's windows on
+        // the GPU.
+        sharded["strategy"]["allreduce"] = {{"bucket_mb", 200.0 / (1 << 20)}};
         const Trained b = train(sharded);
         const std::string where = std::string(mode) + " " + cell;
         ASSERT_EQ(b.params.size(), static_cast<size_t>(n)) << where;

@@ -213,9 +213,10 @@ StepPrediction predict_step(const Topology& t, const LinkCosts& links, const Mod
 
 // A step as strategy.sharding lays the run out (ZeRO's stages, as the
 // trainer runs them): "none" is predict_step's; "optimizer" reduce-scatters
-// the gradients after backward and all-gathers the values (one message
-// each: a ring allreduce's two halves), "gradients" does it a bucket at a
-// time, and "parameters" all-gathers the values once more (before each
+// the gradients after backward and all-gathers the values (a ring
+// allreduce's two halves, a bucket at a time), "gradients" likewise (its
+// reduce-scatters inside backward, but not overlapped), and "parameters"
+// all-gathers the values once more (before each
 // group's forward and again before its backward: one more half) - none of
 // them overlapped with compute (their collectives run in the replica's
 // thread). `recompute` (model.activation_checkpointing, which the
