@@ -1,20 +1,21 @@
-// strategy.sharding "optimizer" (ZeRO-1, as DeepSpeed's stage 1): each of
-// the N replicas keeps and updates 1/N of the optimizer state. The flat
-// buffers are padded to N equal pieces; replica r owns piece r. After
-// backward the gradients are reduce-scattered (replica r receives the sum
-// of piece r). "gradients" (ZeRO-2, stage 2) lays the buffers out in
-// groups of layers (gradient_groups.h), each padded to N pieces, replica r
-// owning the r-th piece of each; a group is reduce-scattered from the
-// backward hook once its layers are done, and its gradients' memory then
-// serves the next group. Then the global norm is the square root of the summed squares of
-// every piece (so clipping is one device's), replica r's optimizer updates
-// its piece of the values, and the pieces are all-gathered into every
-// replica's values. A checkpoint holds the whole state, in the unsharded
-// optimizer's names and shapes - read from the replicas of this process
-// (mirrored), or all-gathered from the processes' pieces
+// strategy.sharding (ZeRO's stages, as DeepSpeed names them): the flat
+// buffers are laid out in groups of layers (gradient_groups.h), each
+// padded to N equal pieces; replica r owns the r-th piece of each group
+// and keeps and updates that piece of the optimizer state. "optimizer"
+// (ZeRO-1) reduce-scatters the groups' gradients one after another after
+// backward (replica r receives the sum of its pieces); "gradients"
+// (ZeRO-2) does it from the backward hook as each group's layers finish,
+// the group's gradient memory then serving the next group's. Then the
+// global norm is the square root of the summed squares of every piece (so
+// clipping is one device's), replica r's optimizer updates its pieces of
+// the values, and the pieces are all-gathered into every replica's values
+// ("parameters", ZeRO-3, keeps its pieces as the master instead:
+// parameter_shards.cpp). A checkpoint holds the whole state, in the
+// unsharded optimizer's names and shapes - read from the replicas of this
+// process (mirrored), or all-gathered from the processes' pieces
 // (multi_worker_mirrored, one replica each) - so it resumes under any
 // sharding and any replica count; on a resume the chief, which alone reads
-// it, broadcasts the whole state and each process takes its piece.
+// it, broadcasts the whole state and each process takes its pieces.
 #include <baton/comm/communicator.h>
 #include <baton/core/error.h>
 #include <baton/train/trainer.h>

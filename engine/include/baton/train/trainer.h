@@ -223,15 +223,15 @@ class Trainer {
   // The replica whose optimizer updates replica r's variables: the host
   // copy when there is one.
   Replica& updating(int r);
-  // strategy.sharding "optimizer" (ZeRO-1, optimizer_shards.cpp): each
-  // replica's optimizer over its piece of the flat buffers; the gradients
-  // reduce-scattered; replica r's clipping (by the norm over every piece),
-  // update and allgather; the whole state for a checkpoint, in the
-  // unsharded optimizer's names, and each replica's piece from one.
-  // strategy.sharding "gradients" (ZeRO-2) as well: the gradients in
-  // groups of layers (gradient_groups.h) sharing one window, each group
-  // reduce-scattered into the replica's piece from the backward hook as
-  // soon as its last layer has its gradients (reduce_scatter_group).
+  // strategy.sharding "optimizer" (ZeRO-1, optimizer_shards.cpp): the
+  // flat buffers in groups of layers (gradient_groups.h); each replica's
+  // optimizer over its pieces of them; the groups' gradients
+  // reduce-scattered after backward (reduce_scatter_group); replica r's
+  // clipping (by the norm over every piece), update and allgather; the
+  // whole state for a checkpoint, in the unsharded optimizer's names, and
+  // each replica's pieces from one. "gradients" (ZeRO-2) as well, the
+  // groups' gradients sharing one window, each group reduce-scattered
+  // from the backward hook as soon as its last layer has its gradients.
   bool sharded() const { return cfg_.strategy.sharding != "none"; }
   bool gradients_sharded() const {
     return cfg_.strategy.sharding == "gradients" || cfg_.strategy.sharding == "parameters";
